@@ -1,0 +1,9 @@
+"""Loop IR -> C, and C -> a loaded library: compiler driver with an on-disk cache, cffi loader."""
+
+from __future__ import annotations
+
+from .compiler import CompileError, CompileTimeoutError, compile_shared, default_cache_dir
+from .loader import load_library
+
+__all__ = ["CompileError", "CompileTimeoutError", "compile_shared", "default_cache_dir",
+           "load_library"]

@@ -1,0 +1,337 @@
+"""Loop IR -> C: explicit SIMD through GCC/Clang vector extensions, OpenMP for parallel.
+
+Vector values use ``tvmlite_f32x16``-style types; memory is accessed through the
+unaligned, may-alias twin (``..._u``) so any offset is legal. Gathers and scatters
+are written lane by lane; vector min/max/select go through bit masks because C (unlike
+C++) has no vector ``?:``. Only validated identifiers and numbers from the IR reach the
+text: names were checked when the tensors and steps were made.
+
+Map: types and helpers · expressions · statements · the kernel, timing and thread
+entry points (``generate``) · the C declarations cffi and headers need (``cdecl``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from tvmlite.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
+                          Select, Var, lanes_of)
+from tvmlite.lower import LoweredFunc
+from tvmlite.simplify import bound
+from tvmlite.stmt import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store
+
+CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
+         "bool": "int32_t"}
+SHORT = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
+MASK_OF = {"float32": "int32", "float64": "int64", "int32": "int32", "int64": "int64"}
+STACK_LIMIT = 64 * 1024
+FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
+         "abs": "fabs"}
+
+
+class CodeGen:
+    def __init__(self, openmp: bool = True):
+        self.openmp = openmp
+        self.vtypes: set = set()      # (dtype, lanes) used
+        self.helpers: set = set()     # helper function names needed
+        self.ranges: dict = {}
+        self.lines: list = []
+        self.tmp = 0
+
+    # -- types -------------------------------------------------------------------
+    def vt(self, dtype: str, lanes: int, unaligned: bool = False) -> str:
+        dtype = "int32" if dtype == "bool" else dtype
+        self.vtypes.add((dtype, lanes))
+        return f"tvmlite_{SHORT[dtype]}x{lanes}{'_u' if unaligned else ''}"
+
+    def fresh(self, prefix: str) -> str:
+        self.tmp += 1
+        return f"tvmlite_{prefix}{self.tmp}"
+
+    # -- expressions ---------------------------------------------------------------
+    def expr(self, e: Expr) -> str:
+        L = lanes_of(e)
+        if isinstance(e, Const):
+            return _const(e)
+        if isinstance(e, Var):
+            return e.name
+        if isinstance(e, Broadcast):
+            return f"(({self.vt(e.dtype, e.lanes)}){{}} + ({self.expr(e.value)}))"
+        if isinstance(e, Ramp):
+            vt = self.vt(e.dtype, e.lanes)
+            steps = ", ".join(str(i * e.stride) for i in range(e.lanes))
+            return f"(({vt}){{{steps}}} + ({CTYPE[e.dtype]})({self.expr(e.base)}))"
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, BinOp):
+            return self.binop(e, L)
+        if isinstance(e, Cmp):
+            if L > 1:
+                return self.vector_cmp(e, L)
+            return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+        if isinstance(e, Not):
+            return f"(!{self.expr(e.a)})"
+        if isinstance(e, Select):
+            if lanes_of(e.cond) > 1:
+                self.helpers.add(("vsel", e.dtype, L))
+                mask = self.expr(e.cond)
+                cond_dt = MASK_OF[e.cond.a.dtype] if isinstance(e.cond, Cmp) else "int32"
+                if cond_dt != MASK_OF[e.dtype]:
+                    mask = f"__builtin_convertvector({mask}, {self.vt(MASK_OF[e.dtype], L)})"
+                return (f"tvmlite_vsel_{SHORT[e.dtype]}x{L}({mask}, "
+                        f"{self.expr(e.then)}, {self.expr(e.other)})")
+            return f"({self.expr(e.cond)} ? {self.expr(e.then)} : {self.expr(e.other)})"
+        if isinstance(e, Call):
+            return self.call(e, L)
+        if isinstance(e, Cast):
+            if L > 1:
+                return f"__builtin_convertvector({self.expr(e.value)}, {self.vt(e.dtype, L)})"
+            return f"(({CTYPE[e.dtype]})({self.expr(e.value)}))"
+        raise TypeError(f"codegen: cannot print {type(e).__name__} (was the IR lowered?)")
+
+    def binop(self, e: BinOp, L: int) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if e.op in ("and", "or"):
+            return f"({a} {'&&' if e.op == 'and' else '||'} {b})"
+        if e.op in ("min", "max"):
+            if L > 1:
+                self.helpers.add(("v" + e.op, e.dtype, L))
+                return f"tvmlite_v{e.op}_{SHORT[e.dtype]}x{L}({a}, {b})"
+            self.helpers.add((e.op, e.dtype, 1))
+            return f"tvmlite_{e.op}_{SHORT[e.dtype]}({a}, {b})"
+        if e.op in ("//", "%"):
+            lo = bound(e.a, self.ranges)[0]
+            if isinstance(e.b, Const) and e.b.value > 0 and lo >= 0:
+                return f"({a} {'/' if e.op == '//' else '%'} {b})"
+            name = "floordiv" if e.op == "//" else "floormod"
+            self.helpers.add((name, e.dtype, 1))
+            return f"tvmlite_{name}_{SHORT[e.dtype]}({a}, {b})"
+        return f"({a} {e.op} {b})"
+
+    def vector_cmp(self, e: Cmp, L: int) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        return f"({a} {e.op} {b})"
+
+    def call(self, e: Call, L: int) -> str:
+        suffix = "f" if e.dtype == "float32" else ""
+        one = "1.0f" if e.dtype == "float32" else "1.0"
+
+        def scalar(x: str) -> str:
+            if e.func == "sigmoid":
+                return f"({one} / ({one} + __builtin_exp{suffix}(-({x}))))"
+            return f"__builtin_{FUNCS[e.func]}{suffix}({x})"
+        if L == 1:
+            return scalar(self.expr(e.arg))
+        vt = self.vt(e.dtype, L)
+        t = self.fresh("x")
+        lanes = ", ".join(scalar(f"{t}[{i}]") for i in range(L))
+        return f"({{ {vt} {t} = {self.expr(e.arg)}; ({vt}){{{lanes}}}; }})"
+
+    def load(self, e: Load) -> str:
+        idx = e.indices[0]
+        buf = e.buffer.name
+        if isinstance(idx, Ramp):
+            if idx.stride == 1:
+                return f"(*({self.vt(e.dtype, idx.lanes, True)}*)({buf} + {self.expr(idx.base)}))"
+            t = self.fresh("b")
+            lanes = ", ".join(f"{buf}[{t} + {i * idx.stride}]" for i in range(idx.lanes))
+            return (f"({{ int64_t {t} = {self.expr(idx.base)}; "
+                    f"({self.vt(e.dtype, idx.lanes)}){{{lanes}}}; }})")
+        if lanes_of(idx) > 1:
+            raise TypeError("codegen: a vector index must be a ramp")
+        return f"{buf}[{self.expr(idx)}]"
+
+    # -- statements ----------------------------------------------------------------
+    def emit(self, line: str, depth: int) -> None:
+        self.lines.append("  " * depth + line)
+
+    def stmt(self, s: Stmt, depth: int) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x, depth)
+        elif isinstance(s, For):
+            if s.kind == "parallel" and self.openmp:
+                self.emit("#pragma omp parallel for schedule(static)", depth)
+            v = s.var.name
+            self.emit(f"for (int64_t {v} = 0; {v} < {s.extent}; ++{v}) {{", depth)
+            old = self.ranges.get(v)
+            self.ranges[v] = (0, s.extent - 1)
+            self.stmt(s.body, depth + 1)
+            if old is None:
+                self.ranges.pop(v, None)
+            self.emit("}", depth)
+        elif isinstance(s, IfThenElse):
+            self.emit(f"if ({self.expr(s.cond)}) {{", depth)
+            self.stmt(s.then, depth + 1)
+            if s.other is not None:
+                self.emit("} else {", depth)
+                self.stmt(s.other, depth + 1)
+            self.emit("}", depth)
+        elif isinstance(s, Store):
+            self.store(s, depth)
+        elif isinstance(s, Allocate):
+            self.allocate(s, depth)
+        else:
+            raise TypeError(f"codegen: unknown statement {type(s).__name__}")
+
+    def store(self, s: Store, depth: int) -> None:
+        idx, buf = s.indices[0], s.buffer.name
+        value = self.expr(s.value)
+        if isinstance(idx, Ramp):
+            if idx.stride == 1:
+                vt = self.vt(s.buffer.dtype, idx.lanes, True)
+                self.emit(f"*({vt}*)({buf} + {self.expr(idx.base)}) = {value};", depth)
+                return
+            t, b = self.fresh("v"), self.fresh("b")
+            self.emit(f"{{ {self.vt(s.buffer.dtype, idx.lanes)} {t} = {value}; "
+                      f"int64_t {b} = {self.expr(idx.base)};", depth)
+            for i in range(idx.lanes):
+                self.emit(f"  {buf}[{b} + {i * idx.stride}] = {t}[{i}];", depth)
+            self.emit("}", depth)
+            return
+        self.emit(f"{buf}[{self.expr(idx)}] = {value};", depth)
+
+    def allocate(self, s: Allocate, depth: int) -> None:
+        b = s.buffer
+        ct = CTYPE[b.dtype]
+        n = max(b.size, 1)
+        self.emit("{", depth)
+        if n * _itemsize(b.dtype) <= STACK_LIMIT:
+            self.emit(f"{ct} {b.name}[{n}] __attribute__((aligned(64)));", depth + 1)
+            self.stmt(s.body, depth + 1)
+        else:
+            self.emit(f"{ct}* restrict {b.name} = ({ct}*)aligned_alloc(64, "
+                      f"{_round64(n * _itemsize(b.dtype))});", depth + 1)
+            self.emit(f"if ({b.name} == NULL) {{ tvmlite_status = -1; }} else {{", depth + 1)
+            self.stmt(s.body, depth + 2)
+            self.emit(f"free({b.name});", depth + 2)
+            self.emit("}", depth + 1)
+        self.emit("}", depth)
+
+    # -- preamble --------------------------------------------------------------------
+    def typedefs(self) -> list:
+        out = []
+        for dtype, lanes in sorted(self.vtypes):
+            ct = CTYPE[dtype]
+            nbytes = lanes * _itemsize(dtype)
+            name = f"tvmlite_{SHORT[dtype]}x{lanes}"
+            out.append(f"typedef {ct} {name} __attribute__((vector_size({nbytes})));")
+            out.append(f"typedef {ct} {name}_u __attribute__((vector_size({nbytes}), "
+                       f"aligned({_itemsize(dtype)}), may_alias));")
+        return out
+
+    def helper_defs(self) -> list:
+        out = []
+        for kind, dtype, lanes in sorted(self.helpers):
+            ct, sh = CTYPE[dtype], SHORT[dtype]
+            if kind in ("min", "max"):
+                op = "<" if kind == "min" else ">"
+                out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) "
+                           f"{{ return a {op} b || a != a ? a : b; }}")
+            elif kind in ("floordiv", "floormod"):
+                body = ("{ " + ct + " q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }"
+                        if kind == "floordiv" else
+                        "{ " + ct + " r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }")
+                out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) {body}")
+            else:
+                vt, mt = self.vt(dtype, lanes), self.vt(MASK_OF[dtype], lanes)
+                name = f"tvmlite_{kind}_{sh}x{lanes}"
+                if kind == "vsel":
+                    out.append(f"static inline {vt} {name}({mt} m, {vt} t, {vt} o) "
+                               f"{{ return ({vt})((({mt})t & m) | (({mt})o & ~m)); }}")
+                else:
+                    op = "<" if kind == "vmin" else ">"
+                    out.append(f"static inline {vt} {name}({vt} a, {vt} b) {{ {mt} m = (a {op} b) "
+                               f"| (a != a); return ({vt})((({mt})a & m) | (({mt})b & ~m)); }}")
+        return out
+
+
+def _itemsize(dtype: str) -> int:
+    return {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "bool": 4}[dtype]
+
+
+def _round64(n: int) -> int:
+    return (n + 63) // 64 * 64
+
+
+def _const(e: Const) -> str:
+    v = e.value
+    if e.dtype in ("float32", "float64"):
+        f = "f" if e.dtype == "float32" else ""
+        if math.isnan(v):
+            return f"__builtin_nan{f}(\"\")"
+        if math.isinf(v):
+            return f"({'-' if v < 0 else ''}__builtin_inf{f}())"
+        return f"{v!r}{f}"
+    if e.dtype == "bool":
+        return "1" if v else "0"
+    if e.dtype == "int64" or not -2**31 <= v < 2**31:
+        return f"{v}LL" if v != -2**63 else "(-9223372036854775807LL - 1)"
+    return str(v) if v != -2**31 else "(-2147483647 - 1)"
+
+
+def params(func: LoweredFunc, outputs: Iterable[str], names: list | None = None) -> str:
+    outs = set(outputs)
+    out = []
+    for i, b in enumerate(func.args):
+        const = "" if b.name in outs else "const "
+        out.append(f"{const}{CTYPE[b.dtype]}* restrict {names[i] if names else b.name}")
+    return ", ".join(out)
+
+
+def generate(func: LoweredFunc, outputs: Iterable[str], openmp: bool = True) -> str:
+    """Complete C source: the kernel ``name``, ``name_time`` and ``name_set_num_threads``."""
+    outputs = list(outputs)
+    g = CodeGen(openmp)
+    g.emit("int32_t tvmlite_status = 0;", 1)
+    for b in func.allocs:
+        ct = CTYPE[b.dtype]
+        g.emit(f"{ct}* restrict {b.name} = ({ct}*)aligned_alloc(64, "
+               f"{_round64(max(b.size, 1) * _itemsize(b.dtype))});", 1)
+    if func.allocs:
+        missing = " || ".join(f"{b.name} == NULL" for b in func.allocs)
+        g.emit(f"if ({missing}) {{", 1)
+        for b in func.allocs:
+            g.emit(f"free({b.name});", 2)
+        g.emit("return -1;", 2)
+        g.emit("}", 1)
+    g.stmt(func.body, 1)
+    for b in func.allocs:
+        g.emit(f"free({b.name});", 1)
+    g.emit("return tvmlite_status;", 1)
+    body = g.lines
+    n = func.name
+    tnames = [f"tvmlite_a{i}" for i in range(len(func.args))]
+    src = ["// generated by tvmlite", "#include <stdint.h>", "#include <stdlib.h>",
+           "#include <time.h>", "#ifdef _OPENMP", "#include <omp.h>", "#endif", ""]
+    src += g.typedefs() + g.helper_defs() + [""]
+    src.append(f"int32_t {n}({params(func, outputs)}) {{")
+    src += body
+    src.append("}")
+    src += ["", f"double {n}_time({params(func, outputs, tnames)}, int32_t number) {{",
+            "  struct timespec t0, t1;",
+            "  clock_gettime(CLOCK_MONOTONIC, &t0);",
+            "  for (int32_t r = 0; r < number; ++r) {",
+            f"    if ({n}({', '.join(tnames)}) != 0) return -1.0;",
+            "  }",
+            "  clock_gettime(CLOCK_MONOTONIC, &t1);",
+            "  return ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9)"
+            " / (double)number;",
+            "}", "",
+            f"void {n}_set_num_threads(int32_t n) {{",
+            "#ifdef _OPENMP", "  if (n > 0) omp_set_num_threads(n);", "#endif",
+            "  (void)n;", "}", ""]
+    return "\n".join(src)
+
+
+def cdecl(func: LoweredFunc, outputs: Iterable[str]) -> str:
+    """C declarations of the three entry points (for cffi and the exported header)."""
+    outputs = list(outputs)
+    n = func.name
+    p = params(func, outputs).replace(" restrict", "")
+    return (f"int32_t {n}({p});\n"
+            f"double {n}_time({p}, int32_t number);\n"
+            f"void {n}_set_num_threads(int32_t n);\n")
+
+
+_ = (Buffer,)

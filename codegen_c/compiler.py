@@ -1,0 +1,182 @@
+"""C source -> shared library, through a content-addressed on-disk cache.
+
+Tuning compiles thousands of candidates, many of them identical (replays, re-measured
+bests, the same kernel in two tasks), so a compile is keyed by everything that decides
+its output: the source, the compiler (path and version), the flags, and the CPU the
+``-march=native`` flag resolves to. A hit costs one ``stat``. Layout::
+
+    <cache_dir>/<key[:2]>/<key>.c     the source, kept for inspection
+    <cache_dir>/<key[:2]>/<key>.so    the library
+    <cache_dir>/<key[:2]>/<key>.log   compiler warnings, only when there were any
+
+Writers never expose a half-written file: each compiles to a unique temp name in the
+same directory and ``os.replace``s it into place, so any number of threads or processes
+may compile the same source at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..target import Target
+
+__all__ = ["CompileError", "CompileTimeoutError", "compile_shared", "default_cache_dir"]
+
+# Bump when the command line shape below changes, so old cache entries are not reused.
+_SCHEME = "tvmlite-compile-v1"
+_LINK_LIBS = ("-lm",)
+_STDERR_LINES = 30
+
+
+class CompileError(RuntimeError):
+    """The C compiler rejected a source; ``.stderr`` holds its full diagnostics."""
+
+    def __init__(self, message: str, source_path: Path, stderr: str) -> None:
+        super().__init__(message)
+        self.source_path = source_path
+        self.stderr = stderr
+
+
+class CompileTimeoutError(CompileError):
+    """The compiler ran longer than ``timeout`` seconds (and was killed)."""
+
+
+def default_cache_dir() -> Path:
+    """``~/.cache/tvmlite/kernels``, or ``<tmp>/tvmlite-cache`` when HOME is not writable."""
+    home = Path(os.path.expanduser("~/.cache/tvmlite/kernels"))
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if os.access(home, os.W_OK | os.X_OK):
+            return home
+    except OSError:
+        pass
+    fallback = Path(tempfile.gettempdir()) / "tvmlite-cache"
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback
+
+
+def cache_key(source: str, target: Target, flags: tuple[str, ...]) -> str:
+    """sha256 of everything that decides the compiled bytes.
+
+    The CPU (arch + features) is included because ``-march=native`` means a different
+    instruction set on another machine sharing the same home directory.
+    """
+    canon = json.dumps({
+        "scheme": _SCHEME, "source": source, "compiler": target.compiler,
+        "compiler_version": target.compiler_version, "flags": list(flags),
+        "link": list(_LINK_LIBS), "arch": target.arch, "features": list(target.features),
+    }, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def compile_shared(source: str, target: Target, *,
+                   cache_dir: str | os.PathLike[str] | None = None,
+                   timeout: float | None = 60.0, extra_flags: tuple[str, ...] = (),
+                   warnings_as_errors: bool = False) -> Path:
+    """Compile ``source`` into a shared library with ``target``'s compiler and flags.
+
+    Returns the path of the cached ``.so`` (compiling only on a cache miss). Raises
+    CompileError with the compiler's diagnostics, CompileTimeoutError after ``timeout``
+    seconds. ``warnings_as_errors`` adds ``-Werror`` (part of the cache key, so a cached
+    library built with warnings never satisfies a -Werror request).
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"compile_shared(source=...) must be C source text (str), got "
+                        f"{type(source).__name__}")
+    if isinstance(extra_flags, str) or not all(isinstance(f, str) for f in extra_flags):
+        raise TypeError("compile_shared(extra_flags=...) must be a tuple of strings, e.g. "
+                        "('-DN=4',)")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"compile_shared(timeout={timeout!r}): use a positive number of "
+                         "seconds, or None for no limit")
+    flags = tuple(target.cflags) + tuple(extra_flags) + (("-Werror",) if warnings_as_errors
+                                                         else ())
+    key = cache_key(source, target, flags)
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    bucket = root / key[:2]
+    so_path = bucket / f"{key}.so"
+    if so_path.exists():
+        return so_path
+    bucket.mkdir(parents=True, exist_ok=True)
+    c_path = bucket / f"{key}.c"
+    if not c_path.exists():
+        _atomic_write(c_path, source)
+
+    tmp_so = bucket / f".{key}.{_unique()}.so.tmp"
+    cmd = [target.compiler, *flags, str(c_path), "-o", str(tmp_so), *_LINK_LIBS]
+    try:
+        returncode, stderr = _run_compiler(cmd, timeout, c_path)
+        if returncode != 0:
+            raise CompileError(_error_message(cmd, c_path, stderr, returncode), c_path,
+                               stderr)
+        if stderr.strip():
+            _atomic_write(bucket / f"{key}.log", stderr)
+        os.replace(tmp_so, so_path)
+    finally:
+        tmp_so.unlink(missing_ok=True)
+    return so_path
+
+
+def _unique() -> str:
+    """A name part no other thread or process uses at the same time."""
+    return f"{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(4)}"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{_unique()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _run_compiler(cmd: list[str], timeout: float | None, c_path: Path) -> tuple[int, str]:
+    """Run the compiler in its own process group, so a timeout also kills cc1/as/ld."""
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    except OSError as e:
+        raise CompileError(f"could not start the compiler {cmd[0]!r}: {e}. Re-detect the "
+                           "target with Target.host() or pass compiler=/path/to/cc",
+                           c_path, str(e)) from e
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        raise CompileTimeoutError(
+            f"compiling {c_path} took longer than timeout={timeout}s and was stopped: "
+            "raise compile_shared(timeout=...) or simplify the kernel (less unrolling)",
+            c_path, err or "") from None
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    return proc.returncode, (out or "") + (err or "")
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _error_message(cmd: list[str], c_path: Path, stderr: str, returncode: int) -> str:
+    lines = stderr.rstrip().splitlines()
+    shown = "\n".join(lines[:_STDERR_LINES])
+    more = f"\n... ({len(lines) - _STDERR_LINES} more lines in .stderr)" \
+        if len(lines) > _STDERR_LINES else ""
+    return (f"C compiler failed (exit {returncode}) on {c_path}\n"
+            f"command: {' '.join(cmd)}\n{shown}{more}")

@@ -1,0 +1,1 @@
+"""AutoTVM-style schedule templates (knobs -> Steps) and default schedules for the operator library."""

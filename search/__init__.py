@@ -1,0 +1,1 @@
+"""Schedule search: measurement, records, tuners, sketches, evolutionary search and the cost model."""

@@ -1,0 +1,98 @@
+"""Host detection, the JSON round trip and its validation, vector lanes, missing compiler."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import pytest
+
+from tvmlite.target import CompilerNotFoundError, Target
+
+
+@pytest.fixture(scope="module")
+def host() -> Target:
+    return Target.host()
+
+
+def test_host_fields_are_sane(host: Target) -> None:
+    assert host.arch in ("x86_64", "aarch64")
+    assert host.features == tuple(sorted(set(host.features)))
+    assert host.vector_bits in (128, 256, 512)
+    if "avx512f" in host.features:
+        assert host.vector_bits == 512
+    assert 1 <= host.cores <= (os.cpu_count() or 1)
+    assert os.path.isabs(host.compiler) and os.access(host.compiler, os.X_OK)
+    assert host.compiler_version
+    assert "-std=gnu11" in host.cflags and "-O3" in host.cflags
+    assert ("-fopenmp" in host.cflags) == host.openmp
+    for name, size in host.caches:
+        assert name.startswith("L") and size > 0
+    if platform.system() == "Linux" and host.caches:
+        assert host.cache_bytes(host.caches[0][0]) == host.caches[0][1]
+    assert host.cache_bytes("L9") is None
+    hash(host)  # hashable: usable as a cache key
+
+
+def test_host_is_cached(host: Target) -> None:
+    assert Target.host() is host
+
+
+def test_json_round_trip(host: Target) -> None:
+    d = host.to_json()
+    assert set(d) >= {"arch", "features", "vector_bits", "cores", "caches", "compiler",
+                      "compiler_version", "cflags", "openmp"}
+    again = Target.from_json(d)
+    assert again == host
+    assert again.key() == host.key() and len(host.key()) == 16
+
+
+@pytest.mark.parametrize("key, value", [
+    ("arch", "riscv64"),
+    ("features", ["avx2", "bad;name"]),
+    ("cores", -2),
+    ("cores", True),
+    ("vector_bits", "512"),
+    ("cflags", ["-O3", "-fplugin=x; rm -rf /"]),
+    ("caches", {"L1d": -1}),
+])
+def test_from_json_rejects_bad_data(host: Target, key: str, value: object) -> None:
+    d = host.to_json()
+    d[key] = value
+    with pytest.raises(ValueError, match=key):
+        Target.from_json(d)
+
+
+def test_from_json_rejects_missing_and_unknown_keys(host: Target) -> None:
+    d = host.to_json()
+    del d["cores"]
+    with pytest.raises(ValueError, match="cores"):
+        Target.from_json(d)
+    with pytest.raises(ValueError, match="colour"):
+        Target.from_json({**host.to_json(), "colour": "red"})
+    with pytest.raises(ValueError, match="dict"):
+        Target.from_json([1, 2])
+
+
+def test_vector_lanes(host: Target) -> None:
+    t = Target.from_json({**host.to_json(), "vector_bits": 256})
+    assert t.vector_lanes("float32") == 8
+    assert t.vector_lanes("float64") == 4
+    assert t.vector_lanes("int32") == 8
+    assert t.vector_lanes("int64") == 4
+    with pytest.raises(ValueError, match="dtype"):
+        t.vector_lanes("complex64")
+
+
+def test_describe_and_estimate(host: Target) -> None:
+    text = host.describe()
+    for word in ("arch", "features", "vector", "cores", "caches", "compiler", "cflags"):
+        assert word in text
+    assert host.peak_gflops_estimate() > 0
+
+
+def test_missing_compiler_is_a_clear_error() -> None:
+    with pytest.raises(CompilerNotFoundError, match="compiler=") as info:
+        Target.host(compiler="/nonexistent/cc")
+    assert "/nonexistent/cc" in str(info.value)
+    assert isinstance(info.value, RuntimeError)

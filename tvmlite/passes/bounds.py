@@ -1,0 +1,263 @@
+"""Bound inference: loop extents and, for ``compute_at``, the region each stage computes.
+
+Stages are visited consumers first. A stage attached at loop L of stage T computes,
+for each output dimension, the interval its readers touch while every loop outside
+(and including) L is fixed and every loop inside L runs its whole range. Intervals are
+exact for affine indices; anything the simplifier cannot prove a constant width falls
+back to the whole axis (always correct, just more work).
+
+The result, one ``StageInfo`` per stage, says for every root axis its value in terms
+of the loop variables (``root``), which guards imperfect splits need, and the region
+(``base``, ``extent``) the stage's buffer holds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..expr import (BinOp, Cmp, Const, Expr, Reduce, TensorRead, Var, rebuild, substitute,
+                    walk)
+from ..schedule import Fuse, ScheduleError, Split, Stage, State
+from ..simplify import INF, bound, linear, simplify
+
+C_RESERVED = frozenset("""auto break case char const continue default do double else enum
+extern float for goto if inline int long register restrict return short signed sizeof static
+struct switch typedef union unsigned void volatile while _Bool _Complex _Imaginary""".split())
+
+
+@dataclass
+class StageInfo:
+    stage: Stage
+    loop_vars: list = field(default_factory=list)       # Var per leaf, loop order
+    extents: list = field(default_factory=list)         # int per leaf
+    root: dict = field(default_factory=dict)            # root name -> local value Expr
+    guards: list = field(default_factory=list)          # (kind, cond) in local coords
+    base: tuple = ()                                    # region start per output dim
+    region: tuple = ()                                  # region extent per output dim
+    scope_vars: dict = field(default_factory=dict)      # var name -> extent, leaves
+
+    def global_index(self, d: int) -> Expr:
+        """The value of output dimension d in whole-tensor coordinates."""
+        return simplify(BinOp("+", self.base[d], self.root[self.stage.op.axis[d].name]))
+
+
+def inline_reads(e: Expr, state: State) -> Expr:
+    """Expand reads of inlined stages so bounds see the tensors actually loaded."""
+    def go(x: Expr) -> Expr:
+        if isinstance(x, TensorRead):
+            idx = tuple(go(i) for i in x.indices)
+            st = state.stage(x.tensor.name) if state.has_stage(x.tensor.name) else None
+            if st is not None and st.attach == "inline":
+                body = substitute(st.op.body, {iv.name: i for iv, i in zip(st.op.axis, idx)})
+                return go(body)
+            return TensorRead(x.tensor, idx)
+        return rebuild(x, go)
+    return go(e)
+
+
+def infer(state: State, reserved: set) -> dict:
+    """StageInfo for every non-inlined stage, keyed by stage name."""
+    infos: dict = {}
+    used_names = set(reserved) | set(C_RESERVED)
+    for st in reversed(state.stages):
+        if st.attach == "inline":
+            continue
+        if isinstance(st.attach, tuple):
+            _check_attach(state, st, infos)
+            base, region = _region(state, st, infos)
+        else:
+            base = tuple(Const(0) for _ in st.op.axis)
+            region = tuple(iv.extent for iv in st.op.axis)
+        info = StageInfo(st, base=base, region=region)
+        _loops(info, used_names)
+        infos[st.name] = info
+    return infos
+
+
+def _check_attach(state: State, st: Stage, infos: dict) -> None:
+    target, _ = st.attach
+    tst = state.stage(target)
+    if tst.attach == "inline":
+        raise ScheduleError(f"stage {st.name} is computed at {target}, which is inlined")
+    if target not in infos:
+        raise ScheduleError(f"stage {st.name} is computed at {target}, which does not use it "
+                            f"(directly or through stages inside it)")
+
+
+def _chain(state: State, name: str) -> list:
+    """(stage, loop position) pairs from ``name`` up through its attach targets."""
+    out = []
+    st = state.stage(name)
+    while isinstance(st.attach, tuple):
+        tgt = state.stage(st.attach[0])
+        out.append((tgt.name, tgt.leaf_index(st.attach[1])))
+        st = tgt
+    return out
+
+
+def _region(state: State, st: Stage, infos: dict) -> tuple:
+    target, loop = st.attach
+    tinfo = infos[target]
+    pos = state.stage(target).leaf_index(loop)
+    free: dict = {}
+    readers = _readers(state, st.name)
+    for r in readers:
+        chain = [(r, None)] + _chain(state, r)
+        covered = r == target or any(t == target and p >= pos for t, p in chain[1:])
+        if not covered:
+            raise ScheduleError(
+                f"stage {st.name}: compute_at {target}.{loop} does not cover its reader {r} "
+                f"(the reader runs outside that loop); attach it where every reader is inside")
+        for name, _ in chain:
+            if name == target:
+                break
+            free.update(infos[name].scope_vars)
+    for v, ext in zip(tinfo.loop_vars[pos + 1:], tinfo.extents[pos + 1:]):
+        free[v.name] = ext
+    ranges = {k: (0, e - 1) for k, e in free.items()}
+    intervals: list = [None] * len(st.op.axis)
+    for r in readers:
+        rinfo = infos[r]
+        env = {iv.name: rinfo.global_index(d) for d, iv in enumerate(rinfo.stage.op.axis)}
+        for iv in rinfo.stage.op.reduce_axis:
+            env[iv.name] = simplify(BinOp("+", rinfo.root[iv.name], Const(iv.min)))
+        body = inline_reads(rinfo.stage.op.body, state)
+        for node in walk(body):
+            if isinstance(node, TensorRead) and node.tensor.name == st.name:
+                for d, idx in enumerate(node.indices):
+                    lo, hi = _sym_interval(simplify(substitute(idx, env)), ranges)
+                    intervals[d] = _union(intervals[d], (lo, hi))
+    base, region = [], []
+    for d, iv in enumerate(st.op.axis):
+        iv_range = intervals[d]
+        width = None if iv_range is None else _const(BinOp("-", iv_range[1], iv_range[0]))
+        if width is None or width + 1 >= iv.extent:
+            base.append(Const(0))
+            region.append(iv.extent)
+        else:
+            base.append(iv_range[0])
+            region.append(width + 1)
+    return tuple(base), tuple(region)
+
+
+def _readers(state: State, name: str) -> list:
+    """Non-inlined stages that read ``name``, directly or through inlined stages."""
+    out: list = []
+    for c in state.consumers(name):
+        cst = state.stage(c)
+        if cst.attach == "inline":
+            out.extend(x for x in _readers(state, c) if x not in out)
+        elif c not in out:
+            out.append(c)
+    return out
+
+
+def _const(e: Expr) -> int | None:
+    s = simplify(e)
+    return int(s.value) if isinstance(s, Const) else None
+
+
+def _union(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    dlo, dhi = _const(BinOp("-", b[0], a[0])), _const(BinOp("-", b[1], a[1]))
+    if dlo is None or dhi is None:
+        return (a[0], BinOp("+", a[0], Const(1 << 40)))  # unknown: forces the whole axis
+    return (a[0] if dlo >= 0 else b[0], a[1] if dhi <= 0 else b[1])
+
+
+def _sym_interval(e: Expr, ranges: dict) -> tuple:
+    """(lo, hi) of ``e`` with ``ranges`` vars free and every other var held fixed."""
+    terms, c = linear(e)
+    lo_terms: dict = {}
+    hi_terms: dict = {}
+    lo_c = hi_c = c
+    for atom, k in terms.items():
+        if isinstance(atom, Var) and atom.name in ranges:
+            a, b = ranges[atom.name]
+            lo_c += k * (a if k > 0 else b)
+            hi_c += k * (b if k > 0 else a)
+        elif not any(isinstance(x, Var) and x.name in ranges for x in walk(atom)):
+            lo_terms[atom] = lo_terms.get(atom, 0) + k
+            hi_terms[atom] = hi_terms.get(atom, 0) + k
+        elif isinstance(atom, BinOp) and atom.op == "//" and isinstance(atom.b, Const) and k > 0:
+            alo, ahi = _sym_interval(atom.a, ranges)
+            lo_terms[BinOp("//", alo, atom.b)] = k
+            hi_terms[BinOp("//", ahi, atom.b)] = k
+        else:
+            blo, bhi = bound(atom, ranges)
+            if blo == -INF or bhi == INF:
+                return Const(0), Const(1 << 40)
+            lo_c += k * (blo if k > 0 else bhi)
+            hi_c += k * (bhi if k > 0 else blo)
+    from ..simplify import from_linear
+    return simplify(from_linear(lo_terms, int(lo_c))), simplify(from_linear(hi_terms, int(hi_c)))
+
+
+def _loops(info: StageInfo, used: set) -> None:
+    """Leaf extents for this region, loop variable names, root values and guards."""
+    st = info.stage
+    ext: dict = {}
+    for d, iv in enumerate(st.op.axis):
+        ext[iv.name] = info.region[d]
+    for iv in st.op.reduce_axis:
+        ext[iv.name] = iv.extent
+    inner_of: dict = {}
+    for rel in st.relations:
+        if isinstance(rel, Split):
+            p = ext[rel.parent]
+            if rel.factor is not None:
+                inner = min(rel.factor, p)
+                outer = -(-p // inner)
+            else:
+                outer = min(rel.nparts, p)
+                inner = -(-p // outer)
+            ext[rel.outer], ext[rel.inner] = outer, inner
+            inner_of[rel.parent] = inner
+        else:
+            n = 1
+            for q in rel.parents:
+                n *= ext[q]
+            ext[rel.fused] = n
+    value: dict = {}
+    for it in st.leaves:
+        name = it.name if it.name not in used else f"{st.name}_{it.name}"
+        n = 1
+        while name in used:
+            name = f"{st.name}_{it.name}_{n}"
+            n += 1
+        used.add(name)
+        var = Var(name)
+        info.loop_vars.append(var)
+        info.extents.append(ext[it.name])
+        info.scope_vars[name] = ext[it.name]
+        value[it.name] = var
+    kind = {it.name: it.kind for it in st.roots}
+    for rel in st.relations:
+        for n in ((rel.outer, rel.inner) if isinstance(rel, Split) else (rel.fused,)):
+            kind[n] = kind[rel.parent if isinstance(rel, Split) else rel.parents[0]]
+    for rel in reversed(st.relations):
+        if isinstance(rel, Split):
+            f = ext[rel.inner]
+            v = BinOp("+", BinOp("*", value[rel.outer], Const(f)), value[rel.inner])
+            value[rel.parent] = v
+            if ext[rel.outer] * f > ext[rel.parent]:
+                info.guards.append((kind[rel.parent], Cmp("<", v, Const(ext[rel.parent]))))
+        else:
+            v = value[rel.fused]
+            stride = 1
+            for q in reversed(rel.parents):
+                part = BinOp("//", v, Const(stride)) if stride > 1 else v
+                if q != rel.parents[0]:
+                    part = BinOp("%", part, Const(ext[q]))
+                value[q] = part
+                stride *= ext[q]
+    ranges = {v.name: (0, e - 1) for v, e in zip(info.loop_vars, info.extents)}
+    info.root = {it.name: simplify(value[it.name], ranges) for it in st.roots}
+    info.guards = [(k, simplify(c, ranges)) for k, c in info.guards]
+    info.guards = [(k, c) for k, c in info.guards if not (isinstance(c, Const) and c.value)]
+
+
+def is_reduce(op) -> bool:
+    return isinstance(op.body, Reduce)

@@ -1,0 +1,34 @@
+"""Multi-dimensional buffer accesses become one row-major flat index."""
+from __future__ import annotations
+
+from ..expr import BinOp, Const, Expr, Load, rebuild
+from ..simplify import simplify
+from ..stmt import IfThenElse, Stmt, Store, map_stmt
+
+
+def flat_index(shape: tuple, indices: tuple) -> Expr:
+    out: Expr = Const(0)
+    stride = 1
+    for dim, idx in zip(reversed(shape), reversed(indices)):
+        term = idx if stride == 1 else BinOp("*", idx, Const(stride))
+        out = term if (isinstance(out, Const) and out.value == 0) else BinOp("+", term, out)
+        stride *= dim
+    return simplify(out)
+
+
+def _expr(e: Expr) -> Expr:
+    if isinstance(e, Load):
+        return Load(e.buffer, (flat_index(e.buffer.shape, tuple(_expr(i) for i in e.indices)),))
+    return rebuild(e, _expr)
+
+
+def flatten(stmt: Stmt) -> Stmt:
+    """Every Load/Store gets a single index: sum of index * row-major stride."""
+    def go(s: Stmt) -> Stmt:
+        if isinstance(s, Store):
+            idx = tuple(_expr(i) for i in s.indices)
+            return Store(s.buffer, (flat_index(s.buffer.shape, idx),), _expr(s.value))
+        if isinstance(s, IfThenElse):
+            s = IfThenElse(_expr(s.cond), s.then, s.other)
+        return map_stmt(s, go)
+    return go(stmt)

@@ -1,0 +1,36 @@
+"""Simplify every expression knowing each loop variable's range; drop dead branches."""
+from __future__ import annotations
+
+from ..expr import Const
+from ..simplify import simplify
+from ..stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, seq
+
+
+def simplify_stmt(stmt: Stmt, ranges: dict | None = None) -> Stmt:
+    return _go(stmt, dict(ranges or {}))
+
+
+def _go(s: Stmt, R: dict) -> Stmt:
+    if isinstance(s, For):
+        if s.extent == 1 and s.kind in ("serial", "unroll", "vectorize"):
+            from ..stmt import map_exprs
+            from ..expr import substitute
+            body = map_exprs(s.body, lambda e: substitute(e, {s.var.name: Const(0)}))
+            return _go(body, R)
+        R2 = dict(R)
+        R2[s.var.name] = (0, s.extent - 1)
+        return For(s.var, s.extent, s.kind, _go(s.body, R2), s.unroll_limit)
+    if isinstance(s, Seq):
+        return seq(*(_go(x, R) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        c = simplify(s.cond, R)
+        if isinstance(c, Const):
+            if c.value:
+                return _go(s.then, R)
+            return _go(s.other, R) if s.other is not None else Seq(())
+        return IfThenElse(c, _go(s.then, R), None if s.other is None else _go(s.other, R))
+    if isinstance(s, Store):
+        return Store(s.buffer, tuple(simplify(i, R) for i in s.indices), simplify(s.value, R))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _go(s.body, R))
+    return s

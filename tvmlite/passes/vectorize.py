@@ -1,0 +1,192 @@
+"""Vectorized loops become vector expressions (Ramp, Broadcast, vector Load/Store).
+
+A loop ``for v in range(E)`` marked vectorize is cut into chunks of L lanes (L = E when
+E is a power of two of at most four native vectors, else the native width), each chunk
+substituting ``v -> ramp(base, 1, L)``; a remainder runs as a scalar tail. A guard that
+depends on ``v`` (an imperfect split) is checked at the first and last lane of a chunk:
+when it holds for both, the chunk runs as a vector, otherwise as scalars. A body that
+cannot be a vector (a store not depending on ``v``, an inner loop, a vector condition
+choosing between loads) stays a scalar loop: correct first, fast where possible.
+"""
+from __future__ import annotations
+
+from ..expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp, Select,
+                    Var, free_vars, lanes_of, substitute, walk)
+from ..expr import ITEMSIZE
+from ..simplify import linear, simplify
+from ..stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq
+
+MAX_VECTOR_BYTES = 256
+MAX_UNROLLED_CHUNKS = 4
+
+
+class NotVectorizable(Exception):
+    """Internal: this loop body stays scalar."""
+
+
+def vectorize(s: Stmt, native_bytes: int) -> Stmt:
+    s = map_stmt(s, lambda c: vectorize(c, native_bytes))
+    if isinstance(s, For) and s.kind == "vectorize":
+        return _vectorize_loop(s, native_bytes)
+    return s
+
+
+def _store_dtypes(s: Stmt) -> set:
+    from ..stmt import walk_stmts
+    return {x.buffer.dtype for x in walk_stmts(s) if isinstance(x, Store)}
+
+
+def _vectorize_loop(loop: For, native_bytes: int) -> Stmt:
+    scalar = For(loop.var, loop.extent, "serial", loop.body)
+    dtypes = _store_dtypes(loop.body)
+    if not dtypes:
+        return scalar
+    native = native_bytes // max(ITEMSIZE[d] for d in dtypes)
+    E = loop.extent
+    biggest = MAX_VECTOR_BYTES // max(ITEMSIZE[d] for d in dtypes)
+    if E & (E - 1) == 0 and E <= biggest:
+        L = E
+    else:
+        L = native if native <= E else 1 << (E.bit_length() - 1)
+    if L < 2:
+        return scalar
+    chunks, tail = divmod(E, L)
+    v = loop.var
+    try:
+        if chunks <= MAX_UNROLLED_CHUNKS:
+            body = seq(*(_chunk(loop.body, v, Const(c * L), L) for c in range(chunks)))
+        else:
+            vo = Var(f"{v.name}_v")
+            body = For(vo, chunks, "serial",
+                       _chunk(loop.body, v, BinOp("*", vo, Const(L)), L))
+    except NotVectorizable:
+        return scalar
+    if tail:
+        vt = Var(f"{v.name}_t")
+        shifted = map_exprs(loop.body, lambda e: substitute(
+            e, {v.name: BinOp("+", vt, Const(chunks * L))}))
+        body = seq(body, For(vt, tail, "serial", shifted))
+    return body
+
+
+def _chunk(body: Stmt, v: Var, base: Expr, L: int) -> Stmt:
+    """One chunk of L lanes starting at ``base``; guards on ``v`` checked at both ends."""
+    if isinstance(body, IfThenElse) and body.other is None and v.name in free_vars(body.cond):
+        if not _monotone(body.cond, v.name):
+            raise NotVectorizable
+        first = substitute(body.cond, {v.name: base})
+        last = substitute(body.cond, {v.name: BinOp("+", base, Const(L - 1))})
+        lanes = Var(f"{v.name}_l")
+        scalar = For(lanes, L, "serial", map_exprs(body, lambda e: substitute(
+            e, {v.name: BinOp("+", base, lanes)})))
+        vec = _vec_stmt(body.then, v.name, Ramp(simplify(base), 1, L))
+        return IfThenElse(simplify(BinOp("and", first, last)), vec, scalar)
+    return _vec_stmt(body, v.name, Ramp(simplify(base), 1, L))
+
+
+def _monotone(cond: Expr, v: str) -> bool:
+    """True for a conjunction of affine integer comparisons in ``v``."""
+    if isinstance(cond, BinOp) and cond.op == "and":
+        return _monotone(cond.a, v) and _monotone(cond.b, v)
+    if not isinstance(cond, Cmp) or cond.op in ("==", "!="):
+        return False
+    terms, _ = linear(BinOp("-", cond.a, cond.b))
+    for atom in terms:
+        if not isinstance(atom, Var) and v in free_vars(atom):
+            return False
+    return True
+
+
+def _vec_stmt(s: Stmt, v: str, ramp: Ramp) -> Stmt:
+    if isinstance(s, Store):
+        idx = _vec(s.indices[0], v, ramp)
+        if lanes_of(idx) == 1 or (isinstance(idx, Ramp) and idx.stride == 0):
+            raise NotVectorizable  # every lane writes the same element
+        value = _vec(s.value, v, ramp)
+        if lanes_of(value) == 1:
+            value = Broadcast(value, ramp.lanes)
+        return Store(s.buffer, (idx,), value)
+    if isinstance(s, Seq):
+        return seq(*(_vec_stmt(x, v, ramp) for x in s.stmts))
+    if isinstance(s, IfThenElse):
+        cond = _vec(s.cond, v, ramp)
+        if lanes_of(cond) != 1:
+            raise NotVectorizable
+        return IfThenElse(cond, _vec_stmt(s.then, v, ramp),
+                          None if s.other is None else _vec_stmt(s.other, v, ramp))
+    raise NotVectorizable  # inner loops and allocations stay scalar
+
+
+def _bc(e: Expr, lanes: int) -> Expr:
+    return e if lanes_of(e) == lanes else Broadcast(e, lanes)
+
+
+def _vec(e: Expr, v: str, ramp: Ramp) -> Expr:
+    L = ramp.lanes
+    if isinstance(e, Var):
+        return ramp if e.name == v else e
+    if isinstance(e, Const):
+        return e
+    if isinstance(e, BinOp):
+        a, b = _vec(e.a, v, ramp), _vec(e.b, v, ramp)
+        la, lb = lanes_of(a), lanes_of(b)
+        if la == lb == 1:
+            return BinOp(e.op, a, b)
+        if e.dtype in ("int32", "int64"):
+            return _ramp_arith(e.op, a, b)
+        if e.op in ("and", "or"):
+            raise NotVectorizable
+        return BinOp(e.op, _bc(a, L), _bc(b, L))
+    if isinstance(e, Cmp):
+        a, b = _vec(e.a, v, ramp), _vec(e.b, v, ramp)
+        if lanes_of(a) == lanes_of(b) == 1:
+            return Cmp(e.op, a, b)
+        return Cmp(e.op, _bc(a, L), _bc(b, L))
+    if isinstance(e, Load):
+        idx = _vec(e.indices[0], v, ramp)
+        if isinstance(idx, Ramp) and idx.stride == 0:
+            return Broadcast(Load(e.buffer, (idx.base,)), L)
+        return Load(e.buffer, (idx,))
+    if isinstance(e, Select):
+        c = _vec(e.cond, v, ramp)
+        t, o = _vec(e.then, v, ramp), _vec(e.other, v, ramp)
+        if lanes_of(c) == lanes_of(t) == lanes_of(o) == 1:
+            return Select(c, t, o)
+        if lanes_of(c) > 1 and any(isinstance(x, Load) for x in walk(e.then)) | \
+                any(isinstance(x, Load) for x in walk(e.other)):
+            raise NotVectorizable  # both branches would be loaded: maybe out of bounds
+        if lanes_of(c) > 1 and c.a.dtype not in ("int32", "int64", "float32", "float64"):
+            raise NotVectorizable
+        return Select(c, _bc(t, L), _bc(o, L))
+    if isinstance(e, Not):
+        if v in free_vars(e):
+            raise NotVectorizable
+        return e
+    if isinstance(e, Call):
+        return Call(e.func, _vec(e.arg, v, ramp))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, _vec(e.value, v, ramp))
+    if v in free_vars(e):
+        raise NotVectorizable
+    return e
+
+
+def _ramp_arith(op: str, a: Expr, b: Expr) -> Expr:
+    """Integer index arithmetic stays affine (a Ramp) or the loop stays scalar."""
+    if op == "+" or op == "-":
+        sign = 1 if op == "+" else -1
+        if isinstance(a, Ramp) and lanes_of(b) == 1:
+            return Ramp(simplify(BinOp(op, a.base, b)), a.stride, a.lanes)
+        if isinstance(b, Ramp) and lanes_of(a) == 1:
+            return Ramp(simplify(BinOp(op, a, b.base)), sign * b.stride, b.lanes)
+        if isinstance(a, Ramp) and isinstance(b, Ramp):
+            return Ramp(simplify(BinOp(op, a.base, b.base)), a.stride + sign * b.stride, a.lanes)
+    if op == "*":
+        if isinstance(a, Ramp) and isinstance(b, Const):
+            return Ramp(simplify(BinOp("*", a.base, b)), a.stride * int(b.value), a.lanes)
+        if isinstance(b, Ramp) and isinstance(a, Const):
+            return Ramp(simplify(BinOp("*", a, b.base)), b.stride * int(a.value), b.lanes)
+    raise NotVectorizable
+
+
+_ = Allocate
