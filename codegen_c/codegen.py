@@ -37,6 +37,7 @@ class CodeGen:
         self.ranges: dict = {}
         self.lines: list = []
         self.tmp = 0
+        self.promoted: dict = {}      # buffer name -> lanes: held in vector variables
 
     # -- types -------------------------------------------------------------------
     def vt(self, dtype: str, lanes: int, unaligned: bool = False) -> str:
@@ -56,7 +57,8 @@ class CodeGen:
         if isinstance(e, Var):
             return e.name
         if isinstance(e, Broadcast):
-            return f"(({self.vt(e.dtype, e.lanes)}){{}} + ({self.expr(e.value)}))"
+            # x - 0 == x exactly (also for -0.0), so the compiler folds it to a broadcast
+            return f"(({CTYPE[e.dtype]})({self.expr(e.value)}) - ({self.vt(e.dtype, e.lanes)}){{}})"
         if isinstance(e, Ramp):
             vt = self.vt(e.dtype, e.lanes)
             steps = ", ".join(str(i * e.stride) for i in range(e.lanes))
@@ -130,6 +132,8 @@ class CodeGen:
     def load(self, e: Load) -> str:
         idx = e.indices[0]
         buf = e.buffer.name
+        if buf in self.promoted:
+            return f"{buf}_r{idx.base.value}"
         if isinstance(idx, Ramp):
             if idx.stride == 1:
                 return f"(*({self.vt(e.dtype, idx.lanes, True)}*)({buf} + {self.expr(idx.base)}))"
@@ -177,6 +181,9 @@ class CodeGen:
     def store(self, s: Store, depth: int) -> None:
         idx, buf = s.indices[0], s.buffer.name
         value = self.expr(s.value)
+        if buf in self.promoted:
+            self.emit(f"{buf}_r{idx.base.value} = {value};", depth)
+            return
         if isinstance(idx, Ramp):
             if idx.stride == 1:
                 vt = self.vt(s.buffer.dtype, idx.lanes, True)
@@ -196,7 +203,15 @@ class CodeGen:
         ct = CTYPE[b.dtype]
         n = max(b.size, 1)
         self.emit("{", depth)
-        if n * _itemsize(b.dtype) <= STACK_LIMIT:
+        lanes = promotable(s)
+        if lanes:
+            vt = self.vt(b.dtype, lanes)
+            regs = ", ".join(f"{b.name}_r{i}" for i in range(0, n, lanes))
+            self.emit(f"{vt} {regs};", depth + 1)
+            self.promoted[b.name] = lanes
+            self.stmt(s.body, depth + 1)
+            del self.promoted[b.name]
+        elif n * _itemsize(b.dtype) <= STACK_LIMIT:
             self.emit(f"{ct} {b.name}[{n}] __attribute__((aligned(64)));", depth + 1)
             self.stmt(s.body, depth + 1)
         else:
@@ -244,6 +259,38 @@ class CodeGen:
                     out.append(f"static inline {vt} {name}({vt} a, {vt} b) {{ {mt} m = (a {op} b) "
                                f"| (a != a); return ({vt})((({mt})a & m) | (({mt})b & ~m)); }}")
         return out
+
+
+MAX_PROMOTED_BYTES = 2048
+
+
+def promotable(s: Allocate) -> int:
+    """Lanes L if every access to the buffer is a whole vector at a constant offset that is
+    a multiple of L: then C keeps it in vector variables (registers), not in memory."""
+    from tvmlite.expr import walk
+    from tvmlite.stmt import walk_stmts
+    b = s.buffer
+    if b.size * _itemsize(b.dtype) > MAX_PROMOTED_BYTES:
+        return 0
+    idx = []
+    for st in walk_stmts(s.body):
+        exprs = []
+        if isinstance(st, Store):
+            if st.buffer.name == b.name:
+                idx.append(st.indices[0])
+            exprs = [st.value] + list(st.indices)
+        elif isinstance(st, IfThenElse):
+            exprs = [st.cond]
+        for e in exprs:
+            idx.extend(x.indices[0] for x in walk(e) if isinstance(x, Load) and x.buffer.name == b.name)
+    if not idx or not all(isinstance(i, Ramp) and i.stride == 1 and isinstance(i.base, Const)
+                          for i in idx):
+        return 0
+    lanes = {i.lanes for i in idx}
+    if len(lanes) != 1:
+        return 0
+    L = lanes.pop()
+    return L if b.size % L == 0 and all(i.base.value % L == 0 for i in idx) else 0
 
 
 def _itemsize(dtype: str) -> int:

@@ -1,7 +1,7 @@
 """Vectorized loops become vector expressions (Ramp, Broadcast, vector Load/Store).
 
-A loop ``for v in range(E)`` marked vectorize is cut into chunks of L lanes (L = E when
-E is a power of two of at most four native vectors, else the native width), each chunk
+A loop ``for v in range(E)`` marked vectorize is cut into chunks of L lanes (the native
+width, or the largest power of two up to E; wider vector types make GCC spill), each chunk
 substituting ``v -> ramp(base, 1, L)``; a remainder runs as a scalar tail. A guard that
 depends on ``v`` (an imperfect split) is checked at the first and last lane of a chunk:
 when it holds for both, the chunk runs as a vector, otherwise as scalars. A body that
@@ -16,8 +16,7 @@ from ..expr import ITEMSIZE
 from ..simplify import linear, simplify
 from ..stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq
 
-MAX_VECTOR_BYTES = 256
-MAX_UNROLLED_CHUNKS = 4
+MAX_UNROLLED_CHUNKS = 8
 
 
 class NotVectorizable(Exception):
@@ -43,11 +42,7 @@ def _vectorize_loop(loop: For, native_bytes: int) -> Stmt:
         return scalar
     native = native_bytes // max(ITEMSIZE[d] for d in dtypes)
     E = loop.extent
-    biggest = MAX_VECTOR_BYTES // max(ITEMSIZE[d] for d in dtypes)
-    if E & (E - 1) == 0 and E <= biggest:
-        L = E
-    else:
-        L = native if native <= E else 1 << (E.bit_length() - 1)
+    L = native if native <= E else 1 << (E.bit_length() - 1)
     if L < 2:
         return scalar
     chunks, tail = divmod(E, L)
