@@ -59,6 +59,15 @@ class Step:
         return f's["{self.stage}"].{method}({", ".join(args)})'  # type: ignore[attr-defined]
 
 
+def _retarget(state: State, stage: str, old: tuple, new: str) -> State:
+    """Stages computed at a loop that was split or fused follow it to ``new`` (the inner
+    half of a split, the fused loop), as in Ansor: the region there is never larger."""
+    for st in state.stages:
+        if isinstance(st.attach, tuple) and st.attach[0] == stage and st.attach[1] in old:
+            state = state.with_stage(replace(st, attach=(stage, new)))
+    return state
+
+
 def _loop_names(stage: Stage, names: tuple, what: str) -> None:
     for n in names:
         stage.leaf(n)
@@ -101,8 +110,8 @@ class SplitStep(Step):
         leaves = st.leaves[:i] + (Iter(outer, outer_ext, it.kind), Iter(inner, inner_ext, it.kind)) \
             + st.leaves[i + 1:]
         rel = Split(self.iter, outer, inner, self.factor, self.nparts)
-        return state.with_stage(replace(st, leaves=leaves, relations=st.relations + (rel,))), \
-            (outer, inner)
+        state = state.with_stage(replace(st, leaves=leaves, relations=st.relations + (rel,)))
+        return _retarget(state, self.stage, (self.iter,), inner), (outer, inner)
 
     def __str__(self) -> str:
         arg = f"factor={self.factor}" if self.factor is not None else f"nparts={self.nparts}"
@@ -135,7 +144,8 @@ class FuseStep(Step):
         fused = Iter(name, math.prod(it.extent for it in its), its[0].kind)
         leaves = st.leaves[:pos[0]] + (fused,) + st.leaves[pos[-1] + 1:]
         rel = Fuse(tuple(self.iters), name)
-        return state.with_stage(replace(st, leaves=leaves, relations=st.relations + (rel,))), name
+        state = state.with_stage(replace(st, leaves=leaves, relations=st.relations + (rel,)))
+        return _retarget(state, self.stage, tuple(self.iters), name), name
 
     def __str__(self) -> str:
         return self._call("fuse", *(f'"{n}"' for n in self.iters))

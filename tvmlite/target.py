@@ -376,6 +376,11 @@ def _cflags(compiler: str, arch: str, features: tuple[str, ...], tmp: str
     if gcc and "avx512f" in features and _accepts(
             compiler, base + extra + ["-mprefer-vector-width=512"], _TRIVIAL_PROBE, tmp):
         extra.append("-mprefer-vector-width=512")
+    # Our C is vectorized explicitly; the compiler's own loop vectorizer adds nothing and
+    # GCC 12.2's -O3 one miscompiles guarded reductions (tests/codegen_c: gcc_vectorizer).
+    no_autovec = "-fno-tree-loop-vectorize" if gcc else "-fno-vectorize"
+    if _accepts(compiler, base + extra + [no_autovec], _TRIVIAL_PROBE, tmp):
+        extra.append(no_autovec)
     openmp = _accepts(compiler, base + extra + ["-fopenmp"], _OPENMP_PROBE, tmp,
                       link=True, run=True)
     flags = [f for f in _BASE_CFLAGS if openmp or f != "-fopenmp"] + extra
