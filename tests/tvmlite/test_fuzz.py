@@ -96,7 +96,7 @@ def random_schedule(data, tensors: list):
 
 
 @pytest.mark.parametrize("op_name", sorted(CASES))
-@settings(max_examples=12, deadline=None, derandomize=True,
+@settings(max_examples=15, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_random_schedules_match_numpy(op_name, data):

@@ -1,0 +1,301 @@
+"""The built Module: argument checks (a clear TypeError/ValueError naming the argument,
+never a crash), timing, threads, and export_library used from a C program without
+Python."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import tvmlite
+from tvmlite import te
+
+M, N, K = 17, 23, 19
+
+
+# -- helpers -------------------------------------------------------------------------
+
+def _is_float(dtype) -> bool:
+    return str(dtype).startswith("float")
+
+
+def check(s, tensors, ref_fn, rtol=1e-4, atol=1e-5, seed=0, mod=None, **build_kw):
+    """Build (unless ``mod`` is given), run on seeded random inputs, compare with numpy."""
+    mod = mod or tvmlite.build(s, tensors, **build_kw)
+    rng = np.random.default_rng(seed)
+    arrays, ins, outs = [], [], []
+    for t in tensors:
+        if isinstance(t.op, te.PlaceholderOp):
+            a = (rng.uniform(-1, 1, t.shape) if _is_float(t.dtype)
+                 else rng.integers(-8, 8, t.shape)).astype(t.dtype)
+            ins.append(a)
+        else:
+            a = np.full(t.shape, np.nan if _is_float(t.dtype) else -123456, t.dtype)
+            outs.append(a)
+        arrays.append(a)
+    mod(*arrays)
+    expected = ref_fn(*ins)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(expected) == len(outs)
+    for got, want in zip(outs, expected):
+        np.testing.assert_allclose(got, np.asarray(want), rtol=rtol, atol=atol)
+    return mod
+
+
+def mm_ref(a, b):
+    return (a.astype(np.float64) @ b).astype(np.float32)
+
+
+def tiled_matmul(m=M, n=N, k=K, dtype="float32"):
+    A = te.placeholder((m, k), dtype, name="A")
+    B = te.placeholder((k, n), dtype, name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    io, jo, ii, ji = s[C].tile(i, j, 4, 8)
+    ko, ki = s[C].split(r, factor=4)
+    s[C].reorder(io, jo, ko, ii, ki, ji)
+    s[C].vectorize(ji)
+    s[C].unroll(ki)
+    s[C].parallel(io)
+    return s, [A, B, C]
+
+
+@pytest.fixture(scope="module")
+def mm():
+    s, tensors = tiled_matmul()
+    mod = check(s, tensors, mm_ref)
+    return mod, tensors
+
+
+def arrays(dtype="float32"):
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, (M, K)).astype(dtype)
+    b = rng.uniform(-1, 1, (K, N)).astype(dtype)
+    c = np.zeros((M, N), dtype)
+    return a, b, c
+
+
+# -- argument checks -------------------------------------------------------------------
+
+def test_call_computes_and_returns_none(mm):
+    mod, _ = mm
+    a, b, c = arrays()
+    assert mod(a, b, c) is None
+    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)
+    assert repr(mod) == "Module(default_function, args=['A', 'B', 'C'])"
+
+
+@pytest.mark.parametrize("n", [0, 2, 4])
+def test_wrong_number_of_arrays(mm, n):
+    mod, _ = mm
+    args = (arrays() * 2)[:n]
+    with pytest.raises(TypeError, match=rf"takes 3 arrays \(A, B, C\), got {n}"):
+        mod(*args)
+
+
+@pytest.mark.parametrize("pos,name", [(0, "A"), (1, "B"), (2, "C")])
+@pytest.mark.parametrize("dtype", ["float64", "int32", "float16"])
+def test_wrong_dtype(mm, pos, name, dtype):
+    mod, _ = mm
+    args = list(arrays())
+    args[pos] = args[pos].astype(dtype)
+    with pytest.raises(TypeError, match=rf"argument {name} must have dtype float32, got {dtype}"):
+        mod(*args)
+
+
+@pytest.mark.parametrize("pos,name,shape", [(0, "A", (K, M)), (1, "B", (K, N + 1)),
+                                            (2, "C", (M * N,)), (2, "C", (1, M, N))])
+def test_wrong_shape(mm, pos, name, shape):
+    mod, _ = mm
+    args = list(arrays())
+    args[pos] = np.zeros(shape, "float32")
+    with pytest.raises(ValueError, match=rf"argument {name} must have shape"):
+        mod(*args)
+
+
+@pytest.mark.parametrize("pos,name", [(0, "A"), (2, "C")])
+def test_non_contiguous(mm, pos, name):
+    mod, _ = mm
+    args = list(arrays())
+    big = np.zeros((args[pos].shape[0], args[pos].shape[1] * 2), "float32")
+    args[pos] = big[:, ::2]                                  # right shape, strided
+    with pytest.raises(ValueError, match=rf"argument {name} must be C-contiguous"):
+        mod(*args)
+    args[pos] = np.asfortranarray(np.zeros(args[pos].shape, "float32"))
+    with pytest.raises(ValueError, match=rf"argument {name} must be C-contiguous"):
+        mod(*args)
+
+
+def test_read_only_output_and_read_only_input(mm):
+    mod, _ = mm
+    a, b, c = arrays()
+    c.flags.writeable = False
+    with pytest.raises(ValueError, match="argument C is an output and must be writeable"):
+        mod(a, b, c)
+    c = np.zeros_like(c)
+    a.flags.writeable = False                                 # inputs may be read-only
+    mod(a, b, c)
+    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [[[1.0] * K] * M, None, 3.0, np.float32(1),
+                                 memoryview(b"abcd"), "A"],
+                         ids=["list", "none", "float", "np-scalar", "memoryview", "str"])
+@pytest.mark.parametrize("pos,name", [(0, "A"), (2, "C")])
+def test_non_ndarray(mm, bad, pos, name):
+    mod, _ = mm
+    args = list(arrays())
+    args[pos] = bad
+    with pytest.raises(TypeError, match=rf"argument {name} must be a numpy.ndarray"):
+        mod(*args)
+
+
+def test_errors_come_before_any_write(mm):
+    mod, _ = mm
+    a, b, c = arrays()
+    c[:] = 7
+    with pytest.raises(TypeError):
+        mod(a, b.astype("float64"), c)
+    assert (c == 7).all()
+
+
+def test_int_and_float64_modules_check_their_dtypes():
+    for dtype in ("int32", "float64"):
+        s, tensors = tiled_matmul(dtype=dtype)
+        mod = check(s, tensors, lambda a, b: a @ b, rtol=1e-12)
+        a, b, c = (x.astype(dtype) for x in arrays())
+        with pytest.raises(TypeError, match=rf"argument A must have dtype {dtype}"):
+            mod(a.astype("float32"), b, c)
+
+
+def test_build_rejects_bad_kernel_name():
+    s, tensors = tiled_matmul()
+    with pytest.raises(ValueError, match="identifier"):
+        tvmlite.build(s, tensors, name="x; int y")
+
+
+# -- timing and threads ------------------------------------------------------------------
+
+def test_time_evaluator(mm):
+    mod, _ = mm
+    a, b, c = arrays()
+    res = mod.time_evaluator(number=3, repeat=4)(a, b, c)
+    assert isinstance(res, tvmlite.TimeResult)
+    assert len(res.results) == 4 and all(t > 0 for t in res.results)
+    assert min(res.results) <= res.median <= max(res.results)
+    assert min(res.results) <= res.mean <= max(res.results)
+    assert res.min == min(res.results)
+    assert "median" in repr(res)
+    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)   # ran the kernel
+
+
+def test_time_evaluator_min_repeat_ms(mm):
+    mod, _ = mm
+    a, b, c = arrays()
+    t0 = time.perf_counter()
+    res = mod.time_evaluator(number=1, repeat=2, min_repeat_ms=30)(a, b, c)
+    elapsed = time.perf_counter() - t0
+    assert len(res.results) == 2
+    # each repeat ran enough calls to last about 30 ms
+    assert elapsed >= 2 * 0.030 * 0.5, elapsed
+    assert res.median < 0.030                      # per call, not per repeat
+
+
+@pytest.mark.parametrize("kw", [dict(number=0), dict(repeat=0), dict(number=True),
+                                dict(repeat=2.0), dict(number=-1)])
+def test_time_evaluator_bad_arguments(mm, kw):
+    mod, _ = mm
+    with pytest.raises(ValueError, match="time_evaluator"):
+        mod.time_evaluator(**kw)
+
+
+def test_time_evaluator_checks_arrays(mm):
+    mod, _ = mm
+    a, b, c = arrays()
+    with pytest.raises(ValueError, match="argument C must have shape"):
+        mod.time_evaluator()(a, b, c[:, :3])
+
+
+def test_set_num_threads(mm):
+    mod, _ = mm
+    try:
+        for n in (1, 2, 3):
+            mod.set_num_threads(n)
+            a, b, c = arrays()
+            mod(a, b, c)
+            np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)
+        for bad in (0, -1, True, 1.5, "2"):
+            with pytest.raises(ValueError, match="set_num_threads"):
+                mod.set_num_threads(bad)
+    finally:
+        mod.set_num_threads(os.cpu_count() or 1)
+
+
+# -- export_library --------------------------------------------------------------------------
+
+def test_export_library_writes_so_h_c(mm, tmp_path):
+    mod, _ = mm
+    out = mod.export_library(tmp_path / "sub" / "k.so")
+    assert out == tmp_path / "sub" / "k.so"
+    assert out.read_bytes() == mod.lib_path.read_bytes()
+    assert (tmp_path / "sub" / "k.c").read_text() == mod.get_source()
+    header = (tmp_path / "sub" / "k.h").read_text()
+    assert "int32_t default_function(const float* A, const float* B, float* C);" in header
+    assert "default_function_time" in header and "default_function_set_num_threads" in header
+    assert "#ifndef TVMLITE_DEFAULT_FUNCTION_H" in header
+    with pytest.raises(ValueError, match=r"\.so"):
+        mod.export_library(tmp_path / "k.dll")
+
+
+C_PROGRAM = r"""
+#include <stdio.h>
+#include "k.h"
+
+static float A[%(M)d * %(K)d], B[%(K)d * %(N)d], C[%(M)d * %(N)d];
+
+int main(void) {
+  for (int i = 0; i < %(M)d * %(K)d; ++i) A[i] = (float)(i %% 7) * 0.25f - 0.75f;
+  for (int i = 0; i < %(K)d * %(N)d; ++i) B[i] = (float)(i %% 5) * 0.5f - 1.0f;
+  mm_kernel_set_num_threads(2);
+  if (mm_kernel(A, B, C) != 0) return 1;
+  double checksum = 0.0;
+  for (int i = 0; i < %(M)d * %(N)d; ++i) checksum += (double)C[i] * (double)(i %% 13 + 1);
+  printf("checksum %%.9g\n", checksum);
+  printf("first %%.9g last %%.9g\n", (double)C[0], (double)C[%(M)d * %(N)d - 1]);
+  double t = mm_kernel_time(A, B, C, 2);
+  return t > 0.0 ? 0 : 2;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler named cc")
+def test_exported_library_runs_from_c_without_python(tmp_path):
+    s, tensors = tiled_matmul()
+    mod = check(s, tensors, mm_ref, name="mm_kernel")
+    mod.export_library(tmp_path / "k.so")
+    main = tmp_path / "main.c"
+    main.write_text(C_PROGRAM % dict(M=M, N=N, K=K))
+    exe = tmp_path / "main"
+    subprocess.run(["cc", "-std=gnu11", "-Wall", "-Werror", "-O1", str(main), "-o", str(exe),
+                    f"-I{tmp_path}", str(tmp_path / "k.so"), f"-Wl,-rpath,{tmp_path}"],
+                   check=True, capture_output=True, text=True, timeout=120)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path))
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    got = dict(re.findall(r"(checksum|first|last) (\S+)", proc.stdout))
+
+    a = ((np.arange(M * K) % 7) * 0.25 - 0.75).astype("float32").reshape(M, K)
+    b = ((np.arange(K * N) % 5) * 0.5 - 1.0).astype("float32").reshape(K, N)
+    c = mm_ref(a, b)
+    weights = (np.arange(M * N) % 13 + 1).astype(np.float64)
+    want = float((c.ravel().astype(np.float64) * weights).sum())
+    assert float(got["checksum"]) == pytest.approx(want, rel=1e-5, abs=1e-4)
+    assert float(got["first"]) == pytest.approx(float(c.ravel()[0]), rel=1e-5, abs=1e-6)
+    assert float(got["last"]) == pytest.approx(float(c.ravel()[-1]), rel=1e-5, abs=1e-6)
