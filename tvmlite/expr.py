@@ -294,7 +294,8 @@ def const(value: Any, dtype: str | None = None) -> Const:
         else:
             raise TypeError(f"const: cannot make a constant of {type(value).__name__} {value!r}")
     check_dtype(dtype)
-    if isinstance(value, float) and not math.isfinite(value) and dtype in INT_DTYPES:
+    if isinstance(value, float) and dtype in INT_DTYPES and not (
+            math.isfinite(value) and value == int(value)):
         raise ValueError(f"const: {value} is not a valid {dtype}")
     return Const(value, dtype)
 
@@ -305,6 +306,8 @@ def as_expr(value: Any, like: Expr | None = None) -> Expr:
         return value
     if hasattr(value, "var") and isinstance(getattr(value, "var"), Var):  # te.IterVar
         return value.var
+    if hasattr(value, "dtype") and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()  # numpy scalar
     if isinstance(value, (bool, int, float)):
         if like is not None and not isinstance(value, bool):
             if isinstance(value, float) and not is_float(like.dtype):

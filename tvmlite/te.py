@@ -76,6 +76,17 @@ class IterVar:
     def __rmul__(self, o): return o * self.var
     def __floordiv__(self, o): return self.var // o
     def __mod__(self, o): return self.var % o
+    def __neg__(self): return -self.var
+    def __truediv__(self, o): return self.var / o
+    def __rfloordiv__(self, o): return o // self.var
+    def __rmod__(self, o): return o % self.var
+    def __eq__(self, o): return self.var == o  # type: ignore[override]
+    def __ne__(self, o): return self.var != o  # type: ignore[override]
+    __hash__ = object.__hash__
+
+    def astype(self, dtype: str) -> Expr:
+        return self.var.astype(dtype)
+
     def __lt__(self, o): return self.var < o
     def __le__(self, o): return self.var <= o
     def __gt__(self, o): return self.var > o
@@ -138,10 +149,10 @@ class ComputeOp:
         self.shape = tuple(iv.extent for iv in axis)
         self.dtype = body.dtype
         self.reduce_axis: tuple[IterVar, ...] = body.axes if isinstance(body, Reduce) else ()
-        seen: dict[str, Tensor] = {}
+        seen: dict[int, Tensor] = {}  # by identity: two tensors may share a name
         for node in walk(body):
-            if isinstance(node, TensorRead) and node.tensor.name not in seen:
-                seen[node.tensor.name] = node.tensor
+            if isinstance(node, TensorRead) and id(node.tensor) not in seen:
+                seen[id(node.tensor)] = node.tensor
         self.input_tensors = tuple(seen.values())
         self._out = Tensor(self)
 
@@ -230,6 +241,8 @@ def sum(expr: Any, axis: Any, where: Any = None) -> Reduce:  # noqa: A001 - TVM'
 
 def max(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> Expr:  # noqa: A001
     """``te.max(x, axis=k)`` reduces; ``te.max(a, b)`` is the larger of two values."""
+    if axis is None and isinstance(b, IterVar) and b.kind == "reduce":
+        axis, b = b, None  # te.max(x, k): TVM's positional reduction
     if axis is not None:
         return _reduce("max", a, axis, where)
     if b is None:
@@ -239,6 +252,8 @@ def max(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> Expr:  # 
 
 def min(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> Expr:  # noqa: A001
     """``te.min(x, axis=k)`` reduces; ``te.min(a, b)`` is the smaller of two values."""
+    if axis is None and isinstance(b, IterVar) and b.kind == "reduce":
+        axis, b = b, None
     if axis is not None:
         return _reduce("min", a, axis, where)
     if b is None:

@@ -1,0 +1,76 @@
+"""Matrix products and norms: matmul, batch_matmul, dense (+bias, +relu), norm2."""
+from __future__ import annotations
+
+from .. import te
+from .common import dtype_arg, positive
+
+
+def matmul(M: int, N: int, K: int, dtype: str = "float32") -> list[te.Tensor]:
+    """``C[i, j] = sum_k A[i, k] * B[k, j]`` with A (M, K), B (K, N); returns [A, B, C]."""
+    op = "matmul"
+    M, N, K = (positive(op, n, v) for n, v in (("M", M), ("N", N), ("K", K)))
+    dtype_arg(op, dtype)
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((K, N), dtype, name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return [A, B, C]
+
+
+def batch_matmul(B: int, M: int, N: int, K: int, dtype: str = "float32") -> list[te.Tensor]:
+    """``C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]``; A (B, M, K), B (B, K, N)."""
+    op = "batch_matmul"
+    B, M, N, K = (positive(op, n, v) for n, v in (("B", B), ("M", M), ("N", N), ("K", K)))
+    dtype_arg(op, dtype)
+    lhs = te.placeholder((B, M, K), dtype, name="A")
+    rhs = te.placeholder((B, K, N), dtype, name="B")
+    k = te.reduce_axis((0, K), name="k")
+    out = te.compute((B, M, N), lambda b, i, j: te.sum(lhs[b, i, k] * rhs[b, k, j], axis=k),
+                     name="C")
+    return [lhs, rhs, out]
+
+
+def dense(N: int, K: int, M: int, dtype: str = "float32", bias: bool = False,
+          relu: bool = False) -> list[te.Tensor]:
+    """A fully connected layer as in TVM: ``out[i, j] = sum_k data[i, k] * weight[j, k]``.
+
+    N is the batch, K the input features, M the output features: data (N, K), weight
+    (M, K). ``bias`` adds a (M,) input after weight and a "bias_add" stage; ``relu`` adds a
+    "relu" stage. The last tensor returned is the output.
+    """
+    op = "dense"
+    N, K, M = (positive(op, n, v) for n, v in (("N", N), ("K", K), ("M", M)))
+    dtype_arg(op, dtype)
+    for name, flag in (("bias", bias), ("relu", relu)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{op}: {name} must be True or False, got {flag!r}")
+    data = te.placeholder((N, K), dtype, name="data")
+    weight = te.placeholder((M, K), dtype, name="weight")
+    k = te.reduce_axis((0, K), name="k")
+    out = te.compute((N, M), lambda i, j: te.sum(data[i, k] * weight[j, k], axis=k),
+                     name="dense")
+    tensors = [data, weight]
+    if bias:
+        b = te.placeholder((M,), dtype, name="bias")
+        tensors.append(b)
+        prev = out
+        out = te.compute((N, M), lambda i, j: prev[i, j] + b[j], name="bias_add")
+    if relu:
+        pre = out
+        out = te.compute((N, M), lambda i, j: te.max(pre[i, j], te.const(0, dtype)),
+                         name="relu")
+    return tensors + [out]
+
+
+def norm2(N: int, M: int, dtype: str = "float32") -> list[te.Tensor]:
+    """Frobenius norm of A (N, M) as a (1,) tensor: "sumsq" reduces both axes, "norm" roots."""
+    op = "norm2"
+    N, M = positive(op, "N", N), positive(op, "M", M)
+    dtype_arg(op, dtype, floats_only=True)
+    A = te.placeholder((N, M), dtype, name="A")
+    ri = te.reduce_axis((0, N), name="ri")
+    rj = te.reduce_axis((0, M), name="rj")
+    sumsq = te.compute((1,), lambda i: te.sum(A[ri, rj] * A[ri, rj], axis=[ri, rj]),
+                       name="sumsq")
+    norm = te.compute((1,), lambda i: te.sqrt(sumsq[i]), name="norm")
+    return [A, norm]

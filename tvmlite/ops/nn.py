@@ -1,0 +1,297 @@
+"""Convolutions and pooling.
+
+Map: window index helper · conv1d (NLC/NCL) · conv2d_nchw, conv2d_nhwc (groups) ·
+depthwise_conv2d_nchw/nhwc (channel multiplier) · conv3d_ndhwc · max_pool2d, avg_pool2d.
+
+Shapes follow TVM. ``kernel``/``stride``/``padding``/``dilation`` take an int or one int
+per spatial dimension; padding is symmetric. Convolutions pad in a separate "pad" stage
+(only when some padding is non-zero); pools guard their reads with if_then_else inside
+the reduction instead, so no padded copy is made. Either way the out-of-range read sits
+in the branch that if_then_else does not select.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import te
+from ..expr import Expr
+from .common import (axis_names, divisible, dtype_arg, named, out_size, pad, positive,
+                     tuple_arg)
+
+
+def window(o: Any, stride: int, r: Any, dilation: int) -> Expr:
+    """Input coordinate ``o*stride + r*dilation`` of output ``o`` and kernel offset ``r``,
+    written without multiplications by 1 so the loop IR stays readable."""
+    base = o * stride if stride != 1 else o
+    return base + (r * dilation if dilation != 1 else r)
+
+
+def _window_args(op: str, ndim: int, kernel: Any, stride: Any, padding: Any,
+                 dilation: Any) -> tuple[tuple[int, ...], ...]:
+    return (tuple_arg(op, "kernel", kernel, ndim), tuple_arg(op, "stride", stride, ndim),
+            tuple_arg(op, "padding", padding, ndim, allow_zero=True),
+            tuple_arg(op, "dilation", dilation, ndim))
+
+
+def _sizes(op: str, **sizes: Any) -> list[int]:
+    return [positive(op, name, v) for name, v in sizes.items()]
+
+
+def conv1d(N: int, L: int, CI: int, CO: int, kernel: Any, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1, layout: str = "NLC", dtype: str = "float32") -> list[te.Tensor]:
+    """1-D convolution. NLC: data (N, L, CI), weight (kernel, CI, CO), out (N, OL, CO);
+    NCL: data (N, CI, L), weight (CO, CI, kernel), out (N, CO, OL)."""
+    op = "conv1d"
+    N, L, CI, CO = _sizes(op, N=N, L=L, CI=CI, CO=CO)
+    (k,), (s,), (p,), (d,) = _window_args(op, 1, kernel, stride, padding, dilation)
+    dtype_arg(op, dtype)
+    if layout not in ("NLC", "NCL"):
+        raise ValueError(f"{op}: layout must be 'NLC' or 'NCL', got {layout!r}")
+    OL = out_size(op, "L", L, k, s, p, d)
+    rc = te.reduce_axis((0, CI), name="rc")
+    rl = te.reduce_axis((0, k), name="rl")
+    if layout == "NLC":
+        data = te.placeholder((N, L, CI), dtype, name="data")
+        weight = te.placeholder((k, CI, CO), dtype, name="weight")
+        padded = pad(data, (0, p, 0), layout)
+        out = te.compute((N, OL, CO), lambda n, l, f: te.sum(
+            padded[n, window(l, s, rl, d), rc] * weight[rl, rc, f], axis=[rc, rl]), name=op)
+    else:
+        data = te.placeholder((N, CI, L), dtype, name="data")
+        weight = te.placeholder((CO, CI, k), dtype, name="weight")
+        padded = pad(data, (0, 0, p), layout)
+        out = te.compute((N, CO, OL), lambda n, f, l: te.sum(
+            padded[n, rc, window(l, s, rl, d)] * weight[f, rc, rl], axis=[rc, rl]), name=op)
+    return [data, weight, out]
+
+
+def _groups(op: str, CI: int, CO: int, groups: Any) -> tuple[int, int]:
+    """Input and output channels per group."""
+    groups = positive(op, "groups", groups)
+    divisible(op, "CI", CI, "groups", groups)
+    divisible(op, "CO", CO, "groups", groups)
+    return CI // groups, CO // groups
+
+
+def _in_channel(f: Any, rc: Any, ci_g: int, co_g: int, groups: int) -> Any:
+    """Input channel read by output channel ``f`` at reduce offset ``rc`` (grouped conv)."""
+    return rc if groups == 1 else f // co_g * ci_g + rc
+
+
+def conv2d_nchw(N: int, CI: int, H: int, W: int, CO: int, kernel: Any, stride: Any = 1,
+                padding: Any = 0, dilation: Any = 1, groups: int = 1,
+                dtype: str = "float32") -> list[te.Tensor]:
+    """2-D convolution: data (N, CI, H, W), weight (CO, CI//groups, KH, KW) -> (N, CO, OH, OW)."""
+    op = "conv2d_nchw"
+    N, CI, H, W, CO = _sizes(op, N=N, CI=CI, H=H, W=W, CO=CO)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _window_args(op, 2, kernel, stride, padding, dilation)
+    ci_g, co_g = _groups(op, CI, CO, groups)
+    dtype_arg(op, dtype)
+    OH, OW = out_size(op, "H", H, kh, sh, ph, dh), out_size(op, "W", W, kw, sw, pw, dw)
+    data = te.placeholder((N, CI, H, W), dtype, name="data")
+    weight = te.placeholder((CO, ci_g, kh, kw), dtype, name="weight")
+    padded = pad(data, (0, 0, ph, pw), "NCHW")
+    rc = te.reduce_axis((0, ci_g), name="rc")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    out = te.compute((N, CO, OH, OW), lambda n, f, h, w: te.sum(
+        padded[n, _in_channel(f, rc, ci_g, co_g, groups), window(h, sh, ry, dh),
+               window(w, sw, rx, dw)] * weight[f, rc, ry, rx], axis=[rc, ry, rx]), name=op)
+    return [data, weight, out]
+
+
+def conv2d_nhwc(N: int, H: int, W: int, CI: int, CO: int, kernel: Any, stride: Any = 1,
+                padding: Any = 0, dilation: Any = 1, groups: int = 1,
+                dtype: str = "float32") -> list[te.Tensor]:
+    """2-D convolution: data (N, H, W, CI), weight (KH, KW, CI//groups, CO) -> (N, OH, OW, CO)."""
+    op = "conv2d_nhwc"
+    N, H, W, CI, CO = _sizes(op, N=N, H=H, W=W, CI=CI, CO=CO)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _window_args(op, 2, kernel, stride, padding, dilation)
+    ci_g, co_g = _groups(op, CI, CO, groups)
+    dtype_arg(op, dtype)
+    OH, OW = out_size(op, "H", H, kh, sh, ph, dh), out_size(op, "W", W, kw, sw, pw, dw)
+    data = te.placeholder((N, H, W, CI), dtype, name="data")
+    weight = te.placeholder((kh, kw, ci_g, CO), dtype, name="weight")
+    padded = pad(data, (0, ph, pw, 0), "NHWC")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    rc = te.reduce_axis((0, ci_g), name="rc")
+    out = te.compute((N, OH, OW, CO), lambda n, h, w, f: te.sum(
+        padded[n, window(h, sh, ry, dh), window(w, sw, rx, dw),
+               _in_channel(f, rc, ci_g, co_g, groups)] * weight[ry, rx, rc, f],
+        axis=[ry, rx, rc]), name=op)
+    return [data, weight, out]
+
+
+def _depthwise_args(op: str, N: int, C: int, H: int, W: int, kernel: Any, stride: Any,
+                    padding: Any, dilation: Any, multiplier: Any, dtype: str):
+    N, C, H, W, multiplier = _sizes(op, N=N, C=C, H=H, W=W, multiplier=multiplier)
+    win = _window_args(op, 2, kernel, stride, padding, dilation)
+    dtype_arg(op, dtype)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = win
+    return win, (out_size(op, "H", H, kh, sh, ph, dh), out_size(op, "W", W, kw, sw, pw, dw))
+
+
+def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, kernel: Any, stride: Any = 1,
+                          padding: Any = 0, dilation: Any = 1, multiplier: int = 1,
+                          dtype: str = "float32") -> list[te.Tensor]:
+    """Depthwise convolution: data (N, C, H, W), weight (C, multiplier, KH, KW) ->
+    (N, C*multiplier, OH, OW); output channel f reads input channel f // multiplier."""
+    op = "depthwise_conv2d_nchw"
+    win, (OH, OW) = _depthwise_args(op, N, C, H, W, kernel, stride, padding, dilation,
+                                    multiplier, dtype)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = win
+    m = multiplier
+    data = te.placeholder((N, C, H, W), dtype, name="data")
+    weight = te.placeholder((C, m, kh, kw), dtype, name="weight")
+    padded = pad(data, (0, 0, ph, pw), "NCHW")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+
+    def body(n: Any, f: Any, h: Any, w: Any) -> Expr:
+        c, q = (f, 0) if m == 1 else (f // m, f % m)
+        return te.sum(padded[n, c, window(h, sh, ry, dh), window(w, sw, rx, dw)]
+                      * weight[c, q, ry, rx], axis=[ry, rx])
+    return [data, weight, te.compute((N, C * m, OH, OW), body, name=op)]
+
+
+def depthwise_conv2d_nhwc(N: int, H: int, W: int, C: int, kernel: Any, stride: Any = 1,
+                          padding: Any = 0, dilation: Any = 1, multiplier: int = 1,
+                          dtype: str = "float32") -> list[te.Tensor]:
+    """Depthwise convolution: data (N, H, W, C), weight (KH, KW, C, multiplier) ->
+    (N, OH, OW, C*multiplier)."""
+    op = "depthwise_conv2d_nhwc"
+    win, (OH, OW) = _depthwise_args(op, N, C, H, W, kernel, stride, padding, dilation,
+                                    multiplier, dtype)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = win
+    m = multiplier
+    data = te.placeholder((N, H, W, C), dtype, name="data")
+    weight = te.placeholder((kh, kw, C, m), dtype, name="weight")
+    padded = pad(data, (0, ph, pw, 0), "NHWC")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+
+    def body(n: Any, h: Any, w: Any, f: Any) -> Expr:
+        c, q = (f, 0) if m == 1 else (f // m, f % m)
+        return te.sum(padded[n, window(h, sh, ry, dh), window(w, sw, rx, dw), c]
+                      * weight[ry, rx, c, q], axis=[ry, rx])
+    return [data, weight, te.compute((N, OH, OW, C * m), body, name=op)]
+
+
+def conv3d_ndhwc(N: int, D: int, H: int, W: int, CI: int, CO: int, kernel: Any,
+                 stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+                 dtype: str = "float32") -> list[te.Tensor]:
+    """3-D convolution: data (N, D, H, W, CI), weight (KD, KH, KW, CI, CO) ->
+    (N, OD, OH, OW, CO)."""
+    op = "conv3d_ndhwc"
+    N, D, H, W, CI, CO = _sizes(op, N=N, D=D, H=H, W=W, CI=CI, CO=CO)
+    ks, ss, ps, ds = _window_args(op, 3, kernel, stride, padding, dilation)
+    dtype_arg(op, dtype)
+    OD, OH, OW = (out_size(op, dim, n, k, s, p, d)
+                  for dim, n, k, s, p, d in zip("DHW", (D, H, W), ks, ss, ps, ds))
+    data = te.placeholder((N, D, H, W, CI), dtype, name="data")
+    weight = te.placeholder((*ks, CI, CO), dtype, name="weight")
+    padded = pad(data, (0, *ps, 0), "NDHWC")
+    rd, ry, rx = (te.reduce_axis((0, k), name=n) for n, k in zip(("rd", "ry", "rx"), ks))
+    rc = te.reduce_axis((0, CI), name="rc")
+    out = te.compute((N, OD, OH, OW, CO), lambda n, d, h, w, f: te.sum(
+        padded[n, window(d, ss[0], rd, ds[0]), window(h, ss[1], ry, ds[1]),
+               window(w, ss[2], rx, ds[2]), rc] * weight[rd, ry, rx, rc, f],
+        axis=[rd, ry, rx, rc]), name=op)
+    return [data, weight, out]
+
+
+# -- pooling ---------------------------------------------------------------------------
+
+class _Pool(NamedTuple):
+    """Checked arguments of a 2-D pool, its input, and a window reader."""
+    data: te.Tensor
+    out_shape: tuple[int, ...]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    in_hw: tuple[int, int]
+    hw_pos: tuple[int, int]  # positions of H and W in the layout
+
+    def read(self, idx: tuple, ry: Any, rx: Any, fill: Any) -> Expr:
+        """The input element under kernel offset (ry, rx) of output coordinate ``idx``, or
+        ``fill`` where that lies in the padding."""
+        at, conds = list(idx), []
+        for pos, s, p, r, n in zip(self.hw_pos, self.stride, self.padding, (ry, rx), self.in_hw):
+            at[pos] = window(idx[pos], s, r, 1)
+            if p:
+                at[pos] = at[pos] - p
+                conds += [at[pos] >= 0, at[pos] < n]
+        src = self.data[tuple(at)]
+        if not conds:
+            return src
+        return te.if_then_else(te.all(*conds), src, te.const(fill, self.data.dtype))
+
+
+def _pool(op: str, N: Any, C: Any, H: Any, W: Any, kernel: Any, stride: Any, padding: Any,
+          layout: str, dtype: str, floats_only: bool) -> _Pool:
+    N, C, H, W = _sizes(op, N=N, C=C, H=H, W=W)
+    ks = tuple_arg(op, "kernel", kernel, 2)
+    ss = tuple_arg(op, "stride", kernel if stride is None else stride, 2)
+    ps = tuple_arg(op, "padding", padding, 2, allow_zero=True)
+    dtype_arg(op, dtype, floats_only=floats_only)
+    if layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"{op}: layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    for dim, p, k in zip("HW", ps, ks):
+        if p >= k:
+            raise ValueError(f"{op}: padding along {dim} ({p}) must be smaller than the kernel "
+                             f"({k}), or some windows would see only padding")
+    OH, OW = (out_size(op, dim, n, k, s, p) for dim, n, k, s, p in zip("HW", (H, W), ks, ss, ps))
+    sizes = {"N": N, "C": C, "H": H, "W": W}
+    in_shape = tuple(sizes[ch] for ch in layout)
+    out_shape = tuple({**sizes, "H": OH, "W": OW}[ch] for ch in layout)
+    data = te.placeholder(in_shape, dtype, name="data")
+    return _Pool(data, out_shape, ks, ss, ps, (H, W), (layout.index("H"), layout.index("W")))
+
+
+def max_pool2d(N: int, C: int, H: int, W: int, kernel: Any, stride: Any = None,
+               padding: Any = 0, layout: str = "NCHW", dtype: str = "float32") -> list[te.Tensor]:
+    """Max over each window; ``stride`` defaults to ``kernel``. Padding counts as the
+    dtype's lowest value, so it never wins."""
+    op = "max_pool2d"
+    pool = _pool(op, N, C, H, W, kernel, stride, padding, layout, dtype, floats_only=False)
+    is_float = dtype.startswith("float")
+    lowest = float(np.finfo(dtype).min) if is_float else int(np.iinfo(dtype).min)
+    ry, rx = (te.reduce_axis((0, k), name=n) for n, k in zip(("ry", "rx"), pool.kernel))
+    body = named(axis_names(layout), lambda *idx: te.max(pool.read(idx, ry, rx, lowest),
+                                                        axis=[ry, rx]))
+    return [pool.data, te.compute(pool.out_shape, body, name=op)]
+
+
+def avg_pool2d(N: int, C: int, H: int, W: int, kernel: Any, stride: Any = None,
+               padding: Any = 0, layout: str = "NCHW", count_include_pad: bool = True,
+               dtype: str = "float32") -> list[te.Tensor]:
+    """Mean over each window: a "pool_sum" stage, then division by the window size
+    (``count_include_pad``) or by the number of non-padding elements in the window."""
+    op = "avg_pool2d"
+    if not isinstance(count_include_pad, bool):
+        raise ValueError(f"{op}: count_include_pad must be True or False, "
+                         f"got {count_include_pad!r}")
+    pool = _pool(op, N, C, H, W, kernel, stride, padding, layout, dtype, floats_only=True)
+    ry, rx = (te.reduce_axis((0, k), name=n) for n, k in zip(("ry", "rx"), pool.kernel))
+    names = axis_names(layout)
+    total = te.compute(pool.out_shape, named(names, lambda *idx: te.sum(
+        pool.read(idx, ry, rx, 0.0), axis=[ry, rx])), name="pool_sum")
+    kh, kw = pool.kernel
+
+    def count(idx: tuple) -> Any:
+        """Elements of the window that lie inside the input (padding excluded)."""
+        per_dim = []
+        for pos, s, p, k, n in zip(pool.hw_pos, pool.stride, pool.padding, pool.kernel,
+                                   pool.in_hw):
+            start = (idx[pos] * s if s != 1 else idx[pos]) - p
+            per_dim.append(te.min(start + k, n) - te.max(start, 0) if p else k)
+        return per_dim[0] * per_dim[1]
+
+    def body(*idx: Any) -> Expr:
+        if count_include_pad or not any(pool.padding):
+            return total[idx] / te.const(kh * kw, dtype)
+        return total[idx] / te.cast(count(idx), dtype)
+    return [pool.data, te.compute(pool.out_shape, named(names, body), name=op)]
