@@ -242,8 +242,9 @@ class CodeGen:
             ct, sh = CTYPE[dtype], SHORT[dtype]
             if kind in ("min", "max"):
                 op = "<" if kind == "min" else ">"
+                nan = " || a != a" if dtype in ("float32", "float64") else ""  # NaN wins
                 out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) "
-                           f"{{ return a {op} b || a != a ? a : b; }}")
+                           f"{{ return a {op} b{nan} ? a : b; }}")
             elif kind in ("floordiv", "floormod"):
                 body = ("{ " + ct + " q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }"
                         if kind == "floordiv" else
@@ -257,8 +258,9 @@ class CodeGen:
                                f"{{ return ({vt})((({mt})t & m) | (({mt})o & ~m)); }}")
                 else:
                     op = "<" if kind == "vmin" else ">"
-                    out.append(f"static inline {vt} {name}({vt} a, {vt} b) {{ {mt} m = (a {op} b) "
-                               f"| (a != a); return ({vt})((({mt})a & m) | (({mt})b & ~m)); }}")
+                    nan = " | (a != a)" if dtype in ("float32", "float64") else ""
+                    out.append(f"static inline {vt} {name}({vt} a, {vt} b) {{ {mt} m = (a {op} b)"
+                               f"{nan}; return ({vt})((({mt})a & m) | (({mt})b & ~m)); }}")
         return out
 
 

@@ -82,6 +82,11 @@ class Module:
             if buf.name in self.outputs and not a.flags.writeable:
                 raise ValueError(f"argument {buf.name} is an output and must be writeable")
             ptrs.append(self.ffi.cast(CPTR[buf.dtype], a.ctypes.data))
+        for a, buf in zip(arrays, args):
+            if buf.name in self.outputs and any(
+                    b is not a and np.may_share_memory(a, b) for b in arrays):
+                raise ValueError(f"output {buf.name} overlaps another argument; the kernel "
+                                 f"assumes distinct arrays (pass a separate output array)")
         return ptrs
 
     def __call__(self, *arrays: Any) -> None:

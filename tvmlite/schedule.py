@@ -174,10 +174,10 @@ class Schedule:
     @classmethod
     def from_steps(cls, outputs: Any, steps: Iterable) -> "Schedule":
         """Replay Steps (objects or their JSON dicts); a bad Step raises ScheduleError."""
-        from .steps import step_from_json
+        from .steps import Step, step_from_json
         s = cls.create(outputs)
         for st in steps:
-            s.apply(st if not isinstance(st, dict) else step_from_json(st))
+            s.apply(st if isinstance(st, Step) else step_from_json(st))
         return s
 
     def apply(self, step) -> Any:
@@ -278,6 +278,10 @@ class StageHandle:
     def _annotate(self, axis: Any, kind: str) -> None:
         from .steps import AnnotateStep
         self.sched.apply(AnnotateStep(self.name, _name(axis), kind))
+
+    def annotate(self, axis: Any, kind: str) -> None:
+        """Set a loop's annotation: "none", "parallel", "vectorize" or "unroll"."""
+        self._annotate(axis, kind)
 
     def vectorize(self, axis: Any) -> None:
         self._annotate(axis, "vectorize")

@@ -467,7 +467,7 @@ def step_from_json(d: Any):
     names = {f.name for f in fields(cls)}
     extra = set(d) - names - {"kind"}
     if extra:
-        raise ScheduleError(f"step {kind}: unknown keys {sorted(extra)[:5]}")
+        raise ScheduleError(f"step {kind}: unknown keys {sorted(map(str, extra))[:5]}")
     args: dict = {}
     for f in fields(cls):
         if f.name not in d:

@@ -25,10 +25,21 @@ IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 MAX_ELEMENTS = 2**34  # a sane bound on one tensor's size; bigger is surely a mistake
 
 
+# Names become C identifiers: C keywords, the C library functions kernels call and our
+# own prefix would break or hijack the generated code.
+RESERVED = frozenset("""auto break case char const continue default do double else enum
+extern float for goto if inline int long register restrict return short signed sizeof static
+struct switch typedef union unsigned void volatile while free malloc aligned_alloc main
+int32_t int64_t NULL""".split())
+
+
 def check_name(name: Any, what: str) -> str:
     if not isinstance(name, str) or not IDENT.match(name):
         raise ValueError(f"{what} must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 64 "
                          f"characters), got {name!r}")
+    if name in RESERVED or name.startswith(("tvmlite_", "__")):
+        raise ValueError(f"{what} {name!r} is reserved in the generated C (a C keyword, a "
+                         f"library function, or a leading '_'/'tvmlite_'); pick another name")
     return name
 
 

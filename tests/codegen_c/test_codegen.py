@@ -385,8 +385,7 @@ def test_root_intermediate_is_heap_allocated_and_freed(target):
     body = kernel_body(check(s, [A, C], lambda a: (a + 1) ** 2, target).get_source())
     assert "float* restrict B = (float*)aligned_alloc(64, 1600);" in body
     assert "if (B == NULL) {" in body
-    assert body.rstrip().endswith("free(B);\n  return tvmlite_status;") or \
-        body.index("free(B);") < body.index("return tvmlite_status;", body.index("free(B);"))
+    assert body.index("free(B);") < body.rindex("return tvmlite_status;")
 
 
 def test_constants_are_exact(target):
@@ -412,13 +411,9 @@ def test_generate_is_deterministic_and_cdecl_matches():
                     "void default_function_set_num_threads(int32_t n);\n")
 
 
-@pytest.mark.xfail(strict=True, reason="tensor names are checked to be identifiers, but not "
-                   "against C keywords or the identifiers the generated C itself uses "
-                   "(free, aligned_alloc, tvmlite_status): such a name fails to compile")
-@pytest.mark.parametrize("name", ["int", "free", "tvmlite_status"])
-def test_tensor_named_like_c_identifier(name, target):
-    A = te.placeholder((4, 5), name=name)
-    B = te.compute((4, 5), lambda i, j: A[i, j] + 1, name="B")
-    C = te.compute((4, 5), lambda i, j: B[i, j] * 2, name="C")
-    s = te.create_schedule(C.op)
-    check(s, [A, C], lambda a: (a + 1) * 2, target)
+@pytest.mark.parametrize("name", ["int", "free", "tvmlite_status", "__x"])
+def test_tensor_named_like_c_identifier_is_rejected(name):
+    """Names become C identifiers: keywords, libc functions we call and our own prefix
+    are refused up front, with the name in the message."""
+    with pytest.raises(ValueError, match=name):
+        te.placeholder((4, 5), name=name)

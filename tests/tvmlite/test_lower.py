@@ -110,6 +110,22 @@ def test_kernel_name_and_annotations_are_printed():
     check(s, [A, B, C], mm_ref)
 
 
+def test_auto_unroll_pragma_unrolls_small_nests_only():
+    A, B, C = matmul(16, 16, 8)
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    (k,) = s[C].op.reduce_axis
+    io, jo, ii, ji = s[C].tile(i, j, 4, 4)
+    ko, ki = s[C].split(k, factor=2)
+    s[C].reorder(ko, io, jo, ii, ki, ji)
+    s[C].pragma(io, "auto_unroll_max_step", 8)
+    text = lowered(s, [A, B, C])
+    assert "for i_outer in range(4):  # auto_unroll_max_step=8" in text
+    assert "for j_inner" not in text and "for k_inner" not in text   # 4 and 2x4 steps
+    assert "for i_inner in range(4):" in text                         # 4x2x4 > 8 steps
+    check(s, [A, B, C], mm_ref)
+
+
 def test_debug_prints_every_pass(capsys):
     A, B, C = matmul(4, 4, 4)
     s = te.create_schedule(C.op)

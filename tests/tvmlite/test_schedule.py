@@ -213,7 +213,7 @@ def test_fuse_then_split_imperfect_vectorize_parallel():
     A, C = elementwise((M, N))
     s = te.create_schedule(C.op)
     i, j = s[C].op.axis
-    f = s[C].fuse(i, j)                       # 391 = 7 * 17 * 23 / 7... prime-ish: 17 * 23
+    f = s[C].fuse(i, j)                       # 17 * 23 = 391 iterations
     fo, fi = s[C].split(f, factor=16)         # 391 = 16 * 25 - 9
     s[C].parallel(fo)
     s[C].vectorize(fi)
@@ -580,6 +580,38 @@ def test_compute_at_with_parallel_and_unrolled_producer():
     check(s, [A, C], lambda a: a * 2 + 1)
 
 
+def test_compute_at_two_levels_of_stencil_at_one_loop():
+    A = te.placeholder((M + 4,), name="A")
+    B = te.compute((M + 4,), lambda i: A[i] * 2, name="B")
+    Cc = te.compute((M + 2,), lambda i: B[i] + B[i + 2], name="Cc")
+    D = te.compute((M,), lambda i: Cc[i] * Cc[i + 2], name="D")
+    s = te.create_schedule(D.op)
+    xo, xi = s[D].split(s[D].op.axis[0], factor=4)
+    s[Cc].compute_at(s[D], xo)
+    s[B].compute_at(s[D], xo)                    # B's region grows through Cc's: 4 + 2 + 2
+    text = str(tvmlite.lower(s, [A, D]))
+    assert "allocate Cc[float32 * 6]" in text and "allocate B[float32 * 8]" in text
+
+    def ref(a):
+        b = a * 2
+        c = b[:-2] + b[2:]
+        return c[:-2] * c[2:]
+    check(s, [A, D], ref)
+
+
+def test_compute_at_follows_a_later_split_and_fuse_of_its_loop():
+    A, B, C = two_stage()
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    s[B].compute_at(s[C], i)
+    io, ii = s[C].split(i, factor=4)
+    assert s.state.stage("B").attach == ("C", "i_inner")
+    f = s[C].fuse(ii, j)
+    assert s.state.stage("B").attach == ("C", f.name)
+    s[C].parallel(io)
+    check(s, [A, C], lambda a: a * 2 + 1)
+
+
 def test_compute_root_undoes_compute_at_and_inline():
     A, B, C = two_stage()
     s = te.create_schedule(C.op)
@@ -693,6 +725,17 @@ def test_cache_read_and_write_together():
     check(s, [A, B, C], mm_ref)
 
 
+def test_cache_read_shared_by_two_readers():
+    A = te.placeholder((M, N), name="A")
+    B = te.compute((M, N), lambda i, j: A[i, j] * 2, name="B")
+    C = te.compute((M, N), lambda i, j: A[i, j] + B[i, j], name="C")
+    s = te.create_schedule(C.op)
+    AA = s.cache_read(A, "global", [B, C])
+    assert sorted(s.state.consumers(AA.name)) == ["B", "C"]
+    s[AA].vectorize(s[AA].op.axis[1])
+    check(s, [A, C], lambda a: a * 3)
+
+
 # -- rfactor ---------------------------------------------------------------------------
 
 def row_sum(rows=3, length=1000, combiner="sum", dtype="float32"):
@@ -759,6 +802,33 @@ def test_rfactor_int32_and_scalar_output():
     check(s, [A, C], lambda a: np.array([a.sum()], "int32"))
 
 
+def test_rfactor_with_a_second_reduce_axis_and_where():
+    A = te.placeholder((4, 30, 7), name="A")
+    k1 = te.reduce_axis((0, 30), name="k1")
+    k2 = te.reduce_axis((0, 7), name="k2")
+    C = te.compute((4,), lambda i: te.sum(A[i, k1, k2], axis=[k1, k2], where=k2 > 1), name="C")
+    s = te.create_schedule(C.op)
+    ko, ki = s[C].split(k1, factor=4)           # 30 = 4 * 8 - 2
+    CF = s.rfactor(C, ki)
+    assert [it.kind for it in s.state.stage(CF.name).leaves] == \
+        ["spatial", "spatial", "reduce", "reduce"]
+    s[CF].parallel(s[CF].op.axis[0])
+    check(s, [A, C], lambda a: a[:, :, 2:].sum(axis=(1, 2)), atol=1e-4)
+
+
+def test_rfactor_where_and_vectorized_rf_axis():
+    A = te.placeholder((M, 37), name="A")
+    k = te.reduce_axis((0, 37), name="k")
+    C = te.compute((M,), lambda i: te.sum(A[i, k], axis=k, where=A[i, k] > 0), name="C")
+    s = te.create_schedule(C.op)
+    ko, ki = s[C].split(k, factor=8)
+    CF = s.rfactor(C, ki, factor_axis=1)
+    i, kv = s[CF].op.axis
+    s[CF].reorder(i, s[CF].op.reduce_axis[0], kv)
+    s[CF].vectorize(kv)
+    check(s, [A, C], lambda a: np.where(a > 0, a, 0).sum(axis=1))
+
+
 # -- reductions and dtypes ---------------------------------------------------------------
 
 @pytest.mark.parametrize("combiner", ["max", "min"])
@@ -783,6 +853,27 @@ def test_max_reduction_vectorized_over_spatial():
     s[C].reorder(k, j)
     s[C].vectorize(j)
     check(s, [A, C], lambda a: a.max(axis=0))
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_max_min_propagate_nan_like_numpy(vectorize):
+    A = te.placeholder((K, N), name="A")
+    k1 = te.reduce_axis((0, K), name="k1")
+    k2 = te.reduce_axis((0, K), name="k2")
+    C = te.compute((N,), lambda j: te.max(A[k1, j], axis=k1), name="C")
+    D = te.compute((N,), lambda j: te.min(A[k2, j], axis=k2), name="D")
+    s = te.create_schedule([C.op, D.op])
+    if vectorize:
+        for T, k in ((C, k1), (D, k2)):
+            s[T].reorder(k, s[T].op.axis[0])
+            s[T].vectorize(s[T].op.axis[0])
+    mod = tvmlite.build(s, [A, C, D])
+    a = np.random.default_rng(0).uniform(-1, 1, (K, N)).astype("float32")
+    a[3, 5] = a[0, 7] = a[K - 1, 20] = np.nan
+    c, d = np.zeros(N, "float32"), np.zeros(N, "float32")
+    mod(a, c, d)
+    np.testing.assert_array_equal(c, a.max(axis=0))
+    np.testing.assert_array_equal(d, a.min(axis=0))
 
 
 def test_multiple_reduce_axes_with_where():
@@ -844,13 +935,15 @@ def test_if_then_else_all_any(vectorize):
     check(s, [A, C], ref)
 
 
-@pytest.mark.xfail(strict=True, reason="te.IterVar has no __eq__/__ne__: `i == j` on two "
-                   "compute axes is Python identity (False), not a comparison node")
-def test_iter_var_equality_in_condition():
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_iter_var_equality_in_condition(vectorize):
     A = te.placeholder((M, N), name="A")
-    C = te.compute((M, N), lambda i, j: te.if_then_else(i == j, A[i, j], 0.0), name="C")
+    C = te.compute((M, N), lambda i, j: te.if_then_else(i == j, A[i, j], 0.0) +
+                   te.if_then_else(i != j + 1, 0.0, 1.0), name="C")
     s = te.create_schedule(C.op)
-    check(s, [A, C], lambda a: a * np.eye(M, N, dtype=a.dtype))
+    if vectorize:
+        s[C].vectorize(s[C].op.axis[1])
+    check(s, [A, C], lambda a: a * np.eye(M, N, dtype=a.dtype) + np.eye(M, N, -1, a.dtype))
 
 
 MATH = {
@@ -878,6 +971,14 @@ def test_math_functions(func, dtype):
     tol = 1e-5 if dtype == "float32" else 1e-12
     check(s, [A, C], lambda a: np_fn(a.astype(np.float64)).astype(dtype), rtol=tol,
           atol=tol, low=lo, high=hi)
+
+
+def test_vectorize_non_affine_condition_stays_correct():
+    A = te.placeholder((M, N), name="A")
+    C = te.compute((M, N), lambda i, j: te.if_then_else(j % 2 + 0 < 1, A[i, j], 1.0), name="C")
+    s = te.create_schedule(C.op)
+    s[C].vectorize(s[C].op.axis[1])
+    check(s, [A, C], lambda a: np.where(np.arange(N) % 2 == 0, a, 1.0).astype("float32"))
 
 
 def test_abs_int():
@@ -1062,6 +1163,20 @@ def test_error_compute_at_inside_the_reader_but_outside_its_inner_reader():
     s[C].split(s[C].op.axis[0], factor=4)
     s[B].compute_at(s[C], "i_inner")              # D now reads B outside C
     _raises(lambda: tvmlite.lower(s, [A, D]), "B", "C", "i_inner")
+
+
+def test_error_compute_at_producer_that_does_not_read_it():
+    A = te.placeholder((M, N), name="A")
+    B = te.compute((M, N), lambda i, j: A[i, j] * 2, name="B")
+    X = te.compute((M, N), lambda i, j: A[i, j] - 1, name="X")
+    C = te.compute((M, N), lambda i, j: B[i, j] + X[i, j], name="C")
+    s = te.create_schedule(C.op)
+    s[X].compute_at(s[B], s[B].op.axis[1])       # B runs before X's reader C
+    _raises(lambda: tvmlite.lower(s, [A, C]), "X", "B", "j")
+    s[B].compute_inline()                        # and now the target has no loops at all
+    _raises(lambda: tvmlite.lower(s, [A, C]), "X", "B", "j")
+    s[X].compute_root()
+    check(s, [A, C], lambda a: a * 2 + a - 1)
 
 
 def test_error_compute_at_cycle():

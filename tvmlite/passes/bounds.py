@@ -74,13 +74,14 @@ def infer(state: State, reserved: set) -> dict:
 
 
 def _check_attach(state: State, st: Stage, infos: dict) -> None:
-    target, _ = st.attach
+    target, loop = st.attach
     tst = state.stage(target)
     if tst.attach == "inline":
-        raise ScheduleError(f"stage {st.name} is computed at {target}, which is inlined")
+        raise ScheduleError(f"stage {st.name} is computed at {target}.{loop}, but {target} "
+                            f"is inlined")
     if target not in infos:
-        raise ScheduleError(f"stage {st.name} is computed at {target}, which does not use it "
-                            f"(directly or through stages inside it)")
+        raise ScheduleError(f"stage {st.name} is computed at {target}.{loop}, but {target} "
+                            f"does not use it (directly or through stages inside it)")
 
 
 def _chain(state: State, name: str) -> list:
