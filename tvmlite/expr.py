@@ -54,10 +54,14 @@ class Expr:
 
     # -- structural identity -------------------------------------------------
     def _key(self) -> tuple:
-        return (type(self),) + tuple(getattr(self, f.name) for f in fields(self))
+        return (type(self),) + tuple(getattr(self, n) for n in self._field_names)
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        h = self.__dict__.get("_hash")
+        if h is None:  # nodes are immutable: hash once (lowering hashes atoms a lot)
+            h = hash(self._key())
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __bool__(self) -> bool:
         raise TypeError(
@@ -106,6 +110,7 @@ def _node(cls):
     """Frozen dataclass whose equality is our structural one, not the dataclass one."""
     cls = dataclass(frozen=True, eq=False, repr=False)(cls)
     cls.__repr__ = Expr.__str__
+    cls._field_names = tuple(f.name for f in fields(cls))
     return cls
 
 
