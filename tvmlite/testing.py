@@ -5,13 +5,15 @@ measurement (a mismatch there is a WRONG_ANSWER record, not a crash).
   (independent implementations in tvmlite.references).
 - ``evaluate_te(tensors, inputs)``: numpy interpreter of any te compute DAG
   (tvmlite.interpreter) — the unscheduled reference of user-written computes.
+- ``check_module`` / ``check_schedule``: run a kernel on seeded inputs against a numpy
+  function; outputs start as NaN so unwritten elements fail.
 - ``random_inputs``, ``reduction_length``, ``tolerance``, ``assert_allclose``.
 """
 from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -19,8 +21,8 @@ from . import te
 from .interpreter import evaluate_te
 from .references import REFERENCES
 
-__all__ = ["reference", "evaluate_te", "random_inputs", "reduction_length", "tolerance",
-           "assert_allclose"]
+__all__ = ["reference", "evaluate_te", "random_inputs", "check_module", "check_schedule",
+           "reduction_length", "tolerance", "assert_allclose"]
 
 
 def reference(op_name: str, inputs: Sequence[np.ndarray], **op_args: Any) -> np.ndarray:
@@ -54,19 +56,62 @@ def reference(op_name: str, inputs: Sequence[np.ndarray], **op_args: Any) -> np.
     return np.asarray(result).astype(out.dtype).reshape(out.shape)
 
 
-def random_inputs(tensors: Sequence[te.Tensor], seed: int = 0) -> list[np.ndarray]:
+def random_inputs(tensors: Sequence[te.Tensor], seed: int = 0, low: float = -1.0,
+                  high: float = 1.0) -> list[np.ndarray]:
     """Seeded random arrays for the placeholders among ``tensors``, in their order:
-    floats uniform in [-1, 1), integers uniform in [-8, 8)."""
+    floats uniform in [low, high), integers uniform in [-8, 8)."""
     rng = np.random.default_rng(seed)
     arrays = []
     for t in tensors:
         if not isinstance(t.op, te.PlaceholderOp):
             continue
         if t.dtype.startswith("float"):
-            arrays.append(rng.uniform(-1.0, 1.0, t.shape).astype(t.dtype))
+            arrays.append(rng.uniform(low, high, t.shape).astype(t.dtype))
         else:
             arrays.append(rng.integers(-8, 8, t.shape, dtype=t.dtype))
     return arrays
+
+
+def check_module(mod: Any, tensors: Sequence[te.Tensor], ref_fn: Callable[..., Any], *,
+                 rtol: float = 1e-4, atol: float = 1e-5, low: float = -1.0,
+                 high: float = 1.0, seed: int = 0) -> Any:
+    """Run a built kernel on seeded random inputs and compare every computed argument
+    with ``ref_fn(*inputs)`` (one array, or a tuple in argument order).
+
+    Outputs start as NaN (integers: a sentinel), so an element the kernel never writes
+    fails the comparison instead of passing by luck. Integers must match exactly.
+    """
+    inputs = iter(random_inputs(tensors, seed, low, high))
+    arrays, ins, outs = [], [], []
+    for t in tensors:
+        if isinstance(t.op, te.PlaceholderOp):
+            a = next(inputs)
+            ins.append(a)
+        else:
+            a = np.full(t.shape, np.nan if t.dtype.startswith("float") else -123456, t.dtype)
+            outs.append(a)
+        arrays.append(a)
+    mod(*arrays)
+    expected = ref_fn(*ins)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    if len(expected) != len(outs):
+        raise AssertionError(f"ref_fn gave {len(expected)} arrays for {len(outs)} outputs")
+    for got, want in zip(outs, expected):
+        want = np.asarray(want)
+        if got.shape != want.shape:
+            raise AssertionError(f"shape mismatch: kernel {got.shape}, reference {want.shape}")
+        if got.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(got, want.astype(got.dtype))
+    return mod
+
+
+def check_schedule(s: Any, tensors: Sequence[te.Tensor], ref_fn: Callable[..., Any],
+                   **kw: Any) -> Any:
+    """Build schedule ``s`` for this machine and ``check_module`` it; returns the Module."""
+    from .module import build
+    return check_module(build(s, tensors), tensors, ref_fn, **kw)
 
 
 def reduction_length(tensors: Sequence[te.Tensor]) -> int:

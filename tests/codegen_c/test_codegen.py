@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import tvmlite
-from tvmlite import te
+from tvmlite import ops, te
 from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import cdecl, generate
 from tvmlite.module import Module
+from tvmlite.testing import check_module
 
 M, N, K = 17, 23, 19
 
@@ -25,10 +26,6 @@ def target():
     return tvmlite.Target.host()
 
 
-def _is_float(dtype) -> bool:
-    return str(dtype).startswith("float")
-
-
 def strict_build(s, tensors, target, openmp=True):
     """Lower, generate and compile with -Werror (on top of the target's -Wall)."""
     func = tvmlite.lower(s, tensors, vector_bytes=target.vector_bits // 8)
@@ -38,31 +35,9 @@ def strict_build(s, tensors, target, openmp=True):
     return Module(func, source, cdecl(func, outputs), path, target, outputs)
 
 
-def check(s, tensors, ref_fn, target, rtol=1e-4, atol=1e-5, low=-1.0, high=1.0, seed=0,
-          openmp=True):
+def check(s, tensors, ref_fn, target, openmp=True, **kw):
     """Build with -Werror, run on seeded random inputs, compare with numpy."""
-    mod = strict_build(s, tensors, target, openmp)
-    rng = np.random.default_rng(seed)
-    arrays, ins, outs = [], [], []
-    for t in tensors:
-        if isinstance(t.op, te.PlaceholderOp):
-            a = (rng.uniform(low, high, t.shape) if _is_float(t.dtype)
-                 else rng.integers(-8, 8, t.shape)).astype(t.dtype)
-            ins.append(a)
-        else:
-            a = np.full(t.shape, np.nan if _is_float(t.dtype) else -123456, t.dtype)
-            outs.append(a)
-        arrays.append(a)
-    mod(*arrays)
-    expected = ref_fn(*ins)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    assert len(expected) == len(outs)
-    for got, want in zip(outs, expected):
-        if _is_float(got.dtype):
-            np.testing.assert_allclose(got, np.asarray(want), rtol=rtol, atol=atol)
-        else:
-            np.testing.assert_array_equal(got, np.asarray(want).astype(got.dtype))
-    return mod
+    return check_module(strict_build(s, tensors, target, openmp), tensors, ref_fn, **kw)
 
 
 def kernel_body(src: str, name: str = "default_function") -> str:
@@ -71,11 +46,7 @@ def kernel_body(src: str, name: str = "default_function") -> str:
 
 
 def matmul(m=M, n=N, k=K, dtype="float32"):
-    A = te.placeholder((m, k), dtype, name="A")
-    B = te.placeholder((k, n), dtype, name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return A, B, C
+    return ops.matmul(m, n, k, dtype)
 
 
 def mm_ref(a, b):

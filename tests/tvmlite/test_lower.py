@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 import tvmlite
-from tvmlite import ScheduleError, te
+from tvmlite import ScheduleError, ops, te
 from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import cdecl, generate
 from tvmlite.module import Module
+from tvmlite.testing import check_module as run
+from tvmlite.testing import check_schedule as check
 
 M, N, K = 17, 23, 19
 GOLDEN = Path(__file__).parent / "golden"
@@ -28,46 +30,12 @@ GOLDEN_VECTOR_BYTES = 32
 
 # -- helpers -------------------------------------------------------------------------
 
-def _is_float(dtype) -> bool:
-    return str(dtype).startswith("float")
-
-
-def run(mod, tensors, ref_fn, rtol=1e-4, atol=1e-5, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays, ins, outs = [], [], []
-    for t in tensors:
-        if isinstance(t.op, te.PlaceholderOp):
-            a = (rng.uniform(-1, 1, t.shape) if _is_float(t.dtype)
-                 else rng.integers(-8, 8, t.shape)).astype(t.dtype)
-            ins.append(a)
-        else:
-            a = np.full(t.shape, np.nan if _is_float(t.dtype) else -123456, t.dtype)
-            outs.append(a)
-        arrays.append(a)
-    mod(*arrays)
-    expected = ref_fn(*ins)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    assert len(expected) == len(outs)
-    for got, want in zip(outs, expected):
-        np.testing.assert_allclose(got, np.asarray(want), rtol=rtol, atol=atol)
-    return mod
-
-
-def check(s, tensors, ref_fn, **kw):
-    """Build ``s`` for this machine, run on seeded random inputs, compare with numpy."""
-    return run(tvmlite.build(s, tensors), tensors, ref_fn, **kw)
-
-
 def lowered(s, tensors, **kw) -> str:
     return str(tvmlite.lower(s, tensors, **kw))
 
 
 def matmul(m=M, n=N, k=K):
-    A = te.placeholder((m, k), name="A")
-    B = te.placeholder((k, n), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return A, B, C
+    return ops.matmul(m, n, k)
 
 
 def mm_ref(a, b):

@@ -14,37 +14,16 @@ import pytest
 
 import tvmlite
 from tvmlite import te
+from tvmlite.testing import check_module
 
 M, N, K = 17, 23, 19
 
 
 # -- helpers -------------------------------------------------------------------------
 
-def _is_float(dtype) -> bool:
-    return str(dtype).startswith("float")
-
-
-def check(s, tensors, ref_fn, rtol=1e-4, atol=1e-5, seed=0, mod=None, **build_kw):
+def check(s, tensors, ref_fn, mod=None, name="default_function", **kw):
     """Build (unless ``mod`` is given), run on seeded random inputs, compare with numpy."""
-    mod = mod or tvmlite.build(s, tensors, **build_kw)
-    rng = np.random.default_rng(seed)
-    arrays, ins, outs = [], [], []
-    for t in tensors:
-        if isinstance(t.op, te.PlaceholderOp):
-            a = (rng.uniform(-1, 1, t.shape) if _is_float(t.dtype)
-                 else rng.integers(-8, 8, t.shape)).astype(t.dtype)
-            ins.append(a)
-        else:
-            a = np.full(t.shape, np.nan if _is_float(t.dtype) else -123456, t.dtype)
-            outs.append(a)
-        arrays.append(a)
-    mod(*arrays)
-    expected = ref_fn(*ins)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    assert len(expected) == len(outs)
-    for got, want in zip(outs, expected):
-        np.testing.assert_allclose(got, np.asarray(want), rtol=rtol, atol=atol)
-    return mod
+    return check_module(mod or tvmlite.build(s, tensors, name=name), tensors, ref_fn, **kw)
 
 
 def mm_ref(a, b):

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import tvmlite
-from tvmlite import ScheduleError, te
+from tvmlite import ScheduleError, ops, te
 from tvmlite.schedule import Schedule
+from tvmlite.testing import check_schedule as check
 from tvmlite.steps import (STEP_KINDS, AnnotateStep, CacheReadStep, CacheWriteStep,
                            ComputeAtStep, ComputeInlineStep, ComputeRootStep, FuseStep,
                            PragmaStep, ReorderStep, RfactorStep, SplitStep, step_from_json)
@@ -20,39 +21,8 @@ M, N, K = 17, 23, 19
 
 # -- helpers -------------------------------------------------------------------------
 
-def _is_float(dtype) -> bool:
-    return str(dtype).startswith("float")
-
-
-def check(s, tensors, ref_fn, rtol=1e-4, atol=1e-5, seed=0):
-    """Build, run on seeded random inputs, compare the computed arguments with numpy."""
-    mod = tvmlite.build(s, tensors)
-    rng = np.random.default_rng(seed)
-    arrays, ins, outs = [], [], []
-    for t in tensors:
-        if isinstance(t.op, te.PlaceholderOp):
-            a = (rng.uniform(-1, 1, t.shape) if _is_float(t.dtype)
-                 else rng.integers(-8, 8, t.shape)).astype(t.dtype)
-            ins.append(a)
-        else:
-            a = np.full(t.shape, np.nan if _is_float(t.dtype) else -123456, t.dtype)
-            outs.append(a)
-        arrays.append(a)
-    mod(*arrays)
-    expected = ref_fn(*ins)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    assert len(expected) == len(outs)
-    for got, want in zip(outs, expected):
-        np.testing.assert_allclose(got, np.asarray(want), rtol=rtol, atol=atol)
-    return mod
-
-
 def matmul():
-    A = te.placeholder((M, K), name="A")
-    B = te.placeholder((K, N), name="B")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return A, B, C
+    return ops.matmul(M, N, K)
 
 
 def mm_ref(a, b):
