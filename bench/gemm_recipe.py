@@ -42,60 +42,25 @@ LOWER_RUNS = 20  # lower + codegen repetitions
 RTOL = 1e-3      # max |C - ref| / max |ref|
 
 
-def gemm_schedule(n: int, mb: int, bn: int):
-    """The recipe: (schedule, [A, B, C]) for an n x n x n float32 GEMM."""
-    from tvmlite import te
-
-    M = N = K = n
-    A = te.placeholder((M, K), name="A")
-    B = te.placeholder((K, N), name="B")
-    packedB = te.compute((N // bn, K, bn), lambda x, y, z: B[y, x * bn + z], name="packedB")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * packedB[j // bn, k, j % bn], axis=k),
-                   name="C")
-    s = te.create_schedule(C.op)
-    CC = s.cache_write(C, "local")
-    i, j = s[C].op.axis
-    jo, ji = s[C].split(j, bn)
-    io, ii = s[C].split(i, mb)
-    s[C].reorder(jo, io, ii, ji)
-    s[C].vectorize(ji)
-    s[C].unroll(ii)
-    s[C].parallel(jo)
-    s[CC].compute_at(s[C], io)
-    ci, cj = s[CC].op.axis
-    (kk,) = s[CC].op.reduce_axis
-    ko, ki = s[CC].split(kk, factor=4)
-    s[CC].reorder(ko, ki, ci, cj)
-    s[CC].unroll(ki)
-    s[CC].unroll(ci)
-    s[CC].vectorize(cj)
-    x, _y, z = s[packedB].op.axis
-    s[packedB].vectorize(z)
-    s[packedB].parallel(x)
-    return s, [A, B, C]
-
-
 def _kernel_worker(n: int, mb: int, repeat: int) -> dict:
     """In its own process: time lower + codegen, build, check against numpy, time."""
     import numpy as np
 
     import tvmlite
-    from tvmlite.codegen_c.codegen import generate
+    from tvmlite.module import generate_c
 
     target = tvmlite.Target.host()
     bn = 2 * target.vector_lanes("float32")
     if n % bn:
         return {"ok": False, "why": f"size {n} is not a multiple of the panel width {bn}"}
-    s, args = gemm_schedule(n, mb, bn)
+    from tvmlite.schedules.recipes import gemm_packed
+    s, args = gemm_packed(n, n, n, block_cols=bn, block_rows=mb)
 
     # Lowering + C generation exactly as build() does them, without the compiler.
-    outputs = [st.name for st in s.state.stages]
     lower_ms = []
     for _ in range(LOWER_RUNS + 1):  # the first run (imports, caches) is a warm-up
         t0 = time.perf_counter()
-        f = tvmlite.lower(s, args, vector_bytes=target.vector_bits // 8)
-        generate(f, outputs, openmp=target.openmp)
+        generate_c(s, args, target)
         lower_ms.append((time.perf_counter() - t0) * 1e3)
 
     mod = tvmlite.build(s, args, target)  # compile is cached on disk

@@ -18,7 +18,7 @@ from tvmlite.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, 
                           Select, Var, lanes_of)
 from tvmlite.lower import LoweredFunc
 from tvmlite.simplify import bound
-from tvmlite.stmt import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store
+from tvmlite.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
 
 CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
          "bool": "int32_t"}
@@ -67,9 +67,7 @@ class CodeGen:
             return self.load(e)
         if isinstance(e, BinOp):
             return self.binop(e, L)
-        if isinstance(e, Cmp):
-            if L > 1:
-                return self.vector_cmp(e, L)
+        if isinstance(e, Cmp):  # on vectors: a lane mask of -1/0
             return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
         if isinstance(e, Not):
             return f"(!{self.expr(e.a)})"
@@ -108,10 +106,6 @@ class CodeGen:
             name = "floordiv" if e.op == "//" else "floormod"
             self.helpers.add((name, e.dtype, 1))
             return f"tvmlite_{name}_{SHORT[e.dtype]}({a}, {b})"
-        return f"({a} {e.op} {b})"
-
-    def vector_cmp(self, e: Cmp, L: int) -> str:
-        a, b = self.expr(e.a), self.expr(e.b)
         return f"({a} {e.op} {b})"
 
     def call(self, e: Call, L: int) -> str:
@@ -384,5 +378,3 @@ def cdecl(func: LoweredFunc, outputs: Iterable[str]) -> str:
             f"double {n}_time({p}, int32_t number);\n"
             f"void {n}_set_num_threads(int32_t n);\n")
 
-
-_ = (Buffer,)

@@ -145,10 +145,6 @@ class BinOp(Expr):
     def dtype(self) -> str:  # type: ignore[override]
         return "bool" if self.op in LOGIC_OPS else promote(self.a.dtype, self.b.dtype)
 
-    @property
-    def lanes(self) -> int:
-        return max(lanes_of(self.a), lanes_of(self.b))
-
 
 @_node
 class Cmp(Expr):
@@ -164,10 +160,6 @@ class Cmp(Expr):
         if self.op == "!=":
             return not same(self.a, self.b)
         return Expr.__bool__(self)
-
-    @property
-    def lanes(self) -> int:
-        return max(lanes_of(self.a), lanes_of(self.b))
 
 
 @_node
@@ -241,10 +233,6 @@ class Load(Expr):
     def dtype(self) -> str:  # type: ignore[override]
         return self.buffer.dtype
 
-    @property
-    def lanes(self) -> int:
-        return max((lanes_of(i) for i in self.indices), default=1)
-
 
 @_node
 class Ramp(Expr):
@@ -269,21 +257,17 @@ class Broadcast(Expr):
 
 
 def lanes_of(e: Expr) -> int:
-    """Vector width of an expression (1 for scalars)."""
+    """Vector width of an expression (1 for scalars): a Ramp's or Broadcast's own, else
+    the widest child's. Cached on the node, as lowering asks it again and again."""
     if isinstance(e, (Const, Var)):
         return 1
-    lanes = getattr(e, "lanes", None)
-    if lanes is not None:
-        return lanes
-    if isinstance(e, Not):
-        return lanes_of(e.a)
-    if isinstance(e, Select):
-        return max(lanes_of(e.cond), lanes_of(e.then), lanes_of(e.other))
-    if isinstance(e, Call):
-        return lanes_of(e.arg)
-    if isinstance(e, Cast):
-        return lanes_of(e.value)
-    return 1
+    if isinstance(e, (Ramp, Broadcast)):
+        return e.lanes
+    lanes = e.__dict__.get("_lanes")
+    if lanes is None:
+        lanes = max((lanes_of(c) for c in children(e)), default=1)
+        object.__setattr__(e, "_lanes", lanes)
+    return lanes
 
 
 # -- construction helpers ------------------------------------------------------------

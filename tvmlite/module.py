@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -154,18 +153,24 @@ def header(guard_name: str, decl: str) -> str:
             f"#endif\n")
 
 
-def build(s: Schedule, args: Sequence[Any], target: Target | None = None,
-          name: str = "default_function") -> Module:
-    """Lower, generate C, compile (cached by content) and load the kernel."""
-    from tvmlite.codegen_c import compile_shared
+def generate_c(s: Schedule, args: Sequence[Any], target: Target | None = None,
+               name: str = "default_function") -> tuple[LoweredFunc, str, str]:
+    """Lower and generate C without compiling: (loop IR, C source, C declarations).
+    This is the per-candidate cost of a search, so it is what benchmarks time."""
     from tvmlite.codegen_c.codegen import cdecl, generate
     target = target or Target.host()
     func = lower(s, args, name=name, vector_bytes=target.vector_bits // 8)
     outputs = [st.name for st in s.state.stages]
-    source = generate(func, outputs, openmp=target.openmp)
-    decl = cdecl(func, outputs)
+    return func, generate(func, outputs, openmp=target.openmp), cdecl(func, outputs)
+
+
+def build(s: Schedule, args: Sequence[Any], target: Target | None = None,
+          name: str = "default_function") -> Module:
+    """Lower, generate C, compile (cached by content) and load the kernel."""
+    from tvmlite.codegen_c import compile_shared
+    target = target or Target.host()
+    func, source, decl = generate_c(s, args, target, name)
     path = compile_shared(source, target)
-    return Module(func, source, decl, path, target, outputs)
+    return Module(func, source, decl, path, target, [st.name for st in s.state.stages])
 
 
-_ = time

@@ -10,7 +10,7 @@ StageHandle (the user API).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Sequence
 
 from .te import ComputeOp, PlaceholderOp, Tensor, collect_ops
@@ -243,7 +243,6 @@ class StageHandle:
     """``s[C]``: the TVM-style methods; each appends one Step to the schedule."""
     sched: Schedule
     name: str
-    _op_cache: Any = field(default=None, repr=False)
 
     @property
     def op(self) -> ComputeOp:

@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 from typing import Dict, Tuple
 
-from .expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
-                   Select, TensorRead, Var, is_float, rebuild)
+from .expr import (BinOp, Cast, Cmp, Const, Expr, Not, Select, Var, is_float, rebuild)
 
 Range = Tuple[float, float]  # inclusive (lo, hi); +-inf when unknown
 Ranges = Dict[str, Range]
@@ -147,12 +146,10 @@ def _simp(e: Expr, R: Ranges) -> Expr:
         if isinstance(v, Const):
             return Const(v.value, e.dtype)
         return Cast(e.dtype, v)
-    if isinstance(e, (Load, TensorRead, Call, Ramp, Broadcast)):
-        return rebuild(e, lambda x: _simp(x, R))
     return rebuild(e, lambda x: _simp(x, R))
 
 
-def _fold(op: str, x, y, dtype: str):
+def _fold(op: str, x, y):
     if op == "+":
         return x + y
     if op == "-":
@@ -179,7 +176,7 @@ def _fold(op: str, x, y, dtype: str):
 def _simp_binop(op: str, a: Expr, b: Expr, R: Ranges) -> Expr:
     dtype = "bool" if op in ("and", "or") else (a.dtype if a.dtype == b.dtype else b.dtype)
     if isinstance(a, Const) and isinstance(b, Const):
-        v = _fold(op, a.value, b.value, dtype)
+        v = _fold(op, a.value, b.value)
         if v is not None:
             return Const(v, dtype)
     if op == "and":

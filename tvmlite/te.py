@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .expr import (DTYPES, BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select,
+from .expr import (BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select,
                    TensorRead, Var, as_expr, binop, check_dtype, const, is_float, walk)
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
@@ -370,5 +370,3 @@ def collect_ops(outputs: Sequence[Tensor]) -> list:
         visit(t)
     return order
 
-
-_ = DTYPES

@@ -4,6 +4,7 @@ gathers and scatters lane by lane, register promotion, stack and heap buffers, h
 functions. Every kernel here is compiled and run against numpy."""
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -13,7 +14,7 @@ import tvmlite
 from tvmlite import ops, te
 from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import cdecl, generate
-from tvmlite.module import Module
+from tvmlite.module import Module, generate_c
 from tvmlite.testing import check_module
 
 M, N, K = 17, 23, 19
@@ -28,11 +29,10 @@ def target():
 
 def strict_build(s, tensors, target, openmp=True):
     """Lower, generate and compile with -Werror (on top of the target's -Wall)."""
-    func = tvmlite.lower(s, tensors, vector_bytes=target.vector_bits // 8)
-    outputs = [st.name for st in s.state.stages]
-    source = generate(func, outputs, openmp=openmp and target.openmp)
+    target = dataclasses.replace(target, openmp=openmp and target.openmp)
+    func, source, decl = generate_c(s, tensors, target)
     path = compile_shared(source, target, warnings_as_errors=True)
-    return Module(func, source, cdecl(func, outputs), path, target, outputs)
+    return Module(func, source, decl, path, target, [st.name for st in s.state.stages])
 
 
 def check(s, tensors, ref_fn, target, openmp=True, **kw):

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..expr import (BinOp, Cmp, Const, Expr, Reduce, TensorRead, Var, rebuild, substitute,
-                    walk)
-from ..schedule import Fuse, ScheduleError, Split, Stage, State
-from ..simplify import INF, bound, linear, simplify
+from ..expr import BinOp, Cmp, Const, Expr, TensorRead, Var, rebuild, substitute, walk
+from ..schedule import ScheduleError, Split, Stage, State
+from ..simplify import INF, bound, from_linear, linear, simplify
 
 C_RESERVED = frozenset("""auto break case char const continue default do double else enum
 extern float for goto if inline int long register restrict return short signed sizeof static
@@ -34,10 +33,7 @@ class StageInfo:
     base: tuple = ()                                    # region start per output dim
     region: tuple = ()                                  # region extent per output dim
     scope_vars: dict = field(default_factory=dict)      # var name -> extent, leaves
-
-    def global_index(self, d: int) -> Expr:
-        """The value of output dimension d in whole-tensor coordinates."""
-        return simplify(BinOp("+", self.base[d], self.root[self.stage.op.axis[d].name]))
+    env: dict = field(default_factory=dict)             # axis name -> whole-tensor value
 
 
 def inline_reads(e: Expr, state: State) -> Expr:
@@ -115,28 +111,22 @@ def _region(state: State, st: Stage, infos: dict) -> tuple:
     for v, ext in zip(tinfo.loop_vars[pos + 1:], tinfo.extents[pos + 1:]):
         free[v.name] = ext
     ranges = {k: (0, e - 1) for k, e in free.items()}
-    intervals: list = [None] * len(st.op.axis)
+    reads: list = [[] for _ in st.op.axis]
     for r in readers:
-        rinfo = infos[r]
-        env = {iv.name: rinfo.global_index(d) for d, iv in enumerate(rinfo.stage.op.axis)}
-        for iv in rinfo.stage.op.reduce_axis:
-            env[iv.name] = simplify(BinOp("+", rinfo.root[iv.name], Const(iv.min)))
-        body = inline_reads(rinfo.stage.op.body, state)
-        for node in walk(body):
+        env = infos[r].env
+        for node in walk(inline_reads(infos[r].stage.op.body, state)):
             if isinstance(node, TensorRead) and node.tensor.name == st.name:
                 for d, idx in enumerate(node.indices):
-                    lo, hi = _sym_interval(simplify(substitute(idx, env)), ranges)
-                    intervals[d] = _union(intervals[d], (lo, hi))
+                    reads[d].append(_sym_interval(simplify(substitute(idx, env)), ranges))
     base, region = [], []
-    for d, iv in enumerate(st.op.axis):
-        iv_range = intervals[d]
-        width = None if iv_range is None else _const(BinOp("-", iv_range[1], iv_range[0]))
-        if width is None or width + 1 >= iv.extent:
+    for iv, intervals in zip(st.op.axis, reads):
+        span = _cover(intervals)
+        if span is None or span[1] >= iv.extent:  # unknown or no smaller: the whole axis
             base.append(Const(0))
             region.append(iv.extent)
         else:
-            base.append(iv_range[0])
-            region.append(width + 1)
+            base.append(span[0])
+            region.append(span[1])
     return tuple(base), tuple(region)
 
 
@@ -157,19 +147,24 @@ def _const(e: Expr) -> int | None:
     return int(s.value) if isinstance(s, Const) else None
 
 
-def _union(a, b):
-    if a is None:
-        return b
-    if b is None:
-        return a
-    dlo, dhi = _const(BinOp("-", b[0], a[0])), _const(BinOp("-", b[1], a[1]))
-    if dlo is None or dhi is None:
-        return (a[0], BinOp("+", a[0], Const(1 << 40)))  # unknown: forces the whole axis
-    return (a[0] if dlo >= 0 else b[0], a[1] if dhi <= 0 else b[1])
+def _cover(intervals: list) -> tuple | None:
+    """(start, extent) of the smallest range holding every (lo, hi) interval, when their
+    ends differ by constants; None when some interval, or its placement, is unknown."""
+    if not intervals or any(iv is None for iv in intervals):
+        return None
+    origin = intervals[0][0]
+    offsets = [(_const(BinOp("-", lo, origin)), _const(BinOp("-", hi, origin)))
+               for lo, hi in intervals]
+    if any(a is None or b is None for a, b in offsets):
+        return None
+    first = min(a for a, _ in offsets)
+    last = max(b for _, b in offsets)
+    return simplify(BinOp("+", origin, Const(first))), last - first + 1
 
 
-def _sym_interval(e: Expr, ranges: dict) -> tuple:
-    """(lo, hi) of ``e`` with ``ranges`` vars free and every other var held fixed."""
+def _sym_interval(e: Expr, ranges: dict) -> tuple | None:
+    """(lo, hi) of ``e`` with ``ranges`` vars free and every other var held fixed;
+    None when a non-affine part has no finite bound."""
     terms, c = linear(e)
     lo_terms: dict = {}
     hi_terms: dict = {}
@@ -183,16 +178,18 @@ def _sym_interval(e: Expr, ranges: dict) -> tuple:
             lo_terms[atom] = lo_terms.get(atom, 0) + k
             hi_terms[atom] = hi_terms.get(atom, 0) + k
         elif isinstance(atom, BinOp) and atom.op == "//" and isinstance(atom.b, Const) and k > 0:
-            alo, ahi = _sym_interval(atom.a, ranges)
+            inner = _sym_interval(atom.a, ranges)
+            if inner is None:
+                return None
+            alo, ahi = inner
             lo_terms[BinOp("//", alo, atom.b)] = k
             hi_terms[BinOp("//", ahi, atom.b)] = k
         else:
             blo, bhi = bound(atom, ranges)
             if blo == -INF or bhi == INF:
-                return Const(0), Const(1 << 40)
+                return None
             lo_c += k * (blo if k > 0 else bhi)
             hi_c += k * (bhi if k > 0 else blo)
-    from ..simplify import from_linear
     return simplify(from_linear(lo_terms, int(lo_c))), simplify(from_linear(hi_terms, int(hi_c)))
 
 
@@ -258,7 +255,8 @@ def _loops(info: StageInfo, used: set) -> None:
     info.root = {it.name: simplify(value[it.name], ranges) for it in st.roots}
     info.guards = [(k, simplify(c, ranges)) for k, c in info.guards]
     info.guards = [(k, c) for k, c in info.guards if not (isinstance(c, Const) and c.value)]
+    for d, iv in enumerate(st.op.axis):
+        info.env[iv.name] = simplify(BinOp("+", info.base[d], info.root[iv.name]))
+    for iv in st.op.reduce_axis:
+        info.env[iv.name] = simplify(BinOp("+", info.root[iv.name], Const(iv.min)))
 
-
-def is_reduce(op) -> bool:
-    return isinstance(op.body, Reduce)

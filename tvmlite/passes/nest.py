@@ -8,8 +8,7 @@ inlined stages are replaced by their (substituted) expressions.
 """
 from __future__ import annotations
 
-from ..expr import (BinOp, Cast, Const, Expr, Load, Reduce, TensorRead, Var, rebuild,
-                    substitute)
+from ..expr import BinOp, Cast, Cmp, Const, Expr, Load, Reduce, TensorRead, Var, rebuild
 from ..schedule import ScheduleError, State
 from ..simplify import bound, simplify
 from ..stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
@@ -30,6 +29,8 @@ class NestBuilder:
         self.infos = infos
         self.buffers: dict = dict(arg_buffers)
         self.root_allocs: list = []
+        self.loop_ranges = {name: (0, extent - 1) for info in infos.values()
+                            for name, extent in info.scope_vars.items()}
         self.attached: dict = {}
         for st in state.stages:
             if isinstance(st.attach, tuple):
@@ -78,9 +79,7 @@ class NestBuilder:
         st = info.stage
         op = st.op
         buf = self.buffers[name]
-        env = {iv.name: info.global_index(d) for d, iv in enumerate(op.axis)}
-        for iv in op.reduce_axis:
-            env[iv.name] = simplify(BinOp("+", info.root[iv.name], Const(iv.min)))
+        env = info.env
         store_idx = tuple(info.root[iv.name] for iv in op.axis)
         spatial_guards = [c for k, c in info.guards if k == "spatial"] + self.domain_guards(info)
         reduce_guards = [c for k, c in info.guards if k == "reduce"]
@@ -135,30 +134,17 @@ class NestBuilder:
         """For a region, keep its points inside the tensor: ``0 <= base + i < extent``."""
         if not isinstance(info.stage.attach, tuple):
             return []
-        ranges = {}
-        for other in self.infos.values():
-            ranges.update({k: (0, e - 1) for k, e in other.scope_vars.items()})
         out = []
         for d, iv in enumerate(info.stage.op.axis):
             if _zero(info.base[d]) and info.region[d] <= iv.extent:
                 continue
-            g = info.global_index(d)
-            lo, hi = bound(g, ranges)
+            g = info.env[iv.name]
+            lo, hi = bound(g, self.loop_ranges)
             if lo < 0:
-                out.append(_ge0(g))
+                out.append(Cmp(">=", g, Const(0)))
             if hi >= iv.extent:
-                out.append(_lt(g, iv.extent))
+                out.append(Cmp("<", g, Const(iv.extent)))
         return out
-
-
-def _ge0(e: Expr) -> Expr:
-    from ..expr import Cmp
-    return Cmp(">=", e, Const(0))
-
-
-def _lt(e: Expr, n: int) -> Expr:
-    from ..expr import Cmp
-    return Cmp("<", e, Const(n))
 
 
 def _zero(e: Expr) -> bool:
@@ -195,5 +181,3 @@ def check_parallel_nesting(stmt: Stmt, inside: bool = False) -> None:
     for c in stmt_children(stmt):
         check_parallel_nesting(c, inside)
 
-
-_ = substitute

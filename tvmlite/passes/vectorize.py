@@ -11,10 +11,9 @@ choosing between loads) stays a scalar loop: correct first, fast where possible.
 from __future__ import annotations
 
 from ..expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp, Select,
-                    Var, free_vars, lanes_of, substitute, walk)
-from ..expr import ITEMSIZE
+                    Var, free_vars, lanes_of, substitute, walk, ITEMSIZE)
 from ..simplify import linear, simplify
-from ..stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq
+from ..stmt import For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq, walk_stmts
 
 MAX_UNROLLED_CHUNKS = 8
 
@@ -31,7 +30,6 @@ def vectorize(s: Stmt, native_bytes: int) -> Stmt:
 
 
 def _store_dtypes(s: Stmt) -> set:
-    from ..stmt import walk_stmts
     return {x.buffer.dtype for x in walk_stmts(s) if isinstance(x, Store)}
 
 
@@ -147,8 +145,7 @@ def _vec(e: Expr, v: str, ramp: Ramp) -> Expr:
         t, o = _vec(e.then, v, ramp), _vec(e.other, v, ramp)
         if lanes_of(c) == lanes_of(t) == lanes_of(o) == 1:
             return Select(c, t, o)
-        if lanes_of(c) > 1 and any(isinstance(x, Load) for x in walk(e.then)) | \
-                any(isinstance(x, Load) for x in walk(e.other)):
+        if lanes_of(c) > 1 and any(isinstance(x, Load) for x in (*walk(e.then), *walk(e.other))):
             raise NotVectorizable  # both branches would be loaded: maybe out of bounds
         if lanes_of(c) > 1 and c.a.dtype not in ("int32", "int64", "float32", "float64"):
             raise NotVectorizable
@@ -183,5 +180,3 @@ def _ramp_arith(op: str, a: Expr, b: Expr) -> Expr:
             return Ramp(simplify(BinOp("*", a, b.base)), b.stride * int(a.value), b.lanes)
     raise NotVectorizable
 
-
-_ = Allocate
