@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -388,3 +389,13 @@ def test_tensor_named_like_c_identifier_is_rejected(name):
     are refused up front, with the name in the message."""
     with pytest.raises(ValueError, match=name):
         te.placeholder((4, 5), name=name)
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang is not installed")
+def test_clang_builds_the_gemm_recipe_without_warnings():
+    """The same C must work with clang (without libomp it runs serially)."""
+    from tvmlite.schedules.recipes import gemm_packed
+    target = tvmlite.Target.host(compiler="clang")
+    s, tensors = gemm_packed(24, 64, 20, block_cols=2 * target.vector_lanes("float32"),
+                             block_rows=5)
+    check(s, tensors, mm_ref, target)

@@ -96,3 +96,28 @@ def test_missing_compiler_is_a_clear_error() -> None:
         Target.host(compiler="/nonexistent/cc")
     assert "/nonexistent/cc" in str(info.value)
     assert isinstance(info.value, RuntimeError)
+
+
+# -- detection logic on other CPUs (parsed from their /proc/cpuinfo text) ------------------
+
+GRAVITON = """processor\t: 0
+BogoMIPS\t: 243.75
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm
+CPU implementer\t: 0x41
+"""
+HASWELL = "processor\t: 0\nflags\t\t: fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx avx2 bmi2\n"
+
+
+def test_aarch64_cpuinfo_gives_neon_and_128_bit_vectors() -> None:
+    from tvmlite.target import _cpuinfo_features, _normalize_arch, _vector_bits
+    assert _normalize_arch("arm64") == "aarch64"
+    features = _cpuinfo_features("aarch64", GRAVITON)
+    assert "neon" in features and not any(f.startswith("avx") for f in features)
+    assert _vector_bits(features) == 128
+
+
+def test_avx2_cpuinfo_gives_256_bit_vectors() -> None:
+    from tvmlite.target import _cpuinfo_features, _vector_bits
+    features = _cpuinfo_features("x86_64", HASWELL)
+    assert {"avx2", "fma", "sse4_2"} <= set(features) and "avx512f" not in features
+    assert _vector_bits(features) == 256
