@@ -69,6 +69,19 @@ def check_args(s: Schedule, args: Sequence[Any]) -> list:
 def lower(s: Schedule, args: Sequence[Any], name: str = "default_function",
           vector_bytes: int = DEFAULT_VECTOR_BYTES, debug: bool = False) -> LoweredFunc:
     """The loop IR of schedule ``s`` as a kernel taking ``args``."""
+    return _lower(s, args, name, vector_bytes, debug, until="vectorize")
+
+
+def loop_nest(s: Schedule, args: Sequence[Any], name: str = "default_function") -> LoweredFunc:
+    """The loop IR before unrolling, flattening and vectorizing: every loop still a ``For``
+    with its kind and auto-unroll limit, every access still multi-dimensional. This is what
+    the cost model's features read: several times cheaper than ``lower`` (no unrolled
+    copies), and it keeps the loop structure the features describe."""
+    return _lower(s, args, name, DEFAULT_VECTOR_BYTES, False, until="auto_unroll")
+
+
+def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int, debug: bool,
+           until: str) -> LoweredFunc:
     if not isinstance(s, Schedule):
         raise TypeError(f"lower: expected a Schedule (te.create_schedule), got {type(s).__name__}")
     if not isinstance(name, str) or not IDENT.match(name):
@@ -93,5 +106,7 @@ def lower(s: Schedule, args: Sequence[Any], name: str = "default_function",
         stmt = fn(stmt)
         if debug:
             print(f"# after {pass_name}\n{stmt}\n", file=sys.stderr)
+        if pass_name == until:
+            break
     return LoweredFunc(name, tuple(arg_buffers[t.name] for t in tensors),
                        tuple(builder.root_allocs), stmt)
