@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .compiler import CompileError, CompileTimeoutError, compile_shared, default_cache_dir
+from .compiler import (CompileError, CompileTimeoutError, compile_shared, default_cache_dir,
+                       link_shared)
 from .loader import load_library
 
 __all__ = ["CompileError", "CompileTimeoutError", "compile_shared", "default_cache_dir",
-           "load_library"]
+           "link_shared", "load_library"]

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..target import Target
 
-__all__ = ["CompileError", "CompileTimeoutError", "compile_shared", "default_cache_dir"]
+__all__ = ["CompileError", "CompileTimeoutError", "compile_shared", "default_cache_dir",
+           "link_shared"]
 
 # Bump when the command line shape below changes, so old cache entries are not reused.
 _SCHEME = "tvmlite-compile-v1"
@@ -125,6 +126,35 @@ def compile_shared(source: str, target: Target, *,
     finally:
         tmp_so.unlink(missing_ok=True)
     return so_path
+
+
+def link_shared(sources: list[Path], target: Target, out: Path,
+                timeout: float | None = 300.0) -> Path:
+    """Compile several C files (each on its own, so their ``static`` helpers never
+    clash) and link them into one shared library ``out``: the deployable bundle."""
+    out = Path(out)
+    objects = []
+    flags = [f for f in target.cflags if f != "-shared"]
+    try:
+        for src in sources:
+            obj = out.with_name(f".{Path(src).stem}.{_unique()}.o")
+            objects.append(obj)
+            cmd = [target.compiler, *flags, "-c", str(src), "-o", str(obj)]
+            rc, err = _run_compiler(cmd, timeout, Path(src))
+            if rc != 0:
+                raise CompileError(_error_message(cmd, Path(src), err, rc), Path(src), err)
+        tmp = out.with_name(f".{out.name}.{_unique()}.tmp")
+        cmd = [target.compiler, "-shared", *[f for f in flags if f in ("-fopenmp", "-fPIC")],
+               *map(str, objects), "-o", str(tmp), *_LINK_LIBS]
+        rc, err = _run_compiler(cmd, timeout, out)
+        if rc != 0:
+            tmp.unlink(missing_ok=True)
+            raise CompileError(_error_message(cmd, out, err, rc), out, err)
+        os.replace(tmp, out)
+    finally:
+        for obj in objects:
+            obj.unlink(missing_ok=True)
+    return out
 
 
 def _unique() -> str:

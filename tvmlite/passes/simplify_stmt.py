@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..expr import Const
 from ..simplify import simplify
-from ..stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, seq
+from ..stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, map_stmt, seq
 
 
 def simplify_stmt(stmt: Stmt, ranges: dict | None = None) -> Stmt:
@@ -16,7 +16,7 @@ def _go(s: Stmt, R: dict) -> Stmt:
             from ..stmt import map_exprs
             from ..expr import substitute
             body = map_exprs(s.body, lambda e: substitute(e, {s.var.name: Const(0)}))
-            return _go(body, R)
+            return _go(_carry_unroll_limit(body, s.unroll_limit), R)
         R2 = dict(R)
         R2[s.var.name] = (0, s.extent - 1)
         return For(s.var, s.extent, s.kind, _go(s.body, R2), s.unroll_limit)
@@ -34,3 +34,13 @@ def _go(s: Stmt, R: dict) -> Stmt:
     if isinstance(s, Allocate):
         return Allocate(s.buffer, _go(s.body, R))
     return s
+
+
+def _carry_unroll_limit(s: Stmt, limit: int) -> Stmt:
+    """An auto_unroll_max_step pragma on a dropped extent-1 loop moves to the loops just
+    inside it; otherwise a stage computed at a tile would silently lose its pragma."""
+    if not limit:
+        return s
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, s.body, max(s.unroll_limit, limit))
+    return map_stmt(s, lambda c: _carry_unroll_limit(c, limit))

@@ -1,0 +1,136 @@
+"""The template-free search policy of one task: which candidates to measure next.
+
+Each round (Ansor's ``SketchPolicy``): sample a random population from the sketches, add
+the best measured candidates as seeds, evolve it under the cost model, and return the
+best-predicted candidates never measured, with an eps-greedy share of purely random
+ones so the model also sees programs it would not pick. After measuring, the model is
+retrained on every measured program of the task (throughput, 0 for failures).
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Sequence
+
+import numpy as np
+
+from tvmlite.schedule import Schedule, ScheduleError
+
+from .evolution import Candidate, EvolutionarySearch
+from .measure import MeasureInput
+from .sketch import generate_sketches
+
+
+class SketchPolicy:
+    """Proposes batches for one workload and learns from their measurements."""
+
+    def __init__(self, workload: Any, target: Any, model: Any, options: Any,
+                 seed: int = 0, rules: Sequence[Any] | None = None):
+        from .sketch import RULES
+        self.workload, self.target, self.model, self.options = workload, target, model, options
+        self.rng = random.Random(seed)
+        self.sketches = generate_sketches(workload, rules if rules is not None else RULES)
+        if not self.sketches:
+            raise ValueError(f"no sketch for workload {workload.name}: every rule declined")
+        self.search = EvolutionarySearch(
+            self.sketches, workload, target, self._score, self.rng, options.population,
+            options.generations, options.mutation_prob)
+        self.measured: dict[str, float] = {}      # state key -> throughput (0 = failed)
+        self.best_seeds: list[Candidate] = []
+        self._xs: list = []
+        self._ys: list = []
+
+    # -- model ---------------------------------------------------------------------------
+    def features(self, cand: Candidate) -> np.ndarray:
+        from .features import schedule_features
+        if cand.features is None:
+            cand.features = schedule_features(cand.schedule, list(self.workload.tensors),
+                                              self.target)
+        return cand.features
+
+    def _score(self, cands: list) -> None:
+        if not cands:
+            return
+        xs = [self.features(c) for c in cands]
+        for c, p in zip(cands, self.model.predict(xs)):
+            c.score = float(p)
+
+    # -- rounds --------------------------------------------------------------------------
+    def next_batch(self, n: int) -> list[MeasureInput]:
+        """Up to ``n`` candidates never measured (fewer when the space is exhausted)."""
+        opts = self.options
+        measured = set(self.measured)
+        fresh = [c for c in self.search.sample(opts.population) if self._legal(c)]
+        n_random = min(n, max(int(round(n * opts.eps_greedy)), 0))
+        picks = self.search.evolve(fresh + self.best_seeds, measured, n - n_random)
+        chosen = {c.key: c for c in picks}
+        pool = [c for c in fresh if c.key not in measured and c.key not in chosen]
+        self.rng.shuffle(pool)
+        for c in pool:
+            if len(chosen) >= n:
+                break
+            chosen[c.key] = c
+        return [self._input(c) for c in list(chosen.values())[:n]]
+
+    def _legal(self, cand: Candidate) -> bool:
+        """A candidate the core lowers (features need the loop nest anyway)."""
+        try:
+            self.features(cand)
+        except ScheduleError:
+            self.search.cache.pop(cand.key, None)
+            return False
+        return True
+
+    def _input(self, cand: Candidate) -> MeasureInput:
+        desc = str(self.sketches[cand.sketch])
+        return MeasureInput(self.workload, cand.steps, cand.record_decisions(desc))
+
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[Any]) -> None:
+        """Learn from measured candidates (this round's or a log's)."""
+        flops = self.workload.flops
+        new = False
+        for inp, res in zip(inputs, results):
+            if inp.key in self.measured:
+                continue
+            thr = flops / res.mean_cost / 1e9 if res.ok else 0.0   # GFLOP/s
+            self.measured[inp.key] = thr
+            cand = self.search.cache.get(inp.key) or self._from_steps(inp)
+            if cand is None:
+                continue
+            try:
+                x = self.features(cand)
+            except ScheduleError:
+                continue
+            self._xs.append(x)
+            self._ys.append(thr)
+            new = True
+            if thr > 0 and cand.sketch >= 0:
+                self._keep_best(cand, thr)
+        if new:
+            self.model.update(self._xs, self._ys, [self.workload.key] * len(self._ys))
+
+    def _keep_best(self, cand: Candidate, thr: float) -> None:
+        cand.score = thr
+        self.best_seeds.append(cand)
+        self.best_seeds.sort(key=lambda c: -self.measured.get(c.key, 0.0))
+        del self.best_seeds[self.options.seeds_from_best:]
+
+    def _from_steps(self, inp: MeasureInput) -> Candidate | None:
+        """A candidate for a logged record: its decisions when they match a sketch of this
+        version (so it can seed evolution), else just its Steps (for the model)."""
+        d = inp.decisions if isinstance(inp.decisions, dict) else {}
+        desc, decisions = d.get("sketch_desc"), d.get("decisions")
+        for i, sk in enumerate(self.sketches):
+            if str(sk) == desc and isinstance(decisions, dict):
+                cand = self.search.realize(Candidate(i, dict(decisions)))
+                if cand is not None and cand.key == inp.key:
+                    return cand
+        try:
+            s = Schedule.from_steps(self.workload.outputs, inp.steps)
+        except ScheduleError:
+            return None
+        return Candidate(-1, {}, tuple(inp.steps), inp.key, s)
+
+    @property
+    def best_throughput(self) -> float:
+        return max(self.measured.values(), default=0.0)
+

@@ -1,0 +1,223 @@
+"""LocalRunner and its worker: timing, crash/hang/wrong-answer isolation, worker life."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tvmlite import te
+from tvmlite.codegen_c import compile_shared
+from tvmlite.ops import OPS
+from tvmlite.search import worker
+from tvmlite.search.builder import BuildResult, LocalBuilder
+from tvmlite.search.measure import MeasureErrorNo, MeasureInput
+from tvmlite.search.runner import LocalRunner
+from tvmlite.steps import SplitStep
+from tvmlite.target import Target
+from tvmlite.testing import random_inputs
+
+E = MeasureErrorNo
+
+
+class StandInWorkload:
+    """The attributes of search.workload.Workload the builder and runner use."""
+
+    def __init__(self, n: int = 8):
+        self.name = "matmul"
+        self.key = f"stand-in-matmul-{n}"
+        self.tensors = OPS["matmul"](n, n, n)
+        self.outputs = [t for t in self.tensors if not isinstance(t.op, te.PlaceholderOp)]
+        self.flops = 2 * n ** 3
+
+
+# Same entry points as a real build of matmul 8x8x8 (see its .decl); BODY is the kernel.
+FAKE = """
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+int32_t tvmlite_kernel(const float* restrict A, const float* restrict B, float* restrict C) {
+  BODY
+  return 0;
+}
+double tvmlite_kernel_time(const float* A, const float* B, float* C, int32_t number) {
+  for (int32_t r = 0; r < number; ++r)
+    if (tvmlite_kernel(A, B, C) != 0) return -1.0;
+  return 1e-6;
+}
+void tvmlite_kernel_set_num_threads(int32_t n) { (void)n; }
+"""
+BODIES = {
+    "segv": "volatile float *p = 0; *p = A[0];",
+    "abort": 'fprintf(stderr, "boom\\n"); abort();',
+    "chatty": 'printf("protocol noise\\n"); fflush(stdout);\n'
+              "  for (int i = 0; i < 8; ++i) for (int j = 0; j < 8; ++j) {\n"
+              "    float acc = 0; for (int k = 0; k < 8; ++k) acc += A[i * 8 + k] * B[k * 8 + j];\n"
+              "    C[i * 8 + j] = acc; }",
+    "hang": "volatile int x = 0; for (;;) { x++; }",
+    "wrong": "for (int i = 0; i < 64; ++i) C[i] = 1.0f;",
+    "unwritten": "(void)A; (void)B; (void)C;",
+    "oom": "return -1;",
+}
+
+
+@pytest.fixture(scope="module")
+def wl() -> StandInWorkload:
+    return StandInWorkload(8)
+
+
+@pytest.fixture(scope="module")
+def builder(tmp_path_factory) -> LocalBuilder:
+    return LocalBuilder(cache_dir=tmp_path_factory.mktemp("kernels"))
+
+
+@pytest.fixture(scope="module")
+def good(wl, builder) -> tuple[MeasureInput, BuildResult]:
+    inp = MeasureInput(wl, (SplitStep("C", "j", 4),))
+    [b] = builder.build([inp])
+    assert b.ok, b.error_msg
+    return inp, b
+
+
+@pytest.fixture(scope="module")
+def fake(good, builder) -> dict:
+    """Hand-written libraries with the good build's signature, by behaviour."""
+    _, b = good
+    assert "tvmlite_kernel(const float* A, const float* B, float* C)" in b.decl
+    out = {}
+    for name, body in BODIES.items():
+        src = FAKE.replace("BODY", body)
+        path = compile_shared(src, Target.host(), cache_dir=builder.cache_dir)
+        out[name] = dataclasses.replace(b, lib_path=str(path), source=src)
+    return out
+
+
+def test_good_candidates_have_one_positive_cost_per_repeat(wl, builder, good) -> None:
+    inp, b = good
+    ref = MeasureInput(wl, ())
+    with LocalRunner(repeat=4, n_threads=1) as runner:
+        results = runner.run([inp, ref], [b, builder.build_reference(wl)],
+                             builder.build_reference)
+    for r in results:
+        assert r.ok, r.error_msg
+        assert len(r.costs) == 4 and all(c > 0 for c in r.costs)
+        assert r.build_seconds == b.seconds or r.build_seconds > 0
+        assert 0 < r.run_seconds < 60
+
+
+def test_crash_abort_hang_are_isolated_and_the_next_candidate_runs(
+        good, fake, builder) -> None:
+    inp, b = good
+    with LocalRunner(timeout=2.0) as runner:
+        [first] = runner.run([inp], [b], builder.build_reference)
+        pid = runner.worker_pid
+        results = runner.run([inp] * 4, [fake["segv"], fake["abort"], fake["hang"], b],
+                             builder.build_reference)
+        assert first.ok and pid is not None
+        segv, abort, hang, after = results
+        assert segv.error_no == E.RUNTIME_CRASH and "SIGSEGV" in segv.error_msg
+        assert abort.error_no == E.RUNTIME_CRASH and "SIGABRT" in abort.error_msg
+        assert "boom" in abort.error_msg                 # the tail of the worker's stderr
+        assert hang.error_no == E.RUN_TIMEOUT and "timeout=2.0" in hang.error_msg
+        assert 1.9 < hang.run_seconds < 30
+        assert after.ok and len(after.costs) == 3, after.error_msg
+        assert runner.worker_pid not in (None, pid)      # replaced after the crashes
+
+
+def test_wrong_and_unwritten_outputs_are_wrong_answer(good, fake, builder) -> None:
+    inp, _ = good
+    with LocalRunner() as runner:
+        wrong, unwritten, oom, chatty = runner.run(
+            [inp] * 4, [fake["wrong"], fake["unwritten"], fake["oom"], fake["chatty"]],
+            builder.build_reference)
+    assert chatty.ok, chatty.error_msg     # a kernel printing to stdout cannot break replies
+    assert wrong.error_no == E.WRONG_ANSWER and "of 64 elements wrong" in wrong.error_msg
+    assert unwritten.error_no == E.WRONG_ANSWER and "64 NaN/unwritten" in unwritten.error_msg
+    assert oom.error_no == E.RUNTIME_CRASH and "out of memory" in oom.error_msg
+
+
+def test_a_failing_reference_makes_every_candidate_unknown(good, fake) -> None:
+    inp, b = good
+    with LocalRunner(timeout=5.0) as runner:
+        results = runner.run([inp, inp], [b, b], lambda w: fake["segv"])
+        assert [r.error_no for r in results] == [E.UNKNOWN, E.UNKNOWN]
+        assert "reference" in results[0].error_msg and "SIGSEGV" in results[0].error_msg
+        failed = dataclasses.replace(b, lib_path=None, error_no=E.COMPILE_ERROR,
+                                     error_msg="cc said no")
+    with LocalRunner() as runner:
+        [r] = runner.run([inp], [b], lambda w: failed)
+    assert r.error_no == E.UNKNOWN and "cc said no" in r.error_msg
+
+
+def test_failed_builds_pass_their_error_through(good) -> None:
+    inp, b = good
+    failed = dataclasses.replace(b, lib_path=None, error_no=E.INVALID_SCHEDULE,
+                                 error_msg="no loop q", seconds=0.25)
+    with LocalRunner(check_correctness=False) as runner:
+        [r] = runner.run([inp], [failed])
+        assert runner.worker_pid is None                 # nothing to run: no worker
+    assert (r.error_no, r.error_msg, r.build_seconds, r.costs) == \
+        (E.INVALID_SCHEDULE, "no loop q", 0.25, ())
+
+
+def test_flush_cache_and_min_repeat_ms(good, builder) -> None:
+    inp, b = good
+    with LocalRunner(flush_cache=True, repeat=2) as runner:
+        [r] = runner.run([inp], [b], builder.build_reference)
+    assert r.ok and len(r.costs) == 2, r.error_msg
+    with LocalRunner(number=1, repeat=3, min_repeat_ms=20, check_correctness=False) as runner:
+        [r] = runner.run([inp], [b])
+    assert r.ok and len(r.costs) == 3
+    assert r.run_seconds >= 3 * 0.020        # number grew: each repeat lasted >= 20 ms
+
+
+def test_worker_is_reused_replaced_and_killed_at_close(
+        good, fake, builder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inp, b = good
+    monkeypatch.chdir(tmp_path)        # the worker must start outside the source checkout
+    runner = LocalRunner()
+    assert runner.worker_pid is None   # started lazily
+    runner.run([inp], [b], builder.build_reference)
+    pid = runner.worker_pid
+    runner.run([inp], [b], builder.build_reference)
+    assert runner.worker_pid == pid
+    [crash] = runner.run([inp], [fake["segv"]], builder.build_reference)
+    assert crash.error_no == E.RUNTIME_CRASH and runner.worker_pid is None
+    [r] = runner.run([inp], [b], builder.build_reference)
+    assert r.ok and runner.worker_pid not in (None, pid)
+    last = runner.worker_pid
+    runner.close()
+    assert runner.worker_pid is None
+    for gone in (pid, last):
+        with pytest.raises(ProcessLookupError):
+            os.kill(gone, 0)
+
+
+def test_worker_inputs_and_reference_cache(good, builder, tmp_path: Path) -> None:
+    _, b = good
+    args = [a.to_json() for a in b.args]
+    for x, y in zip(worker.make_inputs(args, 7), random_inputs(StandInWorkload(8).tensors, 7)):
+        np.testing.assert_array_equal(x, y)
+    ref = builder.build_reference(StandInWorkload(8))
+    req = {"path": str(tmp_path / "ref"), "lib": ref.lib_path, "decl": ref.decl,
+           "kernel": ref.kernel, "args": args, "seed": 7}
+    inputs, [out] = worker.reference(req)
+    np.testing.assert_allclose(out, inputs[0] @ inputs[1], rtol=1e-5, atol=1e-5)
+    worker._REFS.clear()                  # a restarted worker reads the .npy instead
+    _, [again] = worker.reference(dict(req, lib="/nonexistent.so"))
+    np.testing.assert_array_equal(again, out)
+
+
+def test_bad_arguments_raise_naming_the_argument(good) -> None:
+    inp, b = good
+    for kw in ({"number": 0}, {"repeat": -1}, {"timeout": 0}, {"min_repeat_ms": -1},
+               {"n_threads": 0}):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            LocalRunner(**kw)
+    with LocalRunner() as runner:
+        with pytest.raises(ValueError, match="reference"):
+            runner.run([inp], [b])
+        with pytest.raises(ValueError, match="builds"):
+            runner.run([inp, inp], [b], lambda w: b)
