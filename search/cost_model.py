@@ -22,8 +22,8 @@ import abc
 import json
 import os
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -223,7 +223,8 @@ class XGBModel(CostModel):
                  loss: str = "pack-sum") -> None:
         for name, value, low in (("seed", seed, 0), ("num_boost_round", num_boost_round, 1),
                                  ("max_training", max_training, MIN_TRAINING_PROGRAMS)):
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
         if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
             raise ValueError(f"n_threads must be None (all cores) or an int >= 1, "
@@ -258,7 +259,7 @@ class XGBModel(CostModel):
         if not len(y):
             return
         self.n_features = packed.rows.shape[1]
-        for name, value in zip(g, y):
+        for name, value in zip(g, y, strict=True):
             self._best[name] = max(self._best.get(name, 0.0), float(value))
         self._xs.extend(np.split(packed.rows, packed.starts[1:]))
         self._ys.extend(y.tolist())
@@ -273,6 +274,8 @@ class XGBModel(CostModel):
         self.update(xs, ys, groups)
 
     def predict(self, xs: Sequence[np.ndarray]) -> np.ndarray:
+        """One score per program, higher = faster. With "pack-sum" a score is minus the
+        predicted time relative to the best program measured in its task (-1: as fast)."""
         if not self.trained:
             return self._rng.random(len(xs))
         packed = pack(xs, self.n_features)
@@ -290,7 +293,7 @@ class XGBModel(CostModel):
 
     def _retrain(self) -> None:
         """Fit new trees on everything kept, or fall back to random until enough ran."""
-        import xgboost as xgb
+        import xgboost as xgb  # here, not at the top: importing it takes ~0.3 s
         y = np.asarray(self._ys)
         if np.count_nonzero(y) < MIN_TRAINING_PROGRAMS:
             self._booster = None
@@ -328,7 +331,7 @@ class XGBModel(CostModel):
                                 groups=np.asarray(self._groups, dtype=np.str_))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, n_threads: int | None = None) -> "XGBModel":
+    def load(cls, path: str | os.PathLike, n_threads: int | None = None) -> XGBModel:
         """Read a file written by ``save``; CostModelFileError names what is wrong."""
         import xgboost as xgb
 
@@ -337,7 +340,7 @@ class XGBModel(CostModel):
                                       f"file ({why}); write it with XGBModel.save(), or "
                                       f"delete it to start from an untrained model")
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with open(path, "rb") as f, np.load(f, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in ("meta", "booster", "rows", "counts", "ys",
                                                "groups")}
             meta = json.loads(arrays["meta"].tobytes().decode())
@@ -355,25 +358,35 @@ class XGBModel(CostModel):
                         max_training=meta["max_training"])
         except (KeyError, ValueError, TypeError) as err:
             raise bad(f"bad settings: {err}") from None
-        rows, counts, ys = arrays["rows"], arrays["counts"], arrays["ys"]
-        width = meta.get("n_features")
-        if (rows.ndim != 2 or counts.ndim != 1 or counts.sum() != len(rows)
-                or np.any(counts < 1) or ys.shape != counts.shape
-                or arrays["groups"].shape != counts.shape
-                or (width is None) != (len(counts) == 0)
-                or (width is not None and rows.shape[1] != width)):
-            raise bad("training arrays disagree in shape")
-        model.n_features = width
-        model._xs = np.split(rows, np.cumsum(counts)[:-1]) if len(counts) else []
-        model._ys, model._groups = ys.tolist(), [str(g) for g in arrays["groups"]]
-        model._best = {str(k): float(v) for k, v in dict(meta.get("best", {})).items()}
+        try:
+            model._restore_training(arrays, meta.get("n_features"), meta.get("best"))
+        except (ValueError, TypeError) as err:
+            raise bad(f"training data: {err}") from None
         if arrays["booster"].size:
             try:
                 model._booster = xgb.Booster(params=model._params(),
                                              model_file=bytearray(arrays["booster"].tobytes()))
             except xgb.core.XGBoostError as err:
                 raise bad(f"booster does not load: {str(err).splitlines()[0][:120]}") from None
-            if model._booster.num_features() != width:
+            if model._booster.num_features() != model.n_features:
                 raise bad(f"booster expects {model._booster.num_features()} features, "
-                          f"file says {width}")
+                          f"file says {model.n_features}")
         return model
+
+    def _restore_training(self, arrays: dict, width, best) -> None:
+        """Put saved training programs back; ValueError if they are not self-consistent."""
+        rows, counts, ys = arrays["rows"], arrays["counts"], arrays["ys"]
+        groups = [str(g) for g in arrays["groups"]]
+        if (rows.ndim != 2 or counts.ndim != 1 or counts.dtype.kind not in "iu"
+                or counts.sum() != len(rows) or np.any(counts < 1)
+                or ys.shape != counts.shape or len(groups) != len(counts)
+                or (width is None) != (len(counts) == 0)
+                or (width is not None and rows.shape[1] != width)):
+            raise ValueError("arrays disagree in shape")
+        y, _ = check_labels(counts, ys, groups)
+        self._best = {str(k): float(v) for k, v in dict(best or {}).items()}
+        if not set(groups) <= set(self._best):
+            raise ValueError("a task has no best throughput")
+        self.n_features = width
+        self._xs = np.split(rows.astype(np.float32), np.cumsum(counts)[:-1])[:len(counts)]
+        self._ys, self._groups = y.tolist(), groups

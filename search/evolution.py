@@ -103,17 +103,19 @@ def mutate(decisions: dict, extents: dict, rng: random.Random) -> dict | None:
 
 @dataclass
 class EvolutionarySearch:
-    """Runs the generations for one task; ``evaluate`` realizes a candidate and scores
-    it (returning False if the candidate is illegal)."""
+    """Runs the generations for one task. Candidates are realized once per state key
+    (illegal ones cached as None), with their features, so re-scoring after the model
+    learns costs one prediction."""
     sketches: list
     workload: Any
     target: Any
     score: Callable[[list], None]       # fills .score of a list of realized candidates
-    rng: random.Random
+    featurize: Callable[[Any], Any]     # features of a realized schedule; ScheduleError if
+    rng: random.Random                  # lowering rejects it
     population: int = 2048
     generations: int = 4
     mutation_prob: float = 0.85
-    cache: dict = field(default_factory=dict)   # key -> realized Candidate (features kept)
+    cache: dict = field(default_factory=dict)   # key -> realized Candidate, or None
 
     def realize(self, cand: Candidate) -> Candidate | None:
         """Fill steps/key (and reuse a cached realization); None if illegal."""
@@ -124,10 +126,14 @@ class EvolutionarySearch:
         except ScheduleError:
             return None
         key = state_key(self.workload.key, s.steps)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return hit
-        cand = Candidate(cand.sketch, used, tuple(s.steps), key, s)
+        if key in self.cache:
+            return self.cache[key]
+        try:    # lowering checks what steps cannot (e.g. a compute location's coverage)
+            feats = self.featurize(s)
+        except ScheduleError:
+            self.cache[key] = None
+            return None
+        cand = Candidate(cand.sketch, used, tuple(s.steps), key, s, feats)
         self.cache[key] = cand
         return cand
 

@@ -32,34 +32,31 @@ class SketchPolicy:
         if not self.sketches:
             raise ValueError(f"no sketch for workload {workload.name}: every rule declined")
         self.search = EvolutionarySearch(
-            self.sketches, workload, target, self._score, self.rng, options.population,
-            options.generations, options.mutation_prob)
+            self.sketches, workload, target, self._score, self._featurize, self.rng,
+            options.population, options.generations, options.mutation_prob)
         self.measured: dict[str, float] = {}      # state key -> throughput (0 = failed)
         self.best_seeds: list[Candidate] = []
         self._xs: list = []
         self._ys: list = []
 
     # -- model ---------------------------------------------------------------------------
-    def features(self, cand: Candidate) -> np.ndarray:
+    def _featurize(self, s: Schedule) -> np.ndarray:
         from .features import schedule_features
-        if cand.features is None:
-            cand.features = schedule_features(cand.schedule, list(self.workload.tensors),
-                                              self.target)
-        return cand.features
+        return schedule_features(s, list(self.workload.tensors), self.target)
 
     def _score(self, cands: list) -> None:
-        if not cands:
-            return
-        xs = [self.features(c) for c in cands]
-        for c, p in zip(cands, self.model.predict(xs)):
-            c.score = float(p)
+        if cands:
+            for c, p in zip(cands, self.model.predict([c.features for c in cands])):
+                c.score = float(p)
 
     # -- rounds --------------------------------------------------------------------------
     def next_batch(self, n: int) -> list[MeasureInput]:
         """Up to ``n`` candidates never measured (fewer when the space is exhausted)."""
         opts = self.options
         measured = set(self.measured)
-        fresh = [c for c in self.search.sample(opts.population) if self._legal(c)]
+        keep = {c.key for c in self.best_seeds}   # bound memory: realized schedules are big
+        self.search.cache = {k: c for k, c in self.search.cache.items() if c is None or k in keep}
+        fresh = self.search.sample(opts.population)
         n_random = min(n, max(int(round(n * opts.eps_greedy)), 0))
         picks = self.search.evolve(fresh + self.best_seeds, measured, n - n_random)
         chosen = {c.key: c for c in picks}
@@ -70,15 +67,6 @@ class SketchPolicy:
                 break
             chosen[c.key] = c
         return [self._input(c) for c in list(chosen.values())[:n]]
-
-    def _legal(self, cand: Candidate) -> bool:
-        """A candidate the core lowers (features need the loop nest anyway)."""
-        try:
-            self.features(cand)
-        except ScheduleError:
-            self.search.cache.pop(cand.key, None)
-            return False
-        return True
 
     def _input(self, cand: Candidate) -> MeasureInput:
         desc = str(self.sketches[cand.sketch])
@@ -96,11 +84,7 @@ class SketchPolicy:
             cand = self.search.cache.get(inp.key) or self._from_steps(inp)
             if cand is None:
                 continue
-            try:
-                x = self.features(cand)
-            except ScheduleError:
-                continue
-            self._xs.append(x)
+            self._xs.append(cand.features)
             self._ys.append(thr)
             new = True
             if thr > 0 and cand.sketch >= 0:
@@ -126,9 +110,9 @@ class SketchPolicy:
                     return cand
         try:
             s = Schedule.from_steps(self.workload.outputs, inp.steps)
+            return Candidate(-1, {}, tuple(inp.steps), inp.key, s, self._featurize(s))
         except ScheduleError:
             return None
-        return Candidate(-1, {}, tuple(inp.steps), inp.key, s)
 
     @property
     def best_throughput(self) -> float:

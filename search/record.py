@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,8 +270,8 @@ def _locked_append(fd: int, data: bytes) -> None:
     the torn line stays alone and is skipped on load."""
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
             data = b"\n" + data
         view = memoryview(data)
         while view:
@@ -364,7 +365,7 @@ def iter_records(path: str | os.PathLike, missing_ok: bool = False
             try:
                 if raw is None:
                     raise RecordError(f"line longer than {MAX_LINE} bytes")
-                yield lineno, _from_json(json.loads(raw), workloads, targets)
+                record = _from_json(json.loads(raw), workloads, targets)
             except json.JSONDecodeError as err:   # before ValueError: it is one
                 reason = f"not valid JSON ({err.msg} at character {err.pos}; truncated?)"
             except RecursionError:
@@ -372,6 +373,7 @@ def iter_records(path: str | os.PathLike, missing_ok: bool = False
             except ValueError as err:             # Unicode, Record and Workload errors
                 reason = str(err)
             else:
+                yield lineno, record
                 continue
             reason = reason if len(reason) <= 200 else reason[:197] + "..."
             warnings.warn(f"{os.fspath(path)}:{lineno}: skipped: {reason}", RecordWarning,

@@ -33,6 +33,7 @@ from . import dag
 
 UNROLL_STEPS = (0, 16, 64, 512)
 MAX_INNERMOST = 64         # largest innermost tile (Ansor's max_innermost_split_factor)
+SERIAL_PROB = 0.1          # share of sampled stages left serial (no parallel loop)
 SPATIAL_LEVELS = 4         # "SSRSRS": four spatial levels ...
 REDUCE_LEVELS = 2          # ... and two reduce levels
 
@@ -336,14 +337,19 @@ def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
         return
 
     def sample() -> int:
-        # the fewest loops giving every core work, or one more, as Ansor's InitParallel
+        # the fewest loops giving every core work, or one more, as Ansor's InitParallel;
+        # now and then none at all, which wins for kernels shorter than a thread wake-up
+        if rng.random() < SERIAL_PROB:
+            return 0
         need = next((k for k in range(1, len(outer) + 1)
                      if math.prod(it.extent for it in outer[:k]) >= 4 * target.cores), len(outer))
         return rng.choice(sorted({need, min(need + 1, len(outer))}))
 
     k = _decide(decisions, f"parallel:{stage}",
-                lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= len(outer),
+                lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= len(outer),
                 sample)
+    if k == 0:
+        return
     loops = [it.name for it in outer[:k]]
     fused = s[stage].fuse(*loops) if len(loops) > 1 else s[stage].leaf_iter_vars[0]
     s[stage].parallel(fused)

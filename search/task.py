@@ -133,13 +133,14 @@ class SearchTask:
 
 def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: Any,
                options: TuningOptions, callback: Callable[[Trial], None] | None = None,
-               models: Sequence[Any] | None = None, choose: Callable | None = None
-               ) -> list[TuneResult]:
-    """Round after round, let ``choose`` pick a task (default: round-robin over tasks
-    with budget left), ask its policy for a batch, measure it, and feed it back.
+               models: Sequence[Any] | None = None, choose: Callable | None = None,
+               total: int | None = None) -> list[TuneResult]:
+    """Round after round, let ``choose(active, results, done)`` pick a task (None stops;
+    default: round-robin over tasks with budget left), ask its policy for a batch,
+    measure it, and feed it back.
 
     The log's earlier records of each workload train its model first and count toward
-    its budget (resume)."""
+    its budget (resume); ``total`` caps the measurements of all tasks together."""
     start = time.perf_counter()
     policies = [t.policy(options, m) for t, m in
                 zip(tasks, models or [None] * len(tasks))]
@@ -165,13 +166,21 @@ def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: An
     turn = 0
     while any(active(i) for i in range(len(tasks))):
         if choose is not None:
-            i = choose([active(j) for j in range(len(tasks))], results)
+            picked = choose([active(j) for j in range(len(tasks))], results, list(done))
+            if picked is None:
+                break
+            i = picked
         else:
             order = [(turn + j) % len(tasks) for j in range(len(tasks))]
             i = next(j for j in order if active(j))
             turn = i + 1
         t0 = time.perf_counter()
-        batch = policies[i].next_batch(min(options.measures_per_round, budgets[i] - done[i]))
+        room = budgets[i] - done[i]
+        if total is not None:
+            room = min(room, total - sum(done))
+        if room <= 0:
+            break
+        batch = policies[i].next_batch(min(options.measures_per_round, room))
         t1 = time.perf_counter()
         results[i].search_seconds += t1 - t0
         if not batch:

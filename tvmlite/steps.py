@@ -12,6 +12,8 @@ cache_read, rfactor) · JSON registry.
 """
 from __future__ import annotations
 
+import hashlib
+
 import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
@@ -37,7 +39,15 @@ def _int(value: Any, what: str, lo: int = 1, hi: int = MAX_FACTOR) -> int:
     return value
 
 
+MAX_LOOP_NAME = 48  # generated loop names stay well inside IDENT's 64 characters
+
+
 def _unique(name: str, taken: set) -> str:
+    """``name``, made unique among ``taken``; a generated name that grew too long (deep
+    splits, many fused loops) keeps its head and a digest of the rest, deterministically."""
+    if len(name) > MAX_LOOP_NAME:
+        digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+        name = f"{name[:MAX_LOOP_NAME - 9]}_{digest}"
     out, n = name, 0
     while out in taken:
         n += 1

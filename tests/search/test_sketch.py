@@ -1,0 +1,191 @@
+"""Sketch rules and realization: every sketch of every operator gives legal schedules that
+compute the same numbers as the unscheduled program."""
+import random
+
+import numpy as np
+import pytest
+
+from tvmlite import te
+from tvmlite.lower import loop_nest
+from tvmlite.schedule import ScheduleError
+from tvmlite.search import dag
+from tvmlite.search.sketch import (RULES, Rule, Tile, generate_sketches, realize,
+                                   sample_factors)
+from tvmlite.search.workload import Workload
+from tvmlite.target import Target
+from tvmlite.testing import (check_schedule, evaluate_te, reduction_length, tolerance)
+
+TARGET = Target.host()
+
+CASES = [
+    ("matmul", (32, 48, 24), {}),
+    ("batch_matmul", (2, 16, 16, 16), {}),
+    ("dense", (4, 32, 24), {"bias": True, "relu": True}),
+    ("conv1d", (1, 8, 20, 8, 3), {"padding": 1}),
+    ("conv2d_nchw", (1, 4, 10, 10, 8, 3), {"padding": 1, "stride": 2}),
+    ("conv2d_nhwc", (1, 10, 10, 4, 8, 3), {"padding": 1}),
+    ("depthwise_conv2d_nhwc", (1, 10, 10, 8, 3), {"padding": 1}),
+    ("depthwise_conv2d_nchw", (1, 8, 10, 10, 3), {"padding": 1}),
+    ("max_pool2d", (1, 4, 10, 10, 3), {}),
+    ("softmax", (8, 40), {}),
+    ("norm2", (64, 40), {}),
+    ("add", ((8, 36),), {}),
+]
+
+
+def _workload(name, args, kwargs):
+    return Workload.from_op(name, *args, **kwargs)
+
+
+def _check(wl, s):
+    rtol, atol = tolerance(wl.tensors[-1].dtype, reduction_length(wl.tensors))
+    tensors = list(wl.tensors)
+    check_schedule(s, tensors, lambda *ins: evaluate_te(tensors, ins), rtol=rtol, atol=atol)
+
+
+def _legal_samples(wl, sketch, n, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(20 * n):
+        try:
+            s, used = realize(wl, sketch, {}, rng, TARGET)
+            loop_nest(s, list(wl.tensors))
+        except ScheduleError:
+            continue
+        out.append((s, used))
+        if len(out) == n:
+            break
+    return out
+
+
+@pytest.mark.parametrize("name,args,kwargs", CASES, ids=[c[0] for c in CASES])
+def test_every_sketch_realizes_to_correct_schedules(name, args, kwargs):
+    wl = _workload(name, args, kwargs)
+    sketches = generate_sketches(wl)
+    assert sketches
+    for i, sk in enumerate(sketches):
+        samples = _legal_samples(wl, sk, 2, seed=i)
+        assert samples, f"sketch {sk} never realized legally"
+        for s, _ in samples:
+            _check(wl, s)
+
+
+def test_matmul_sketches_are_ansors():
+    wl = _workload("matmul", (64, 64, 64), {})
+    descs = [str(s) for s in generate_sketches(wl)]
+    assert descs == ["add-cache-write(C); multi-level-tiling-with-fusion(C_local)",
+                     "multi-level-tiling(C)"]
+
+
+def test_conv_inlines_padding_and_tiles():
+    wl = _workload("conv2d_nhwc", (1, 14, 14, 8, 8, 3), {"padding": 1})
+    for sk in generate_sketches(wl):
+        assert "always-inline(pad)" in str(sk)
+        assert any(isinstance(a, Tile) for a in sk.actions)
+
+
+def test_dense_bias_relu_fuses_through_the_inlined_bias():
+    wl = _workload("dense", (4, 32, 24), {"bias": True, "relu": True})
+    (sk,) = generate_sketches(wl)
+    assert str(sk) == "always-inline(bias_add); multi-level-tiling-with-fusion(dense)"
+
+
+def test_norm_gets_an_rfactor_sketch():
+    wl = _workload("norm2", (64, 64), {})
+    descs = [str(s) for s in generate_sketches(wl)]
+    assert "add-rfactor(sumsq)" in descs and "skip" in descs
+
+
+def test_dag_facts():
+    st = _workload("softmax", (8, 16), {}).schedule().state
+    assert not dag.strictly_inlinable(st, "expv")          # exp, read twice
+    assert not dag.has_data_reuse(st, "expsum")
+    mm = _workload("matmul", (64, 64, 64), {}).schedule().state
+    assert dag.has_data_reuse(mm, "C") and dag.fusible_consumer(mm, "C") is None
+    assert dag.needs_rfactor(_workload("norm2", (64, 64), {}).schedule().state, "sumsq")
+
+
+def test_realize_is_deterministic_and_replays_its_decisions():
+    wl = _workload("matmul", (64, 64, 64), {})
+    sk = generate_sketches(wl)[0]
+    s1, d1 = realize(wl, sk, {}, random.Random(5), TARGET)
+    s2, d2 = realize(wl, sk, {}, random.Random(5), TARGET)
+    assert s1.steps_json() == s2.steps_json() and d1 == d2
+    s3, d3 = realize(wl, sk, d1, random.Random(99), TARGET)   # decisions decide, not the rng
+    assert s3.steps_json() == s1.steps_json() and d3 == d1
+
+
+def test_invalid_decisions_are_resampled():
+    wl = _workload("matmul", (64, 64, 64), {})
+    sk = generate_sketches(wl)[1]
+    bad = {"tile:C.i": [7, 1, 1], "unroll:C": 3, "parallel:C": "x"}
+    s, used = realize(wl, sk, bad, random.Random(0), TARGET)
+    assert 64 % np.prod(used["tile:C.i"]) == 0
+    assert used["unroll:C"] in (0, 16, 64, 512)
+    _check(wl, s)
+
+
+@pytest.mark.parametrize("extent,parts", [(64, 4), (56, 4), (7, 2), (1, 3), (97, 4)])
+def test_sample_factors_multiply_to_a_divisor(extent, parts):
+    rng = random.Random(0)
+    for _ in range(50):
+        f = sample_factors(extent, parts, rng)
+        assert len(f) == parts - 1 and extent % int(np.prod(f)) == 0 and f[-1] <= 64
+
+
+def test_user_rule_is_used():
+    calls = []
+
+    def cond(state, name):
+        calls.append(name)
+        return name == "C"
+
+    rule = Rule("mine", cond, lambda s, n: [[Tile(n)]], exclusive=True)
+    wl = _workload("matmul", (16, 16, 16), {})
+    sketches = generate_sketches(wl, rules=(rule,) + RULES)
+    assert [str(s) for s in sketches] == ["mine(C)"] and "C" in calls
+
+
+def _user_computes():
+    """Computes no rule or template was written for: conv + bias + relu, A^T B, and a batch
+    matmul followed by a softmax."""
+    data = te.placeholder((1, 8, 8, 4), name="data")
+    weight = te.placeholder((3, 3, 4, 8), name="weight")
+    bias = te.placeholder((8,), name="bias")
+    pad = te.compute((1, 10, 10, 4), lambda n, h, w, c: te.if_then_else(
+        te.all(h >= 1, h < 9, w >= 1, w < 9), data[n, h - 1, w - 1, c], 0.0), name="pad")
+    ry, rx, rc = (te.reduce_axis((0, e), name=nm) for e, nm in ((3, "ry"), (3, "rx"), (4, "rc")))
+    conv = te.compute((1, 8, 8, 8), lambda n, h, w, f: te.sum(
+        pad[n, h + ry, w + rx, rc] * weight[ry, rx, rc, f], axis=[ry, rx, rc]), name="conv")
+    out = te.compute((1, 8, 8, 8), lambda n, h, w, f: te.max(conv[n, h, w, f] + bias[f], 0.0),
+                     name="out")
+    yield "conv_bias_relu", [data, weight, bias, out]
+
+    A = te.placeholder((24, 16), name="A")
+    B = te.placeholder((24, 32), name="B")
+    k = te.reduce_axis((0, 24), name="k")
+    yield "matmul_tn", [A, B, te.compute((16, 32), lambda i, j: te.sum(A[k, i] * B[k, j], axis=k),
+                                         name="C")]
+
+    X = te.placeholder((2, 8, 16), name="X")
+    Y = te.placeholder((2, 16, 12), name="Y")
+    r = te.reduce_axis((0, 16), name="r")
+    bmm = te.compute((2, 8, 12), lambda b, i, j: te.sum(X[b, i, r] * Y[b, r, j], axis=r), name="bmm")
+    m = te.reduce_axis((0, 12), name="m")
+    mx = te.compute((2, 8), lambda b, i: te.max(bmm[b, i, m], axis=m), name="mx")
+    ex = te.compute((2, 8, 12), lambda b, i, j: te.exp(bmm[b, i, j] - mx[b, i]), name="ex")
+    m2 = te.reduce_axis((0, 12), name="m2")
+    sm = te.compute((2, 8), lambda b, i: te.sum(ex[b, i, m2], axis=m2), name="sm")
+    yield "bmm_softmax", [X, Y, te.compute((2, 8, 12), lambda b, i, j: ex[b, i, j] / sm[b, i],
+                                           name="prob")]
+
+
+@pytest.mark.parametrize("name,tensors", list(_user_computes()),
+                         ids=[n for n, _ in _user_computes()])
+def test_user_computes_get_correct_sketches(name, tensors):
+    wl = Workload.from_tensors(tensors, name=name)
+    sketches = generate_sketches(wl)
+    assert sketches
+    for i, sk in enumerate(sketches):
+        for s, _ in _legal_samples(wl, sk, 2, seed=10 + i):
+            _check(wl, s)
