@@ -10,7 +10,7 @@ measurement), and only then exported::
     out/manifest.json                                   what is where, and how fast
 
 A record that no longer applies, builds or gives the right answer is reported in
-``ReplayReport.skipped`` and never exported. Kernel names are the workloads' validated
+``ReplayReport.skipped`` and never exported; the next best record is tried instead. Kernel names are the workloads' validated
 identifiers (with the key's first 8 hex digits when two workloads share a name).
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from tvmlite.module import generate_c, header
 from tvmlite.schedule import Schedule, ScheduleError
 
 BUNDLE = "tvmlite_kernels"
+MAX_TRIES = 5          # records tried per workload before giving up on it
 MANIFEST_VERSION = 1
 
 
@@ -50,10 +52,15 @@ class ReplayReport:
 
 def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
            runner: Any = None) -> ReplayReport:
-    """Export the best record of every workload in ``log`` into ``out_dir``."""
-    from tvmlite.codegen_c import compile_shared, link_shared
+    """Export the best record of every workload in ``log`` into ``out_dir``.
+
+    ``check=False`` skips the re-check (the records' own correctness checks stand);
+    ``runner`` is a LocalRunner to verify with (default: a fresh one)."""
+    from tvmlite.codegen_c import link_shared
     from tvmlite.target import Target
-    from .record import best_record, load_records
+    from .builder import LocalBuilder
+    from .record import load_records
+    from .runner import LocalRunner
     target = target or Target.host()
     records = load_records(log)
     out = Path(out_dir)
@@ -63,24 +70,17 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     for r in records:
         groups.setdefault(r.workload.key, []).append(r)
     names = _kernel_names([g[0].workload for g in groups.values()])
-    for key, recs in groups.items():
-        wl = recs[0].workload
-        rec = best_record(recs, key, target)
-        if rec is None:
-            report.skipped.append(_skip(wl, "no valid record (every measurement failed)"))
-            continue
-        reason = _verify(rec, target, runner) if check else None
-        if reason is not None:
-            report.skipped.append(_skip(wl, reason))
-            continue
-        name = names[key]
-        s = Schedule.from_steps(wl.outputs, rec.steps)
-        _, source, decl = generate_c(s, list(wl.tensors), target, name)
-        lib = compile_shared(source, target)
-        (out / f"{name}.c").write_text(source)
-        (out / f"{name}.h").write_text(header(name, decl))
-        shutil.copyfile(lib, out / f"lib{name}.so")
-        report.kernels.append(_entry(name, rec, decl))
+    builder = LocalBuilder(target)
+    own_runner = runner is None
+    runner = runner or LocalRunner(number=1, repeat=1, timeout=60.0)
+    try:
+        for key, recs in groups.items():
+            rec = _first_good(recs, target, builder, runner if check else None, report)
+            if rec is not None:
+                report.kernels.append(_export(rec, names[key], target, out))
+    finally:
+        if own_runner:
+            runner.close()
     if report.kernels:
         report.bundle = link_shared([out / f"{k['name']}.c" for k in report.kernels], target,
                                     out / f"lib{BUNDLE}.so")
@@ -95,25 +95,58 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     return report
 
 
-def _verify(rec: Any, target: Any, runner: Any) -> str | None:
-    """Why this record must not be exported (None: it builds and matches the reference)."""
-    from .builder import LocalBuilder
+def _first_good(recs: list, target: Any, builder: Any, runner: Any,
+                report: ReplayReport) -> Any:
+    """The fastest record that still applies, builds and matches the reference (runner
+    None: trust the log); every rejected one is reported."""
+    wl = recs[0].workload
+    for cand in _ranked(recs, target)[:MAX_TRIES]:
+        reason = _verify(cand, builder, runner)
+        if reason is None:
+            return cand
+        report.skipped.append(_skip(wl, f"record {cand.key[:8]}: {reason}"))
+    report.skipped.append(_skip(wl, "no valid record left to export"))
+    return None
+
+
+def _export(rec: Any, name: str, target: Any, out: Path) -> dict:
+    from tvmlite.codegen_c import compile_shared
+    wl = rec.workload
+    s = Schedule.from_steps(wl.outputs, rec.steps)
+    _, source, decl = generate_c(s, list(wl.tensors), target, name)
+    lib = compile_shared(source, target)
+    (out / f"{name}.c").write_text(source)
+    (out / f"{name}.h").write_text(header(name, decl))
+    shutil.copyfile(lib, out / f"lib{name}.so")
+    return _entry(name, rec, decl)
+
+
+def _ranked(recs: list, target: Any) -> list:
+    """Valid records, fastest first: those tuned for this CPU, else (with a warning) any."""
+    from .record import TargetMismatchWarning, target_matches
+    valid = sorted((r for r in recs if r.result.ok), key=lambda r: r.mean_cost)
+    here = [r for r in valid if target_matches(r.target, target)]
+    if valid and not here:
+        other = valid[0].target
+        warnings.warn(f"replay: {valid[0].workload.name} was tuned on another CPU ({other.arch}: "
+                      f"{' '.join(other.features) or 'no features'}); building its schedule for "
+                      f"this one, where it may be slower", TargetMismatchWarning, stacklevel=3)
+        return valid
+    return here
+
+
+def _verify(rec: Any, builder: Any, runner: Any) -> str | None:
+    """Why this record must not be exported (None: it applies, builds and matches the
+    reference; with no runner, only that its steps apply)."""
     from .measure import MeasureInput
-    from .runner import LocalRunner
     try:
         Schedule.from_steps(rec.workload.outputs, rec.steps)
     except ScheduleError as e:
         return f"its steps no longer apply: {e}"
-    builder = LocalBuilder(target)
+    if runner is None:
+        return None
     inp = MeasureInput(rec.workload, rec.steps)
-    build = builder.build([inp])
-    own = runner is None
-    runner = runner or LocalRunner(number=1, repeat=1, timeout=60.0)
-    try:
-        (res,) = runner.run([inp], build, reference=builder.build_reference)
-    finally:
-        if own:
-            runner.close()
+    (res,) = runner.run([inp], builder.build([inp]), reference=builder.build_reference)
     if not res.ok:
         return f"{res.error_no.name}: {res.error_msg.splitlines()[0] if res.error_msg else ''}"
     return None
