@@ -18,6 +18,7 @@ import math
 
 from tvmlite.expr import Call, Reduce, TensorRead, Var, walk
 from tvmlite.schedule import State
+from tvmlite.te import PlaceholderOp
 
 REUSE_RATIO = 2          # multiply-adds per element touched above which tiling pays
 RFACTOR_MAX_SPATIAL = 16
@@ -92,3 +93,27 @@ def needs_rfactor(state: State, name: str) -> bool:
         return False
     return (math.prod(op.shape) <= RFACTOR_MAX_SPATIAL
             and math.prod(iv.extent for iv in op.reduce_axis) >= RFACTOR_MIN_REDUCE)
+
+
+def packable_inputs(state: State, name: str) -> list[str]:
+    """Inputs of a data-reuse stage worth copying into a tile-local buffer (a "pack"):
+    read with the stage's innermost spatial axis in their last index, and missing another
+    spatial axis (so one copy serves many iterations). B of a matmul is one; a local copy
+    at a j tile turns B's 4 KiB row stride into the tile's width, as BLAS packing does."""
+    if not has_data_reuse(state, name):
+        return []
+    op = state.stage(name).op
+    spatial = [iv.name for iv in op.axis if iv.extent > 1]
+    if not spatial:
+        return []
+    inner = spatial[-1]
+    out = []
+    for t in op.input_tensors:
+        if not isinstance(t.op, PlaceholderOp):
+            continue
+        reads = [n for n in walk(op.body) if isinstance(n, TensorRead) and n.tensor is t]
+        used = {v.name for r in reads for i in r.indices for v in walk(i) if isinstance(v, Var)}
+        last = {v.name for r in reads for v in walk(r.indices[-1]) if isinstance(v, Var)}
+        if inner in last and any(a not in used for a in spatial):
+            out.append(t.name)
+    return out

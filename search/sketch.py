@@ -51,6 +51,13 @@ class CacheWrite:
 
 
 @dataclass(frozen=True)
+class CacheRead:
+    """A tile-local copy of ``tensor`` for ``stage`` (its place is a compute location)."""
+    stage: str
+    tensor: str
+
+
+@dataclass(frozen=True)
 class Rfactor:
     stage: str
 
@@ -99,6 +106,8 @@ RULES: tuple = (
     Rule("multi-level-tiling-with-fusion",
          lambda s, n: dag.has_data_reuse(s, n) and dag.fusible_consumer(s, n) is not None,
          _tile_with_fusion, exclusive=True),
+    Rule("add-cache-read", lambda s, n: bool(dag.packable_inputs(s, n)),
+         lambda s, n: [[CacheRead(n, t)] for t in dag.packable_inputs(s, n)]),
     Rule("add-cache-write",
          lambda s, n: dag.has_data_reuse(s, n) and dag.fusible_consumer(s, n) is None
          and s.stage(n).scope != "local",
@@ -116,6 +125,8 @@ def _structural(s: Schedule, action: Any) -> None:
         s[action.stage].compute_inline()
     elif isinstance(action, CacheWrite):
         s.cache_write(s.tensor(action.stage), "local")
+    elif isinstance(action, CacheRead):
+        s.cache_read(s.tensor(action.tensor), "local", [s.tensor(action.stage)])
     elif isinstance(action, Rfactor):
         _apply_rfactor(s, action.stage, {}, random.Random(0))
 
@@ -281,15 +292,22 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random)
 
 
 def _location_candidates(state: State, stage: str) -> list:
-    """Where a stage no rule placed may be computed: 0 = root, then inside each loop of a
-    consumer that is computed at root, outermost first."""
+    """Where a stage no rule placed may be computed: 0 = root, then inside a loop of a
+    consumer, or of any stage that consumer is computed in (up to its attach loop),
+    outermost first."""
     out: list = [None]
     for c in dag.consumers(state, stage):
+        chain = []
         cs = state.stage(c)
-        if cs.attach is not None:
-            continue
-        for it in cs.leaves[:-1] if len(cs.leaves) > 1 else cs.leaves:
-            out.append((c, it.name))
+        leaves = cs.leaves[:-1] if len(cs.leaves) > 1 else cs.leaves
+        chain.append([(c, it.name) for it in leaves])
+        while isinstance(cs.attach, tuple):
+            host, loop = cs.attach
+            cs = state.stage(host)
+            upto = [it.name for it in cs.leaves]
+            chain.append([(host, n) for n in upto[:upto.index(loop) + 1]])
+        for level in reversed(chain):
+            out.extend(x for x in level if x not in out)
     return out
 
 
@@ -384,4 +402,4 @@ def _used(key: str, s: Schedule) -> bool:
 
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
-           "UNROLL_STEPS", "Inline", "CacheWrite", "Rfactor", "Tile", "FuseInto", "ScheduleError"]
+           "UNROLL_STEPS", "Inline", "CacheRead", "CacheWrite", "Rfactor", "Tile", "FuseInto", "ScheduleError"]

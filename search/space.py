@@ -423,11 +423,13 @@ class ConfigSpace(_Definer):
 
     def __init__(self) -> None:
         self._knobs: dict[str, Knob] = {}
+        self._sizes: tuple = ()          # entities per knob, in knob order
 
     def _define(self, name: str, kind: str, definition: tuple) -> None:
         old = self._knobs.get(name)
         if old is None:
             self._knobs[name] = _make_knob(name, kind, definition)
+            self._sizes += (len(self._knobs[name]),)
         elif old.definition != definition:
             raise SpaceError(f"knob {name!r} is defined twice, differently: {old.definition} "
                              f"then {definition}; give each knob its own name")
@@ -437,7 +439,7 @@ class ConfigSpace(_Definer):
         return dict(self._knobs)
 
     def __len__(self) -> int:
-        return math.prod(len(k) for k in self._knobs.values())
+        return math.prod(self._sizes)
 
     def __getitem__(self, name: str) -> Any:
         """The fallback entity, so a template runs unchanged while its space is collected."""
@@ -455,19 +457,19 @@ class ConfigSpace(_Definer):
         """The config at ``index`` in ``range(len(self))``."""
         _int_arg(index, "ConfigSpace.get: index", 0, len(self) - 1)
         choices = []
-        for knob in self._knobs.values():
-            index, c = divmod(index, len(knob))
+        for n in self._sizes:
+            index, c = divmod(index, n)
             choices.append(c)
         return Config(self, tuple(choices))
 
     def from_choices(self, choices: Sequence[int]) -> "Config":
         """The config choosing entity ``choices[k]`` of the k-th knob."""
-        sizes = [len(k) for k in self._knobs.values()]
+        sizes = self._sizes
         if (not isinstance(choices, (list, tuple)) or len(choices) != len(sizes) or not all(
                 isinstance(c, int) and not isinstance(c, bool) and 0 <= c < n
                 for c, n in zip(choices, sizes))):
-            raise SpaceError(f"choices must be one entity index per knob, within {sizes}, got "
-                             f"{_short(choices)}")
+            raise SpaceError(f"choices must be one entity index per knob, within "
+                             f"{list(sizes)}, got {_short(choices)}")
         return Config(self, tuple(choices))
 
     def random_config(self, rng: Any) -> "Config":
@@ -480,7 +482,7 @@ class ConfigSpace(_Definer):
         else:
             raise SpaceError(f"random_config(rng=...) needs a random.Random or a numpy "
                              f"Generator, got {type(rng).__name__}")
-        return Config(self, tuple(pick(len(k)) for k in self._knobs.values()))
+        return Config(self, tuple(pick(n) for n in self._sizes))
 
     def fallback(self) -> "Config":
         """Every knob at its fallback: balanced vector-friendly splits (see
@@ -500,14 +502,14 @@ class Config(_Definer):
     space: ConfigSpace
     choices: tuple
     is_fallback: bool = False
+    index: int = field(init=False)
 
-    @property
-    def index(self) -> int:
+    def __post_init__(self) -> None:
         index, stride = 0, 1
-        for c, knob in zip(self.choices, self.space._knobs.values()):
+        for c, n in zip(self.choices, self.space._sizes):
             index += c * stride
-            stride *= len(knob)
-        return index
+            stride *= n
+        object.__setattr__(self, "index", index)
 
     def _define(self, name: str, kind: str, definition: tuple) -> None:
         knob = self.space._knob(name)

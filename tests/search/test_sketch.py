@@ -73,8 +73,12 @@ def test_every_sketch_realizes_to_correct_schedules(name, args, kwargs):
 def test_matmul_sketches_are_ansors():
     wl = _workload("matmul", (64, 64, 64), {})
     descs = [str(s) for s in generate_sketches(wl)]
-    assert descs == ["add-cache-write(C); multi-level-tiling-with-fusion(C_local)",
-                     "multi-level-tiling(C)"]
+    assert descs == [
+        "add-cache-read(C); add-cache-write(C); multi-level-tiling-with-fusion(C_local)",
+        "add-cache-read(C); multi-level-tiling(C)",
+        "add-cache-write(C); multi-level-tiling-with-fusion(C_local)",
+        "multi-level-tiling(C)"]
+    assert dag.packable_inputs(wl.schedule().state, "C") == ["B"]
 
 
 def test_conv_inlines_padding_and_tiles():

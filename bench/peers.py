@@ -1,0 +1,186 @@
+"""Timing tvmlite kernels and their peers fairly, each in its own fresh process.
+
+Every benchmark in bench/ measures through these functions, following the traps listed
+in /work/shared/PEERS.md: each contender runs in a fresh subprocess (OpenBLAS threads spin
+after a call; libgomp reads OMP_* once), numpy runs its native OpenBLAS kernel (the
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE overrides removed in its process only), threads are
+bound (OMP_PROC_BIND) for our kernels, and every figure is a median of >= 25 samples.
+
+Peers: numpy (matmul, batch matmul, norm), PyTorch CPU (``--torch-python``: the python of
+a venv with torch installed; default $TVMLITE_TORCH_PYTHON, else this python), and the
+tvmlite kernel of a tuning log's best record.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPEAT = 25
+WORKER_TIMEOUT = 1800
+
+
+def base_env() -> dict:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+
+
+def numpy_env(threads: int) -> dict:
+    env = {k: v for k, v in base_env().items()
+           if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env["OPENBLAS_NUM_THREADS"] = str(threads)
+    return env
+
+
+def kernel_env(threads: int) -> dict:
+    return dict(base_env(), OMP_PROC_BIND="true", OMP_NUM_THREADS=str(threads),
+                OPENBLAS_NUM_THREADS="1")
+
+
+def run_worker(python: str, code: str, payload: dict, env: dict) -> dict:
+    """Run ``code`` (a function body reading ``payload``, printing one JSON line) in a
+    fresh ``python`` process; {"error": ...} if it fails."""
+    src = f"import json, sys, time, statistics\npayload = json.loads(sys.argv[1])\n{code}"
+    try:
+        proc = subprocess.run([python, "-c", src, json.dumps(payload)], env=env,
+                              capture_output=True, text=True, timeout=WORKER_TIMEOUT,
+                              cwd=str(HERE.parent))
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {WORKER_TIMEOUT}s"}
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"error": " | ".join(tail) or f"exit {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+_TIMING = """
+def median_time(fn, repeat, warmup=5):
+    for _ in range(warmup):
+        fn()
+    n, t = 1, 0.0
+    while True:                      # calls per sample: at least ~20 ms per sample
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t = time.perf_counter() - t0
+        if t >= 0.02 or n >= 1 << 16:
+            break
+        n *= 2
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - t0) / n)
+    return statistics.median(samples)
+"""
+
+_NUMPY = _TIMING + """
+import numpy as np
+rng = np.random.default_rng(0)
+op, shapes = payload["op"], payload["shapes"]
+arrs = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+if op == "matmul":
+    fn = lambda: arrs[0] @ arrs[1]
+elif op == "norm":
+    fn = lambda: np.linalg.norm(arrs[0])
+else:
+    raise SystemExit(f"no numpy formulation of {op}")
+print(json.dumps({"seconds": median_time(fn, payload["repeat"])}))
+"""
+
+_TORCH = _TIMING + """
+import torch
+import torch.nn.functional as F
+torch.set_num_threads(payload["threads"])
+op, shapes, kw = payload["op"], payload["shapes"], payload.get("kwargs", {})
+g = torch.Generator().manual_seed(0)
+t = [torch.randn(*s, generator=g) for s in shapes]
+with torch.no_grad():
+    fn = {"matmul": lambda: torch.matmul(t[0], t[1]),
+          "conv1d": lambda: F.conv1d(t[0], t[1], **kw),
+          "conv2d": lambda: F.conv2d(t[0], t[1], **kw),
+          "conv3d": lambda: F.conv3d(t[0], t[1], **kw),
+          "norm": lambda: torch.linalg.norm(t[0])}[op]
+    print(json.dumps({"seconds": median_time(fn, payload["repeat"]),
+                      "version": torch.__version__}))
+"""
+
+_TVMLITE = """
+import numpy as np, tvmlite
+from tvmlite.schedule import Schedule
+from tvmlite.search.record import load_records
+from tvmlite.testing import random_inputs
+recs = [r for r in load_records(payload["log"]) if r.workload.key == payload["key"] and r.result.ok]
+rec = min(recs, key=lambda r: r.mean_cost)
+wl = rec.workload
+s = Schedule.from_steps(wl.outputs, rec.steps)
+mod = tvmlite.build(s, list(wl.tensors))
+ins = iter(random_inputs(wl.tensors, seed=0))
+arrays = [next(ins) if t.op.__class__.__name__ == "PlaceholderOp" else np.zeros(t.shape, t.dtype)
+          for t in wl.tensors]
+res = mod.time_evaluator(number=payload["number"], repeat=payload["repeat"], min_repeat_ms=20)(*arrays)
+print(json.dumps({"seconds": res.median, "flops": wl.flops}))
+"""
+
+
+def time_numpy(op: str, shapes: list, threads: int, repeat: int = REPEAT) -> dict:
+    return run_worker(sys.executable, _NUMPY, {"op": op, "shapes": shapes, "repeat": repeat},
+                      numpy_env(threads))
+
+
+def torch_python() -> str:
+    return os.environ.get("TVMLITE_TORCH_PYTHON", sys.executable)
+
+
+def time_torch(op: str, shapes: list, threads: int, kwargs: dict | None = None,
+               python: str | None = None, repeat: int = REPEAT) -> dict:
+    """{"seconds", "version"}, or {"error"} (e.g. torch is not installed there)."""
+    return run_worker(python or torch_python(), _TORCH,
+                      {"op": op, "shapes": shapes, "kwargs": kwargs or {}, "threads": threads,
+                       "repeat": repeat}, kernel_env(threads) | {"OMP_PROC_BIND": "false"})
+
+
+def time_best_record(log: str, workload_key: str, threads: int, repeat: int = REPEAT) -> dict:
+    """The best record of one workload in ``log``, rebuilt and timed in a fresh process."""
+    return run_worker(sys.executable, _TVMLITE, {"log": str(log), "key": workload_key,
+                                                 "number": 3, "repeat": repeat},
+                      kernel_env(threads))
+
+
+def measure_peak(threads: int) -> float:
+    sys.path.insert(0, str(HERE))
+    from peak import measure_peak_gflops
+    return measure_peak_gflops(threads)
+
+
+def curve_from_log(log: str, workload_key: str) -> list[tuple[int, float, float]]:
+    """(trial, timestamp, best GFLOP/s so far) for every record of one workload, in the
+    order they were measured."""
+    from tvmlite.search.record import load_records
+    recs = sorted((r for r in load_records(log) if r.workload.key == workload_key),
+                  key=lambda r: r.result.timestamp)
+    best, out = 0.0, []
+    for i, r in enumerate(recs, 1):
+        best = max(best, r.gflops)
+        out.append((i, r.result.timestamp, best))
+    return out
+
+
+def trials_to_reach(curve: list, fraction: float = 0.9) -> int | None:
+    if not curve:
+        return None
+    goal = fraction * curve[-1][2]
+    return next(i for i, _, b in curve if b >= goal)
+
+
+def median(xs: list) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def now() -> float:
+    return time.perf_counter()
