@@ -23,9 +23,9 @@ class TuningOptions:
     n_parallel: int | None = None      # compile jobs (default: one per core)
     build_timeout: float = 30.0
     # runner
-    number: int = 3
+    number: int = 1
     repeat: int = 3
-    min_repeat_ms: float = 20.0
+    min_repeat_ms: float = 50.0
     run_timeout: float = 10.0
     flush_cache: bool = False
     check_correctness: bool = True

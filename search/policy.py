@@ -36,8 +36,6 @@ class SketchPolicy:
             options.population, options.generations, options.mutation_prob)
         self.measured: dict[str, float] = {}      # state key -> throughput (0 = failed)
         self.best_seeds: list[Candidate] = []
-        self._xs: list = []
-        self._ys: list = []
 
     # -- model ---------------------------------------------------------------------------
     def _featurize(self, s: Schedule) -> np.ndarray:
@@ -73,9 +71,10 @@ class SketchPolicy:
         return MeasureInput(self.workload, cand.steps, cand.record_decisions(desc))
 
     def update(self, inputs: Sequence[MeasureInput], results: Sequence[Any]) -> None:
-        """Learn from measured candidates (this round's or a log's)."""
+        """Learn from measured candidates (this round's or a log's): the model keeps
+        every program it was given, so it gets only the new ones."""
         flops = self.workload.flops
-        new = False
+        xs, ys = [], []
         for inp, res in zip(inputs, results):
             if inp.key in self.measured:
                 continue
@@ -84,13 +83,12 @@ class SketchPolicy:
             cand = self.search.cache.get(inp.key) or self._from_steps(inp)
             if cand is None:
                 continue
-            self._xs.append(cand.features)
-            self._ys.append(thr)
-            new = True
+            xs.append(cand.features)
+            ys.append(thr)
             if thr > 0 and cand.sketch >= 0:
                 self._keep_best(cand, thr)
-        if new:
-            self.model.update(self._xs, self._ys, [self.workload.key] * len(self._ys))
+        if xs:
+            self.model.update(xs, ys, [self.workload.key] * len(ys))
 
     def _keep_best(self, cand: Candidate, thr: float) -> None:
         cand.score = thr

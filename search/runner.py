@@ -38,6 +38,10 @@ _STDERR_TAIL = 10            # lines of the worker's stderr quoted when it dies
 _MIN_FLUSH_BYTES = 64 << 20
 
 
+REFERENCE_TIMEOUT_FACTOR = 10    # the reference may run this many candidate timeouts
+REFERENCE_TIMEOUT_MIN = 300.0    # seconds, at least
+
+
 class _WorkerGone(Exception):
     """The worker stopped answering: ``timed_out`` or dead (message says how)."""
 
@@ -219,10 +223,14 @@ class LocalRunner:
             check = self._check(inp.workload, reference) if self.check_correctness else None
             start = time.monotonic()   # the reference build is not this candidate's time
             worker = self._live_worker()
-            deadline = time.monotonic() + self.timeout
             if check is not None and check["ref"]["path"] not in self._refs_ready:
-                self._compute_reference(inp.workload, check, worker, deadline)
+                # the unscheduled program is slow on big shapes, and runs once per workload
+                ref_deadline = time.monotonic() + max(REFERENCE_TIMEOUT_FACTOR * self.timeout,
+                                                      REFERENCE_TIMEOUT_MIN)
+                self._compute_reference(inp.workload, check, worker, ref_deadline)
                 worker = self._live_worker()
+                start = time.monotonic()
+            deadline = time.monotonic() + self.timeout
             reply = self._ask(worker, self._request(build, check), deadline)
             result = MeasureResult(costs=tuple(reply["costs"]))
         except _Verdict as v:

@@ -17,6 +17,7 @@ Config.
 """
 from __future__ import annotations
 
+import abc
 import itertools
 import json
 import math
@@ -296,12 +297,13 @@ def _axes_count(axes: Any, what: str, hi: int) -> int:
     return len(axes)
 
 
-class _Definer:
+class _Definer(abc.ABC):
     """The ``define_*`` calls of a template. Each turns its arguments into a definition
     tuple; ``_define`` (space: add the knob; config: check it) does the rest."""
 
+    @abc.abstractmethod
     def _define(self, name: str, kind: str, definition: tuple) -> None:
-        raise NotImplementedError
+        """Add the knob (a space) or check it is the same (a config)."""
 
     def define_split(self, name: str, axis: Any, num_outputs: int = 2, policy: str = "factors",
                      candidates: Any = None, max_factor: int | None = None, *,

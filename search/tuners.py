@@ -19,13 +19,15 @@ an INVALID_SCHEDULE trial but is not logged: it has no Steps to record.
 """
 from __future__ import annotations
 
+import abc
 import heapq
 import math
 import os
 import random
 import time
 import warnings
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Iterable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -52,22 +54,23 @@ class SmallHistoryWarning(UserWarning):
     """load_history got fewer usable records than min_records; they are used anyway."""
 
 
-def _positive_int(v: Any, what: str, lo: int = 1) -> int:
+def _int_at_least(v: Any, what: str, lo: int = 1) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         raise ValueError(f"{what} must be an int >= {lo}, got {v!r}")
     return v
 
 
-class Tuner:
+class Tuner(abc.ABC):
     """Ask/tell over the configs of ``task.space``; subclasses implement ``_propose``."""
-    name = "tuner"
+    name = "tuner"      # the record's tuner field
+    _learns = False     # whether load_history can teach it anything
 
     def __init__(self, task: TemplatedTask, seed: int = 0):
         if not isinstance(task, TemplatedTask):
             raise TypeError(f"{type(self).__name__}(task=...) takes a TemplatedTask "
                             f"(search.templated.create(name, args)), got {type(task).__name__}")
         self.task, self.space = task, task.space
-        self.seed = _positive_int(seed, f"{type(self).__name__}(seed=...)", 0)
+        self.seed = _int_at_least(seed, f"{type(self).__name__}(seed=...)", 0)
         self.rng = random.Random(seed)
         self.visited: set[int] = set()          # indices proposed or measured
         self.throughput: dict[int, float] = {}  # index -> GFLOP/s measured (0 = failed)
@@ -75,7 +78,7 @@ class Tuner:
     # -- ask / tell -----------------------------------------------------------------------
     def next_batch(self, n: int) -> list[Config]:
         """Up to ``n`` configs never proposed before (fewer once the space runs out)."""
-        _positive_int(n, "next_batch(n=...)")
+        _int_at_least(n, "next_batch(n=...)")
         out: list[Config] = []
         for c in self._propose(n):
             if c.index not in self.visited and len(out) < n:
@@ -83,8 +86,9 @@ class Tuner:
                 out.append(c)
         return out
 
+    @abc.abstractmethod
     def _propose(self, n: int) -> list[Config]:
-        raise NotImplementedError
+        """Candidates for the next batch (the caller drops visited ones)."""
 
     def update(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
         """Learn from measured configs (this run's or a log's)."""
@@ -129,11 +133,11 @@ class Tuner:
         a SmallHistoryWarning. Tuners that do not learn say so with the same warning."""
         if isinstance(records, (str, os.PathLike)):
             records = load_records(records)
-        records = list(records)
+        records = list(records) if isinstance(records, Iterable) else [None]
         if not all(isinstance(r, Record) for r in records):
             raise TypeError("load_history(records=...) takes a log path or a list of "
                             "search.record.Record")
-        _positive_int(min_records, "load_history(min_records=...)", 0)
+        _int_at_least(min_records, "load_history(min_records=...)", 0)
         used = self._use_history(records)
         if used < min_records:
             what = "" if self._learns else f"; {type(self).__name__} does not learn from history"
@@ -142,8 +146,6 @@ class Tuner:
                           f"(the model may mislead the first rounds){what}",
                           SmallHistoryWarning, stacklevel=2)
         return used
-
-    _learns = False
 
     def _use_history(self, records: list[Record]) -> int:
         return 0
@@ -167,13 +169,13 @@ class Tuner:
         """Measure until the log holds ``n_trial`` measurements of this template and
         workload, the space runs out, or ``early_stopping`` trials pass without a better
         config (default: ``options.early_stopping``)."""
-        _positive_int(n_trial, "tune(n_trial=...)")
+        _int_at_least(n_trial, "tune(n_trial=...)")
         options = TuningOptions() if options is None else options
         if not isinstance(options, TuningOptions):
             raise TypeError(f"tune(options=...) must be a search.TuningOptions, got "
                             f"{type(options).__name__}")
         stop = options.early_stopping if early_stopping is None else \
-            _positive_int(early_stopping, "tune(early_stopping=...)")
+            _int_at_least(early_stopping, "tune(early_stopping=...)")
         start = time.perf_counter()
         res = TuneResult(self.task.workload)
         with options.measurer(log_file, self.task.target, self.name) as measurer:
@@ -278,9 +280,9 @@ class GATuner(Tuner):
     def __init__(self, task: TemplatedTask, pop_size: int = 100, elite_num: int = 3,
                  mutation_prob: float = 0.1, seed: int = 0):
         super().__init__(task, seed)
-        self.pop_size = min(_positive_int(pop_size, "GATuner(pop_size=...)", 2),
+        self.pop_size = min(_int_at_least(pop_size, "GATuner(pop_size=...)", 2),
                             len(self.space))
-        self.elite_num = _positive_int(elite_num, "GATuner(elite_num=...)")
+        self.elite_num = _int_at_least(elite_num, "GATuner(elite_num=...)")
         if self.elite_num > pop_size:
             raise ValueError(f"GATuner(elite_num={elite_num}) must be at most pop_size={pop_size}")
         if isinstance(mutation_prob, bool) or not isinstance(mutation_prob, (int, float)) \
@@ -377,7 +379,7 @@ class XGBTuner(Tuner):
         from .cost_model import XGBModel
         from .features import FEATURE_NAMES
         super().__init__(task, seed)
-        self.plan_size = _positive_int(plan_size, "XGBTuner(plan_size=...)")
+        self.plan_size = _int_at_least(plan_size, "XGBTuner(plan_size=...)")
         if feature_type not in SA_EVALUATIONS:
             raise ValueError(f"XGBTuner(feature_type=...) must be one of "
                              f"{', '.join(SA_EVALUATIONS)}, got {feature_type!r}")
@@ -395,7 +397,7 @@ class XGBTuner(Tuner):
                              f">= 1, got {diversity_filter_ratio!r}")
         self.feature_type, self.diversity = feature_type, diversity_filter_ratio
         if num_threads is not None:
-            _positive_int(num_threads, "XGBTuner(num_threads=...)")
+            _int_at_least(num_threads, "XGBTuner(num_threads=...)")
         self.model = XGBModel(seed=seed, n_threads=num_threads or 1, loss=losses[loss_type])
         self._features: dict[int, np.ndarray | None] = {}
         self._plan: list[Config] = []

@@ -96,8 +96,8 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int, debug
     nest.check_parallel_nesting(stmt)
     passes = [
         ("simplify", simplify_stmt),
-        ("auto_unroll", mark_auto_unroll),
-        ("unroll", unroll),
+        ("auto_unroll", lambda x: mark_auto_unroll(x, 0, vector_bytes)),
+        ("unroll", lambda x: unroll(x, vector_bytes)),
         ("simplify", simplify_stmt),
         ("flatten", flatten),
         ("vectorize", lambda x: vectorize(x, vector_bytes)),

@@ -23,9 +23,20 @@ INF = math.inf
 # -- linear forms -----------------------------------------------------------------
 
 def linear(e: Expr) -> tuple[dict, int]:
-    """``e`` as ``({atom: coeff}, const)``; atoms are Vars or non-linear subterms."""
+    """``e`` as ``({atom: coeff}, const)``; atoms are Vars or non-linear subterms.
+
+    Nodes are immutable, so each remembers its form (the simplifier asks for the same
+    subterms again and again); callers get a fresh dict they may change."""
     if isinstance(e, Const):
         return {}, int(e.value)
+    hit = e.__dict__.get("_linear")
+    if hit is None:
+        hit = _linear(e)
+        object.__setattr__(e, "_linear", hit)
+    return dict(hit[0]), hit[1]
+
+
+def _linear(e: Expr) -> tuple[dict, int]:
     if isinstance(e, BinOp) and e.op in ("+", "-"):
         ta, ca = linear(e.a)
         tb, cb = linear(e.b)

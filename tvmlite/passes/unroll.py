@@ -2,47 +2,61 @@
 
 ``unroll``-annotated loops are replicated with their variable replaced by each value.
 Inside a loop carrying ``auto_unroll_max_step = n``, every serial loop nest whose
-total step count (stores executed, a vectorized loop counting as one) is at most n is
-unrolled too. Explicit unrolling is capped at ``MAX_COPIES`` statements: a bigger
-loop is left serial rather than exploding compile time.
+total step count (statements it becomes, a vectorized loop counting as its native
+vectors) is at most n is unrolled too. Explicit unrolling is capped at ``MAX_COPIES``
+native statements: a bigger loop is left serial rather than exploding compile time.
 """
 from __future__ import annotations
 
-from ..expr import Const, substitute
-from ..stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq
+from ..expr import ITEMSIZE, Const, substitute
+from ..stmt import (Allocate, For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq,
+                    walk_stmts)
 
-MAX_COPIES = 4096
+MAX_COPIES = 1024
+VECTOR_BYTES = 64   # what a "step" of a vectorized loop is measured in (one native vector)
 
 
-def steps(s: Stmt) -> int:
+def steps(s: Stmt, vector_bytes: int = VECTOR_BYTES) -> int:
+    """Statements the nest becomes once unrolled, counting a vectorized loop as the
+    native vectors it is cut into: the measure of generated code size (and of lowering
+    and compile time), so a 64-lane loop counts four times a 16-lane one."""
     if isinstance(s, Store):
         return 1
     if isinstance(s, For):
-        return steps(s.body) * (1 if s.kind == "vectorize" else s.extent)
+        if s.kind == "vectorize":
+            width = max(ITEMSIZE.get(st.buffer.dtype, 4) for st in walk_stmts(s)
+                        if isinstance(st, Store)) if _has_store(s) else 4
+            return steps(s.body, vector_bytes) * max(1, -(-s.extent * width // vector_bytes))
+        return steps(s.body, vector_bytes) * s.extent
     if isinstance(s, Seq):
-        return sum(steps(x) for x in s.stmts)
+        return sum(steps(x, vector_bytes) for x in s.stmts)
     if isinstance(s, IfThenElse):
-        return steps(s.then) + (0 if s.other is None else steps(s.other))
+        return steps(s.then, vector_bytes) + (0 if s.other is None else steps(s.other, vector_bytes))
     if isinstance(s, Allocate):
-        return steps(s.body)
+        return steps(s.body, vector_bytes)
     return 1
 
 
-def mark_auto_unroll(s: Stmt, limit: int = 0) -> Stmt:
+def _has_store(s: Stmt) -> bool:
+    return any(isinstance(st, Store) for st in walk_stmts(s))
+
+
+def mark_auto_unroll(s: Stmt, limit: int = 0, vector_bytes: int = VECTOR_BYTES) -> Stmt:
     """Turn serial loops under an auto_unroll_max_step pragma into unroll loops."""
     if isinstance(s, For) and s.unroll_limit:
         limit = max(limit, s.unroll_limit)
-    s = map_stmt(s, lambda c: mark_auto_unroll(c, limit))
-    if isinstance(s, For) and s.kind == "serial" and limit and steps(s) <= limit:
+    s = map_stmt(s, lambda c: mark_auto_unroll(c, limit, vector_bytes))
+    if isinstance(s, For) and s.kind == "serial" and limit and steps(s, vector_bytes) <= limit:
         return For(s.var, s.extent, "unroll", s.body, s.unroll_limit)
     return s
 
 
-def unroll(s: Stmt) -> Stmt:
-    """Replicate every ``unroll`` loop (innermost first)."""
-    s = map_stmt(s, unroll)
+def unroll(s: Stmt, vector_bytes: int = VECTOR_BYTES) -> Stmt:
+    """Replicate every ``unroll`` loop (innermost first); one whose copies would exceed
+    ``MAX_COPIES`` native statements stays a serial loop."""
+    s = map_stmt(s, lambda c: unroll(c, vector_bytes))
     if isinstance(s, For) and s.kind == "unroll":
-        if s.extent * steps(s.body) > MAX_COPIES:
+        if s.extent * steps(s.body, vector_bytes) > MAX_COPIES:
             return For(s.var, s.extent, "serial", s.body, s.unroll_limit)
         copies = [map_exprs(s.body, lambda e, i=i: substitute(e, {s.var.name: Const(i)}))
                   for i in range(s.extent)]
