@@ -170,19 +170,21 @@ def measure(req: dict) -> dict:
     ptrs = kernel.pointers(call_arrays(args, inputs, outputs))
     number = req["number"]
     oom = Failure("RUNTIME_CRASH", "out of memory: the kernel could not allocate its buffers")
-    if kernel.run_fn(*ptrs) != 0:   # warm-up: page faults, OpenMP thread start
+    if not check and kernel.run_fn(*ptrs) != 0:   # warm-up (the check run was one)
         raise oom
+    costs = []
     if req["min_repeat_ms"] > 0:
         while number < MAX_NUMBER:
             t = kernel.time_fn(*ptrs, number)
             if t < 0:
                 raise oom
             if t * number * 1e3 >= req["min_repeat_ms"]:
+                if number == req["number"] and not req["flush_bytes"]:
+                    costs.append(max(t, MIN_COST))   # a slow kernel's probe is a sample
                 break
             wanted = int(req["min_repeat_ms"] / (t * 1e3)) + 1 if t > 0 else 2 * number
             number = min(max(2 * number, wanted), MAX_NUMBER)
-    costs = []
-    for _ in range(req["repeat"]):
+    while len(costs) < req["repeat"]:
         if req["flush_bytes"]:
             flush_cache(req["flush_bytes"])
         t = kernel.time_fn(*ptrs, number)

@@ -8,7 +8,8 @@
  * -O3 -std=gnu11 -march=native (gnu11 keeps FMA contraction on) and -DVEC_BYTES=64 on
  * AVX-512 machines; check `objdump -d` shows vfmadd (x86) or fmla (arm).
  *
- * Library use:  double peak_gflops(int threads, double seconds);
+ * Library use:  double peak_gflops(int threads, double seconds);  (tvmlite.peak builds it
+ *               with the target's compiler and flags, `tvmlite target --peak` runs it)
  * Program use:  cc -DPEAK_MAIN ... peak.c -o peak && ./peak [threads] [seconds]
  */
 #include <stdio.h>

@@ -1,0 +1,157 @@
+"""The tuning benchmarks' common part: tune a GEMM and a ResNet conv with one search
+method, then compare with numpy / PyTorch measured in the same run.
+
+``bench/tune_template_free.py`` and ``bench/tune_templated.py`` call ``main`` with their
+methods. For each operator it tunes up to ``--trials`` measurements per seed (logs in
+``--out``; an interrupted run resumes from them), then prints: the best GFLOP/s (the best record
+rebuilt and re-timed in a fresh process, median of 25), its ratio to numpy (native
+OpenBLAS kernel) and to PyTorch CPU when installed, % of the measured FMA peak, the tuning
+wall time, the trials needed to reach 90% of the final best, and the search overhead (the
+share of tuning time spent proposing candidates rather than compiling and running them).
+``--random-seeds K`` also runs the same search guided by a random model (K seeds), to show
+what the XGBoost model buys at an equal number of trials (medians over seeds).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import peers  # noqa: E402
+
+OPS = {
+    # name: (tvmlite op, args, kwargs, numpy peer, torch peer)
+    "gmm": ("matmul", (1024, 1024, 1024), {},
+            ("matmul", [[1024, 1024], [1024, 1024]]),
+            ("matmul", [[1024, 1024], [1024, 1024]], {})),
+    "conv": ("conv2d_nchw", (1, 64, 56, 56, 64, 3), {"padding": 1},
+             None,
+             ("conv2d", [[1, 64, 56, 56], [64, 64, 3, 3]], {"padding": 1})),
+}
+
+
+def _task(op: str, method: str):
+    name, args, kwargs, _, _ = OPS[op]
+    if method.endswith("-templated"):
+        from tvmlite.search.templated import create
+        import inspect
+        from tvmlite.ops import OPS as LIB
+        named = inspect.signature(LIB[name]).bind(*args, **kwargs)
+        named.apply_defaults()
+        return create(name, dict(named.arguments))
+    from tvmlite.search.task import SearchTask
+    return SearchTask(func=name, args=args, kwargs=kwargs)
+
+
+def tune(op: str, seed: int, trials: int, out: Path, method: str, population: int) -> dict:
+    """One tuning run: ``method`` is xgb / random (template-free, cost model or random
+    model guiding the evolution) or xgb-templated / ga-templated / random-templated."""
+    from tvmlite.search.cost_model import RandomModel
+    from tvmlite.search.options import TuningOptions
+    task = _task(op, method)
+    log = out / f"{op}_{method}_s{seed}.jsonl"
+    opts = TuningOptions(seed=seed, population=population)
+
+    def progress(t):
+        if t.index % 64 == 0:
+            print(f"  [{op} {method} s{seed}] trial {t.index}: best {t.best_gflops:.1f} "
+                  f"GFLOP/s", flush=True)
+
+    t0 = time.perf_counter()
+    if method.endswith("-templated"):
+        from tvmlite.search import tuners
+        kind = {"xgb": tuners.XGBTuner, "ga": tuners.GATuner,
+                "random": tuners.RandomTuner}[method.split("-")[0]]
+        res = kind(task, seed=seed).tune(trials, log, opts, callback=progress)
+    else:
+        res = task.tune(trials, log, opts, callback=progress,
+                        model=RandomModel(seed) if method == "random" else None)
+    wall = time.perf_counter() - t0
+    curve = peers.curve_from_log(str(log), task.workload.key)
+    spent = res.search_seconds + res.measure_seconds
+    return {"op": op, "seed": seed, "model": method, "log": str(log),
+            "key": task.workload.key, "flops": task.workload.flops,
+            "wall_seconds": wall, "measured_now": res.measured,
+            "overhead": res.search_seconds / spent if spent else float("nan"),
+            "trials": len(curve), "best_logged_gflops": curve[-1][2] if curve else 0.0,
+            "trials_to_90": peers.trials_to_reach(curve),
+            "curve": [b for _, _, b in curve], "errors": dict(res.errors)}
+
+
+def main(argv: list[str] | None, methods: tuple[str, str], description: str,
+         out_name: str) -> int:
+    """``methods``: (the method the benchmark is about, the baseline it is compared with
+    at equal trials, e.g. ("xgb", "random"))."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--ops", nargs="+", choices=sorted(OPS), default=["gmm", "conv"])
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--seeds", type=int, default=1, help=f"{methods[0]} runs (seeds)")
+    parser.add_argument("--baseline-seeds", type=int, default=0,
+                        help=f"{methods[1]} runs (seeds), compared at equal trials")
+    parser.add_argument("--population", type=int, default=2048)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=HERE / "out" / out_name)
+    a = parser.parse_args(argv)
+    from tvmlite.target import Target
+    threads = a.threads or Target.host().cores
+    a.out.mkdir(parents=True, exist_ok=True)
+
+    peak = peers.measure_peak(threads)
+    print(f"peak fp32 FMA (measured, {threads} threads): {peak:.1f} GFLOP/s", flush=True)
+    report = {"peak_gflops": peak, "threads": threads, "runs": [], "peers": {}}
+    for op in a.ops:
+        _, _, _, np_peer, torch_peer = OPS[op]
+        runs = [tune(op, s, a.trials, a.out, methods[0], a.population) for s in range(a.seeds)]
+        runs += [tune(op, s, a.trials, a.out, methods[1], a.population)
+                 for s in range(a.baseline_seeds)]
+        for r in runs:
+            t = peers.time_best_record(r["log"], r["key"], threads)
+            r["gflops"] = r["flops"] / t["seconds"] / 1e9 if "seconds" in t else 0.0
+        report["runs"] += runs
+        flops = runs[0]["flops"]
+        peer = {}
+        if np_peer:
+            t = peers.time_numpy(np_peer[0], np_peer[1], threads)
+            peer["numpy"] = flops / t["seconds"] / 1e9 if "seconds" in t else None
+        t = peers.time_torch(torch_peer[0], torch_peer[1], threads, torch_peer[2])
+        peer["torch"] = flops / t["seconds"] / 1e9 if "seconds" in t else None
+        peer["torch_version"] = t.get("version", t.get("error", ""))
+        report["peers"][op] = peer
+        _print(op, runs, peer, peak, methods)
+    (a.out / "results.json").write_text(json.dumps(report, indent=1))
+    return 0
+
+
+def _print(op: str, runs: list, peer: dict, peak: float, methods: tuple) -> None:
+    print(f"\n== {op} ==")
+    for name in ("numpy", "torch"):
+        if peer.get(name):
+            print(f"  {name:<8} {peer[name]:8.1f} GFLOP/s")
+    if peer.get("torch") is None:
+        print(f"  torch    not measured ({peer.get('torch_version')})")
+    for model in methods:
+        rs = [r for r in runs if r["model"] == model]
+        if not rs:
+            continue
+        best = peers.median([r["gflops"] for r in rs])
+        ratios = "  ".join(f"{best / peer[n]:.2f}x {n}" for n in ("numpy", "torch")
+                           if peer.get(n))
+        print(f"  tvmlite {model:<16} {best:8.1f} GFLOP/s (median of {len(rs)} seed(s))  "
+              f"{ratios}  {100 * best / peak:.0f}% of peak")
+        for r in rs:
+            print(f"    seed {r['seed']}: {r['gflops']:.1f} GFLOP/s re-timed, "
+                  f"{r['trials']} trials, 90% of final at trial {r['trials_to_90']}, "
+                  f"tuning {r['wall_seconds']:.0f} s (this run), search overhead "
+                  f"{100 * r['overhead']:.0f}%, errors {r['errors']}")
+    x = [r for r in runs if r["model"] == methods[0]]
+    rnd = [r for r in runs if r["model"] == methods[1]]
+    if x and rnd:
+        n = min(min(len(r["curve"]) for r in x), min(len(r["curve"]) for r in rnd))
+        mx = peers.median([r["curve"][n - 1] for r in x])
+        mr = peers.median([r["curve"][n - 1] for r in rnd])
+        print(f"  at {n} trials: {methods[0]} {mx:.1f} vs {methods[1]} {mr:.1f} GFLOP/s "
+              f"(logged, medians over seeds)")
