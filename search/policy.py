@@ -20,6 +20,10 @@ from .measure import MeasureInput
 from .sketch import generate_sketches
 
 
+INIT_MIN = 64          # random samples seeding each round's evolution, at least ...
+INIT_FRACTION = 4      # ... or a quarter of the population (generations fill it by mutation)
+
+
 class SketchPolicy:
     """Proposes batches for one workload and learns from their measurements."""
 
@@ -54,9 +58,15 @@ class SketchPolicy:
         measured = set(self.measured)
         keep = {c.key for c in self.best_seeds}   # bound memory: realized schedules are big
         self.search.cache = {k: c for k, c in self.search.cache.items() if c is None or k in keep}
-        fresh = self.search.sample(opts.population)
-        n_random = min(n, max(int(round(n * opts.eps_greedy)), 0))
-        picks = self.search.evolve(fresh + self.best_seeds, measured, n - n_random)
+        if not getattr(self.model, "trained", True):
+            # as Ansor: a model that has not learnt anything yet cannot guide evolution,
+            # so the first rounds measure random samples (and cost little to propose)
+            fresh = self.search.sample(2 * n)
+            picks = []
+        else:
+            fresh = self.search.sample(max(INIT_MIN, opts.population // INIT_FRACTION))
+            n_random = min(n, max(int(round(n * opts.eps_greedy)), 0))
+            picks = self.search.evolve(fresh + self.best_seeds, measured, n - n_random)
         chosen = {c.key: c for c in picks}
         pool = [c for c in fresh if c.key not in measured and c.key not in chosen]
         self.rng.shuffle(pool)
