@@ -126,3 +126,26 @@ class SketchPolicy:
     def best_throughput(self) -> float:
         return max(self.measured.values(), default=0.0)
 
+
+
+def pretrain_from_logs(model: Any, logs: Sequence[Any], target: Any) -> int:
+    """Teach ``model`` from existing logs (any workloads: transfer learning), before a
+    search starts; returns the number of programs it learnt from. Records whose Steps no
+    longer apply are skipped; throughputs are normalized per workload by the model."""
+    from .features import schedule_features
+    from .record import load_records, target_matches
+    xs, ys, groups = [], [], []
+    for log in logs:
+        for rec in load_records(log):
+            if not target_matches(rec.target, target):
+                continue
+            try:
+                s = Schedule.from_steps(rec.workload.outputs, rec.steps)
+                xs.append(schedule_features(s, list(rec.workload.tensors), target))
+            except ScheduleError:
+                continue
+            ys.append(rec.gflops)
+            groups.append(rec.workload.key)
+    if xs:
+        model.pretrain(xs, ys, groups)
+    return len(xs)

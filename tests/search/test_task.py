@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tvmlite import ops, te
+from tvmlite import ops
 from tvmlite.search.builder import LocalBuilder
 from tvmlite.search.cost_model import RandomModel
 from tvmlite.search.measure import MeasureErrorNo, MeasureInput
@@ -101,18 +101,28 @@ def test_same_seed_same_measurements_same_search():
     assert a == b and len(set(a)) == 12
 
 
-def test_user_written_compute_tunes_correctly(tmp_path):
-    A = te.placeholder((24, 16), name="A")
-    B = te.placeholder((24, 32), name="B")
-    k = te.reduce_axis((0, 24), name="k")
-    C = te.compute((16, 32), lambda i, j: te.sum(A[k, i] * B[k, j], axis=k), name="C")
-    task = SearchTask.from_tensors([A, B, C], name="matmul_tn")
-    log = tmp_path / "tn.jsonl"
+@pytest.mark.parametrize("name", ["conv_bias_relu", "matmul_tn", "bmm_softmax"])
+def test_user_written_computes_tune_correctly(tmp_path, user_computes, name):
+    tensors = user_computes[name]
+    task = SearchTask.from_tensors(tensors, name=name)
+    log = tmp_path / "user.jsonl"
     res = task.tune(8, log, QUICK)
     assert res.best is not None
+    assert not any(r.result.error_no == MeasureErrorNo.WRONG_ANSWER for r in load_records(log))
     s, args = task.apply_best(log)
     rtol, atol = tolerance("float32", reduction_length(args))
-    check_schedule(s, args, lambda a, b: evaluate_te(args, (a, b)), rtol=rtol, atol=atol)
+    check_schedule(s, args, lambda *ins: evaluate_te(args, ins), rtol=rtol, atol=atol)
+
+
+def test_pretraining_from_logs_teaches_the_model(tmp_path):
+    from tvmlite.search.cost_model import XGBModel
+    from tvmlite.search.policy import pretrain_from_logs
+    log = tmp_path / "mm.jsonl"
+    task = SearchTask(func=ops.matmul, args=(32, 32, 32, "float32"))
+    task.tune(24, log, QUICK)
+    model = XGBModel(seed=0)
+    assert pretrain_from_logs(model, [log], task.target) == 24
+    assert model.num_programs == 24
 
 
 def test_task_scheduler_shares_one_budget_and_one_log(tmp_path):
