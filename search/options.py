@@ -29,6 +29,7 @@ class TuningOptions:
     run_timeout: float = 10.0
     flush_cache: bool = False
     check_correctness: bool = True
+    n_threads: int | None = None       # OpenMP threads of measured kernels (default: all)
 
     def __post_init__(self) -> None:
         positive_ints = ("measures_per_round", "population", "number", "repeat")
@@ -49,7 +50,7 @@ class TuningOptions:
             elif f.name == "min_repeat_ms":
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                     raise ValueError(f"TuningOptions.min_repeat_ms must be >= 0, got {v!r}")
-            elif f.name in ("early_stopping", "n_parallel"):
+            elif f.name in ("early_stopping", "n_parallel", "n_threads"):
                 if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                     raise ValueError(f"TuningOptions.{f.name} must be None or an int >= 1, "
                                      f"got {v!r}")
@@ -65,5 +66,6 @@ class TuningOptions:
         runner = LocalRunner(number=self.number, repeat=self.repeat,
                              min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,
                              flush_cache=self.flush_cache,
-                             check_correctness=self.check_correctness, seed=self.seed)
+                             check_correctness=self.check_correctness,
+                             n_threads=self.n_threads, seed=self.seed)
         return Measurer(log_file, builder, runner, target, tuner=tuner, seed=self.seed)

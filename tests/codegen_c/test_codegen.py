@@ -399,3 +399,27 @@ def test_clang_builds_the_gemm_recipe_without_warnings():
     s, tensors = gemm_packed(24, 64, 20, block_cols=2 * target.vector_lanes("float32"),
                              block_rows=5)
     check(s, tensors, mm_ref, target)
+
+
+def test_vector_exp_and_sigmoid_match_libm_and_keep_special_values():
+    import numpy as np
+    import tvmlite
+    from tvmlite import te
+    n = 1024
+    A = te.placeholder((n,), name="A")
+    special = [np.nan, np.inf, -np.inf, 0.0, 100.0, -200.0]
+    a = np.concatenate([np.linspace(-87, 88, n - len(special)), special]).astype("float32")
+    for func, ref in ((te.exp, np.exp), (te.sigmoid, lambda x: 1 / (1 + np.exp(-x)))):
+        out = te.compute((n,), lambda i: func(A[i]), name="out")
+        s = te.create_schedule(out.op)
+        s[out].vectorize(s[out].op.axis[0])
+        mod = tvmlite.build(s, [A, out])
+        assert "tvmlite_vexp_f32x" in mod.get_source()
+        got = np.empty(n, "float32")
+        mod(a, got)
+        with np.errstate(all="ignore"):
+            want = ref(a.astype("float64"))
+            tail = want[-len(special):].astype("float32")
+        np.testing.assert_allclose(got[:-len(special)], want[:-len(special)], rtol=3e-7,
+                                   atol=1e-37)
+        np.testing.assert_array_equal(got[-len(special):], tail)
