@@ -7,8 +7,9 @@ OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE overrides removed in its process only), thr
 bound (OMP_PROC_BIND) for our kernels, and every figure is a median of >= 25 samples.
 
 Peers: numpy (matmul, batch matmul, norm), PyTorch CPU (``--torch-python``: the python of
-a venv with torch installed; default $TVMLITE_TORCH_PYTHON, else this python), and the
-tvmlite kernel of a tuning log's best record.
+a venv with torch installed; default $TVMLITE_TORCH_PYTHON, else this python), Apache TVM's
+MetaSchedule (``--tvm-python``, default $TVMLITE_TVM_PYTHON, else this python; it runs
+bench/tvm_peer.py), and the tvmlite kernel of a tuning log's best record.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ elif op == "norm":
     fn = lambda: np.linalg.norm(arrs[0])
 else:
     raise SystemExit(f"no numpy formulation of {op}")
-print(json.dumps({"seconds": median_time(fn, payload["repeat"])}))
+print(json.dumps({"seconds": median_time(fn, payload["repeat"]), "version": np.__version__}))
 """
 
 _TORCH = _TIMING + """
@@ -100,6 +101,9 @@ torch.set_num_threads(payload["threads"])
 op, shapes, kw = payload["op"], payload["shapes"], payload.get("kwargs", {})
 g = torch.Generator().manual_seed(0)
 t = [torch.randn(*s, generator=g) for s in shapes]
+if payload.get("channels_last"):     # NHWC / NDHWC in memory: the layout our kernels use
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}
+    t = [x.contiguous(memory_format=fmt[x.dim()]) if x.dim() in fmt else x for x in t]
 with torch.no_grad():
     fn = {"matmul": lambda: torch.matmul(t[0], t[1]),
           "conv1d": lambda: F.conv1d(t[0], t[1], **kw),
@@ -138,11 +142,42 @@ def torch_python() -> str:
 
 
 def time_torch(op: str, shapes: list, threads: int, kwargs: dict | None = None,
-               python: str | None = None, repeat: int = REPEAT) -> dict:
-    """{"seconds", "version"}, or {"error"} (e.g. torch is not installed there)."""
+               python: str | None = None, repeat: int = REPEAT,
+               channels_last: bool = False) -> dict:
+    """{"seconds", "version"}, or {"error"} (e.g. torch is not installed there).
+    ``channels_last`` stores 4-D/5-D tensors as NHWC/NDHWC (torch's shapes stay NCHW)."""
     return run_worker(python or torch_python(), _TORCH,
                       {"op": op, "shapes": shapes, "kwargs": kwargs or {}, "threads": threads,
-                       "repeat": repeat}, kernel_env(threads) | {"OMP_PROC_BIND": "false"})
+                       "repeat": repeat, "channels_last": channels_last},
+                      kernel_env(threads) | {"OMP_PROC_BIND": "false"})
+
+
+def tvm_python() -> str:
+    return os.environ.get("TVMLITE_TVM_PYTHON", sys.executable)
+
+
+TVM_RESULT = "TVM_PEER_RESULT "     # prefix of tvm_peer.py's answer among TVM's log lines
+
+
+def run_tvm_peer(mode: str, payload: dict, threads: int, python: str | None = None,
+                 timeout: float = WORKER_TIMEOUT) -> dict:
+    """Run ``bench/tvm_peer.py mode payload`` in a fresh ``python`` (a venv with apache-tvm)
+    with ``threads`` TVM threads; its answer, or {"error"} (TVM missing, tuning failed)."""
+    env = dict(base_env(), TVM_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS="1")
+    cmd = [python or tvm_python(), str(HERE / "tvm_peer.py"), mode, json.dumps(payload)]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                              cwd=str(HERE.parent), check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f}s"}
+    except OSError as err:
+        return {"error": f"cannot run {cmd[0]}: {err}"}
+    answers = [ln[len(TVM_RESULT):] for ln in proc.stdout.splitlines()
+               if ln.startswith(TVM_RESULT)]
+    if proc.returncode != 0 or not answers:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"error": " | ".join(tail) or f"exit {proc.returncode}"}
+    return json.loads(answers[-1])
 
 
 def time_best_record(log: str, workload_key: str, threads: int, repeat: int = REPEAT) -> dict:

@@ -7,7 +7,8 @@ so a stage whose only consumer was inlined sees through it to the consumer's con
 - strictly inlinable: elementwise (no reduction), not an output, and either cheap (no math
   call) or read by a single consumer, so inlining never multiplies expensive work;
 - data reuse: a reduction doing many more multiply-adds than it has distinct input and
-  output elements (matmul, convolutions, pooling windows): it needs multi-level tiling;
+  output elements (matmul, convolutions, pooling windows), or reading an input that does
+  not vary along an output axis (a depthwise filter): it needs multi-level tiling;
 - fusible consumer: the one consumer (through inlined stages) is elementwise and reads this
   stage at exactly its own coordinates, so the consumer's tile can host the producer;
 - needs rfactor: a reduction with almost no spatial parallelism and a long reduction.
@@ -51,12 +52,21 @@ def strictly_inlinable(state: State, name: str) -> bool:
 
 
 def has_data_reuse(state: State, name: str) -> bool:
+    """Many more multiply-adds than elements touched, or an input (a depthwise filter)
+    that does not vary along some output axis, so one load serves many outputs."""
     op = state.stage(name).op
     if not isinstance(op.body, Reduce):
         return False
     work = math.prod(op.shape) * math.prod(iv.extent for iv in op.reduce_axis)
     touched = math.prod(op.shape) + sum(math.prod(t.shape) for t in op.input_tensors)
-    return work >= REUSE_RATIO * touched
+    if work >= REUSE_RATIO * touched:
+        return True
+    spatial = {iv.name for iv in op.axis if iv.extent > 1}
+    for read in (n for n in walk(op.body) if isinstance(n, TensorRead)):
+        used = {v.name for i in read.indices for v in walk(i) if isinstance(v, Var)}
+        if spatial - used and work >= touched:
+            return True
+    return False
 
 
 def _reads_identity(consumer_op, producer: str) -> bool:

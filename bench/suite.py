@@ -1,0 +1,454 @@
+"""The single-operator suite (issue 7): tvmlite against numpy, PyTorch and TVM MetaSchedule.
+
+Our template-free search next to numpy/OpenBLAS, PyTorch CPU and Apache TVM's
+MetaSchedule, all measured in one run, batch 1, float32:
+
+    python bench/suite.py [--ops gmm c1d c2d c3d dep nrm] [--trials 200] [--quick]
+        [--torch-python PY] [--tvm-python PY] [--tvm-mcpu CPU] [--threads N] [--seed S]
+        [--population P] [--out bench/out/suite] [--results bench/RESULTS.md]
+
+For every case it tunes our kernel with ``--trials`` measurements (log
+``<out>/<case>.jsonl``: an interrupted run resumes from it), tunes MetaSchedule with the
+same budget (cached in ``<out>/tvm/``), then times every contender in its own fresh
+process, median of 25 (bench/peers.py): our best record rebuilt, numpy with the OpenBLAS
+overrides unset, torch with our thread count (conv in NCHW and channels-last, the faster
+one counts), TVM's exported best kernel. It writes ``--results`` (a table per operator,
+per-operator geometric means of the ratios, the issue's goal checked) and
+``<out>/results.csv``, rewritten after each case. ``--quick`` runs the smallest case of each
+operator with 16 trials and a small population, logs in ``<out>/quick/``: a smoke run.
+
+Map: Formulation and the CASES table · tuning (ours, TVM) · timing one case · ratios and
+geometric means · the CSV and Markdown writers · main.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import peers
+
+TVM_TUNE_TIMEOUT = 6 * 3600
+QUICK_TRIALS, QUICK_POPULATION = 16, 128
+PEERS = ("numpy", "torch", "tvm")
+
+
+@dataclass(frozen=True)
+class Formulation:
+    """One case as each contender states it: our operator and its keyword arguments (also
+    what bench/tvm_peer.py mirrors), numpy's and torch's (op, input shapes[, kwargs]) or
+    None, and the conventional flop count (2 per multiply-add) that every GFLOP/s uses."""
+    op: str
+    kwargs: dict
+    flops: int
+    numpy: tuple | None
+    torch: tuple | None
+
+
+def gmm(N: int, M: int, K: int) -> Formulation:
+    """The issue's (N, M, K): C (N x M) = A (N x K) @ B (K x M), i.e. our matmul(M=N, N=M)."""
+    return Formulation("matmul", {"M": N, "N": M, "K": K}, 2 * N * M * K,
+                       ("matmul", [[N, K], [K, M]]), ("matmul", [[N, K], [K, M]], {}))
+
+
+def c1d(L: int, CI: int, CO: int, k: int, s: int, p: int) -> Formulation:
+    OL = (L + 2 * p - k) // s + 1
+    return Formulation("conv1d", dict(N=1, L=L, CI=CI, CO=CO, kernel=k, stride=s, padding=p,
+                                      layout="NLC"), 2 * OL * CO * CI * k, None,
+                       ("conv1d", [[1, CI, L], [CO, CI, k]], {"stride": s, "padding": p}))
+
+
+def c2d(H: int, W: int, CI: int, CO: int, k: int, s: int, p: int) -> Formulation:
+    OH, OW = ((n + 2 * p - k) // s + 1 for n in (H, W))
+    return Formulation("conv2d_nhwc", dict(N=1, H=H, W=W, CI=CI, CO=CO, kernel=k, stride=s,
+                                           padding=p), 2 * OH * OW * CO * CI * k * k, None,
+                       ("conv2d", [[1, CI, H, W], [CO, CI, k, k]], {"stride": s, "padding": p}))
+
+
+def c3d(D: int, H: int, W: int, CI: int, CO: int, k: int, s: int, p: int) -> Formulation:
+    OD, OH, OW = ((n + 2 * p - k) // s + 1 for n in (D, H, W))
+    return Formulation("conv3d_ndhwc", dict(N=1, D=D, H=H, W=W, CI=CI, CO=CO, kernel=k,
+                                            stride=s, padding=p),
+                       2 * OD * OH * OW * CO * CI * k ** 3, None,
+                       ("conv3d", [[1, CI, D, H, W], [CO, CI, k, k, k]],
+                        {"stride": s, "padding": p}))
+
+
+def dep(H: int, W: int, C: int, k: int, s: int, p: int) -> Formulation:
+    OH, OW = ((n + 2 * p - k) // s + 1 for n in (H, W))
+    return Formulation("depthwise_conv2d_nhwc", dict(N=1, H=H, W=W, C=C, kernel=k, stride=s,
+                                                     padding=p), 2 * OH * OW * C * k * k, None,
+                       ("conv2d", [[1, C, H, W], [C, 1, k, k]],
+                        {"stride": s, "padding": p, "groups": C}))
+
+
+def nrm(N: int, M: int) -> Formulation:
+    return Formulation("norm2", {"N": N, "M": M}, 2 * N * M,
+                       ("norm", [[N, M]]), ("norm", [[N, M]], {}))
+
+
+# operator: (title, its shape fields as the issue writes them, formulation, shapes)
+CASES: dict[str, tuple] = {
+    "gmm": ("GMM: matmul", "N, M, K", gmm,
+            [(128, 128, 128), (512, 32, 512), (512, 512, 512), (1024, 1024, 1024)]),
+    "c1d": ("C1D: conv1d, NLC", "L, CI, CO, k, s, p", c1d,
+            [(256, 64, 128, 3, 2, 1), (128, 128, 256, 1, 2, 0), (64, 256, 256, 5, 1, 2),
+             (32, 512, 512, 3, 1, 1)]),
+    "c2d": ("C2D: conv2d_nhwc", "H, W, CI, CO, k, s, p", c2d,
+            [(224, 224, 3, 64, 7, 2, 3), (56, 56, 64, 64, 1, 1, 0), (14, 14, 256, 256, 3, 1, 1),
+             (7, 7, 512, 512, 3, 1, 1)]),
+    "c3d": ("C3D: conv3d_ndhwc", "D, H, W, CI, CO, k, s, p", c3d,
+            [(16, 56, 56, 64, 64, 1, 1, 0), (16, 14, 14, 256, 256, 3, 1, 1),
+             (16, 7, 7, 512, 512, 3, 1, 1)]),
+    "dep": ("DEP: depthwise_conv2d_nhwc", "H, W, C, k, s, p", dep,
+            [(112, 112, 32, 3, 1, 1), (112, 112, 64, 3, 2, 1), (14, 14, 512, 3, 2, 1),
+             (7, 7, 1024, 3, 1, 1)]),
+    "nrm": ("NRM: norm2 (Frobenius)", "N, M", nrm,
+            [(256, 256), (512, 512), (1024, 1024), (4096, 1024)]),
+}
+
+
+def case_name(op: str, shape: tuple) -> str:
+    return f"{op}_{'x'.join(map(str, shape))}"
+
+
+def select_cases(ops: list[str], quick: bool) -> list[tuple[str, tuple, Formulation]]:
+    """(operator, shape, formulation) of every case to run; ``quick``: the smallest
+    (fewest flops) case of each operator."""
+    out = []
+    for op in ops:
+        _, _, formulate, shapes = CASES[op]
+        cases = [(op, shape, formulate(*shape)) for shape in shapes]
+        out += [min(cases, key=lambda c: c[2].flops)] if quick else cases
+    return out
+
+
+# -- tuning -----------------------------------------------------------------------------
+
+def tune_ours(name: str, f: Formulation, out: Path, trials: int, options) -> dict:
+    """Tune until the case's log holds ``trials`` measurements. Tuning seconds add up
+    across resumed runs in ``<case>.tune.json``, so a resumed case reports its whole cost."""
+    from tvmlite.search.record import load_records
+    from tvmlite.search.task import SearchTask
+    log, side = out / f"{name}.jsonl", out / f"{name}.tune.json"
+    task = SearchTask(func=f.op, kwargs=f.kwargs)
+    key = task.workload.key
+    spent = json.loads(side.read_text())["seconds"] if side.exists() else 0.0
+    done = sum(r.workload.key == key for r in load_records(log, missing_ok=True))
+    if done < trials:
+        def progress(t) -> None:
+            if t.index % 16 == 0:
+                print(f"  [{name}] trial {t.index}: best {t.best_gflops:.1f} GFLOP/s", flush=True)
+        t0 = time.perf_counter()
+        task.tune(trials, str(log), options, callback=progress)
+        spent += time.perf_counter() - t0
+        side.write_text(json.dumps({"seconds": spent}))
+    recs = [r for r in load_records(log, missing_ok=True) if r.workload.key == key]
+    best = min((r for r in recs if r.result.ok), key=lambda r: r.mean_cost, default=None)
+    errors = sorted({r.result.error_no.name for r in recs if not r.result.ok})
+    return {"log": str(log), "key": key, "tune_seconds": spent, "trials": len(recs),
+            "best": best, "errors": errors}
+
+
+def tune_tvm(name: str, f: Formulation, out: Path, a: argparse.Namespace, threads: int) -> dict:
+    """MetaSchedule's best kernel for the case: tuned once per request (op, budget, target,
+    seed), kept in ``<out>/tvm/<case>.json`` with its exported library."""
+    request = {"op": f.op, "kwargs": f.kwargs, "trials": a.trials, "threads": threads,
+               "mcpu": a.tvm_mcpu, "seed": a.seed, "work_dir": str(out / "tvm" / name)}
+    meta = out / "tvm" / f"{name}.json"
+    if meta.exists():
+        cached = json.loads(meta.read_text())
+        if cached.get("request") == request and Path(cached["so"]).exists():
+            return cached
+    print(f"  [{name}] TVM MetaSchedule: tuning {a.trials} trials", flush=True)
+    tuned = peers.run_tvm_peer("tune", request, threads, a.tvm_python, TVM_TUNE_TIMEOUT)
+    if "error" not in tuned:
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(json.dumps(dict(tuned, request=request), indent=1))
+    return tuned
+
+
+# -- one case ---------------------------------------------------------------------------
+
+def schedule_traits(steps: tuple) -> str:
+    """What the best schedule does, in a few words: the start of a note on a shortfall."""
+    have = []
+    for kind, annotation in (("annotate", "parallel"), ("annotate", "vectorize"),
+                             ("annotate", "unroll"), ("pragma", None), ("cache_write", None),
+                             ("cache_read", None), ("rfactor", None), ("compute_at", None)):
+        if any(s.kind == kind and (annotation is None or s.annotation == annotation)
+               for s in steps):
+            have.append({"pragma": "auto-unroll", "cache_read": "packing (cache_read)"}.get(
+                kind, annotation or kind))
+    return "+".join(have) or "no transformation"
+
+
+def shortfall(op: str, row: dict, ours: dict, trials: int) -> str:
+    """Where we trail the best peer, the usual suspects our best schedule does without
+    (packing only matters for the operators with data reuse), and whether the search ran
+    out of distinct candidates before the budget."""
+    note = ""
+    if ours["best"] is not None and row["ratios"].get("best", 1.0) < 1.0:
+        traits = row["note"]
+        lacks = [w for w in ("parallel", "vectorize") if w not in traits]
+        if op in ("gmm", "c1d", "c2d", "c3d") and "cache_read" not in traits:
+            lacks.append("packing")
+        note += f"; lacks {', '.join(lacks)}" if lacks else ""
+    if ours["trials"] < trials:
+        note += f"; the search ran out of candidates after {ours['trials']}"
+    return note
+
+
+def timers(f: Formulation, a: argparse.Namespace, threads: int, ours: dict, tvm: dict,
+           available: dict) -> dict:
+    """contender -> a function timing it once in a fresh process (seconds, or None)."""
+    def seconds(t: dict) -> float | None:
+        return t.get("seconds")
+    out = {}
+    if ours["best"] is not None:
+        out["ours"] = lambda: seconds(peers.time_best_record(ours["log"], ours["key"], threads))
+    if f.numpy:
+        out["numpy"] = lambda: seconds(peers.time_numpy(f.numpy[0], f.numpy[1], threads))
+    if f.torch and available["torch"]:
+        for layout in ("NCHW", "NHWC") if len(f.torch[1][0]) in (4, 5) else ("",):
+            out[f"torch {layout}".strip()] = lambda cl=layout == "NHWC": seconds(peers.time_torch(
+                f.torch[0], f.torch[1], threads, f.torch[2], python=a.torch_python,
+                channels_last=cl))
+    if tvm and "error" not in tvm:
+        out["tvm"] = lambda: seconds(peers.run_tvm_peer(
+            "time", {"op": f.op, "kwargs": f.kwargs, "so": tvm["so"], "flops": f.flops}, threads,
+            a.tvm_python))
+    return out
+
+
+def run_case(op: str, shape: tuple, f: Formulation, a: argparse.Namespace, threads: int,
+             peak: float, available: dict, options) -> dict:
+    """Tune ours and TVM's, then time every contender ``a.rounds`` times, interleaved, each
+    in a fresh process; the best round counts for everyone. On a shared machine a burst of
+    load can hit one contender's whole timing (OpenBLAS's threads wait for each other when
+    a core is taken); a second round, later, gives every contender the same second chance."""
+    name = case_name(op, shape)
+    print(f"\n== {name} ({f.flops / 1e9:.3f} GFLOP) ==", flush=True)
+    row: dict = {"op": op, "case": name, "shape": shape, "flops": f.flops}
+    ours = tune_ours(name, f, a.out, a.trials, options)
+    row.update(trials=ours["trials"], tune_s=ours["tune_seconds"])
+    row["note"] = (schedule_traits(ours["best"].steps) if ours["best"] is not None else
+                   f"no valid schedule (errors: {', '.join(ours['errors'])})")
+    tvm = tune_tvm(name, f, a.out, a, threads) if available["tvm"] else {}
+    if "error" in tvm:
+        row["tvm_error"] = tvm["error"][-200:]
+    elif tvm:
+        row["tvm_tune_s"] = tvm["tuning_seconds"]
+    best: dict = {}
+    contenders = timers(f, a, threads, ours, tvm, available)
+    for _ in range(a.rounds):
+        for who, timer in contenders.items():
+            t = timer()
+            if t and (who not in best or t < best[who]):
+                best[who] = t
+    failed = [who for who in contenders if who not in best]
+    if failed:
+        row["note"] += f"; timing failed: {', '.join(failed)}"
+    gf = {who: f.flops / t / 1e9 for who, t in best.items()}
+    torch = max((k for k in gf if k.startswith("torch")), key=gf.get, default=None)
+    if torch:
+        gf["torch"] = gf[torch]
+        row["torch_layout"] = torch[6:]
+    row.update(gflops=gf, pct_peak=100 * gf["ours"] / peak if gf.get("ours") else None)
+    row["ratios"] = {p: gf["ours"] / gf[p] for p in PEERS if gf.get("ours") and gf.get(p)}
+    if row["ratios"]:
+        row["ratios"]["best"] = min(row["ratios"].values())
+    row["note"] += shortfall(op, row, ours, a.trials)
+    print("  " + "  ".join(f"{k} {v:.1f}" for k, v in gf.items() if k in contenders)
+          + " GFLOP/s", flush=True)
+    return row
+
+
+# -- summaries --------------------------------------------------------------------------
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def op_summary(rows: list[dict]) -> dict:
+    """Geometric mean of each ratio over an operator's cases, and its worst case."""
+    out = {p: geomean([r["ratios"].get(p) for r in rows]) for p in (*PEERS, "best")}
+    worst = [r["ratios"]["best"] for r in rows if "best" in r["ratios"]]
+    out["worst"] = min(worst) if worst else None
+    return out
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "" if v is None else format(v, fmt)
+
+
+CSV_FIELDS = ("op", "case", "shape", "gflop", "tvmlite_gflops", "numpy_gflops", "torch_gflops",
+              "torch_layout", "tvm_gflops", "x_numpy", "x_torch", "x_tvm", "x_best_peer",
+              "pct_peak", "tvmlite_trials", "tvmlite_tune_s", "tvm_tune_s", "note")
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(CSV_FIELDS)
+        for r in rows:
+            g, x = r["gflops"], r["ratios"]
+            w.writerow([r["op"], r["case"], " ".join(map(str, r["shape"])),
+                        f"{r['flops'] / 1e9:.4f}", *(_num(g.get(k), ".2f") for k in
+                                                    ("ours", "numpy", "torch")),
+                        r.get("torch_layout", ""), _num(g.get("tvm"), ".2f"),
+                        *(_num(x.get(k), ".3f") for k in (*PEERS, "best")),
+                        _num(r["pct_peak"], ".1f"), r["trials"], f"{r['tune_s']:.1f}",
+                        _num(r.get("tvm_tune_s"), ".1f"), r.get("note", "")])
+
+
+def write_markdown(path: Path, rows: list[dict], header: dict) -> None:
+    from tvmlite.target import Target
+    lines = [f"# Single-operator suite{' (quick smoke run)' if header['quick'] else ''}", "",
+             f"Date: {header['date']}. Batch 1, float32, {header['threads']} threads. "
+             "Generated by `python bench/suite.py " + " ".join(header["argv"]) + "`.", "",
+             "CPU (`Target.host().describe()`):", "", "```",
+             Target.host().describe().rstrip(), "```", "",
+             f"- Measured FMA peak: {header['peak']:.1f} GFLOP/s ({header['threads']} threads, "
+             f"bound). Load average (1 min): {header['load']:.1f} at the start, "
+             f"{os.getloadavg()[0]:.1f} at the end: other work on a shared machine lowers "
+             "every figure, so read the ratios, measured side by side.",
+             f"- tvmlite: template-free search, {header['trials']} trials per case, "
+             f"population {header['population']}, seed {header['seed']}.",
+             f"- numpy {header['versions'].get('numpy', '?')}: OpenBLAS's native kernel "
+             "(OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset in its process).",
+             f"- PyTorch: {header['versions'].get('torch') or 'not installed (column empty)'}"
+             "; conv timed in NCHW and channels-last, the faster counts.",
+             f"- Apache TVM MetaSchedule: {header['versions'].get('tvm') or 'not installed'}"
+             f", `tune_tir` with the same {header['trials']} trials per case, target "
+             f"{header.get('tvm_target', '-')}. Its tuning time includes ~20 s per batch of "
+             "64 spent by each build worker importing `tvm.s_tir.tensor_intrin`.",
+             "- Every kernel is timed in its own fresh process, median of 25 (bench/peers.py), "
+             f"in {header['rounds']} interleaved rounds; each contender's best round counts. "
+             "GFLOP/s use 2 flops per multiply-add for every contender. `x peer` = our "
+             "GFLOP/s / the peer's (above 1: we are faster). The note lists what our best "
+             "schedule uses.", ""]
+    goal = []
+    for op in dict.fromkeys(r["op"] for r in rows):
+        ops_rows = [r for r in rows if r["op"] == op]
+        title, fields = CASES[op][0], CASES[op][1]
+        lines += [f"## {title}", "", f"| {fields} | tvmlite | numpy | torch | TVM | x numpy "
+                  "| x torch | x TVM | % peak | tune s (ours) | tune s (TVM) | note |",
+                  "|" + "---|" * 12]
+        for r in ops_rows:
+            g, x = r["gflops"], r["ratios"]
+            torch = _num(g.get("torch"), ".1f") + (f" ({r['torch_layout']})"
+                                                   if r.get("torch_layout") else "")
+            lines.append("| " + " | ".join([
+                ", ".join(map(str, r["shape"])), _num(g.get("ours"), ".1f"),
+                _num(g.get("numpy"), ".1f"), torch, _num(g.get("tvm"), ".1f"),
+                *(_num(x.get(p), ".2f") for p in PEERS), _num(r["pct_peak"], ".0f"),
+                f"{r['tune_s']:.0f}", _num(r.get("tvm_tune_s"), ".0f"),
+                r.get("note", "") + (f"; TVM failed: {r['tvm_error']}" if r.get("tvm_error")
+                                     else "")]) + " |")
+        s = op_summary(ops_rows)
+        lines += ["", "Geometric mean: " + ", ".join(
+            f"{s[p]:.2f}x {p if p != 'best' else 'the best peer'}"
+            for p in (*PEERS, "best") if s[p]) +
+            (f"; worst case {s['worst']:.2f}x the best peer." if s["worst"] else "."), ""]
+        goal.append((title.split(":")[0], s))
+    lines += ["## Goal check", "", "Goal: geometric mean >= 1.0x PyTorch and >= 1.0x "
+              "MetaSchedule at the same trial budget, no case below 0.5x the best peer.", "",
+              "| operator | x torch | x TVM | worst vs best peer | met |", "|---|---|---|---|---|"]
+    for name, s in goal:
+        met = all(v is not None and v >= lim for v, lim in
+                  ((s["torch"], 1.0), (s["tvm"], 1.0), (s["worst"], 0.5)))
+        lines.append(f"| {name} | {_num(s['torch'], '.2f')} | {_num(s['tvm'], '.2f')} | "
+                     f"{_num(s['worst'], '.2f')} | {'yes' if met else 'no'} |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+# -- main -------------------------------------------------------------------------------
+
+def probe(python: str, module: str) -> str | None:
+    """``module``'s version under ``python``, or None when it cannot be imported there."""
+    try:
+        proc = subprocess.run([python, "-c", f"import {module}; print({module}.__version__)"],
+                              capture_output=True, text=True, timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout else None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ops", nargs="+", choices=list(CASES), default=list(CASES))
+    p.add_argument("--trials", type=int, default=None,
+                   help=f"measurements per case, ours and TVM's (default 200; --quick: "
+                        f"{QUICK_TRIALS})")
+    p.add_argument("--quick", action="store_true",
+                   help="smallest case per operator, few trials, small population")
+    p.add_argument("--population", type=int, default=None,
+                   help=f"evolution population (default 2048; --quick: {QUICK_POPULATION})")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=2,
+                   help="timing rounds per contender, interleaved; the best counts")
+    p.add_argument("--threads", type=int, default=None, help="default: all cores")
+    p.add_argument("--torch-python", default=peers.torch_python(),
+                   help="python with torch installed (default $TVMLITE_TORCH_PYTHON, else this)")
+    p.add_argument("--tvm-python", default=peers.tvm_python(),
+                   help="python with apache-tvm installed (default $TVMLITE_TVM_PYTHON, else this)")
+    p.add_argument("--tvm-mcpu", default=None,
+                   help="LLVM CPU name for TVM's target (default: LLVM's host CPU, e.g. znver4)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="logs and CSV (default bench/out/suite, --quick: bench/out/suite/quick)")
+    p.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
+    a = p.parse_args(argv)
+    a.trials = a.trials or (QUICK_TRIALS if a.quick else 200)
+    a.population = a.population or (QUICK_POPULATION if a.quick else 2048)
+    a.out = a.out or HERE / "out" / "suite" / ("quick" if a.quick else "")
+    if a.trials < 1 or a.population < 1 or a.rounds < 1:
+        p.error("--trials, --population and --rounds must be positive")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    from tvmlite.search.options import TuningOptions
+    from tvmlite.target import Target
+    threads = a.threads or Target.host().cores
+    a.out.mkdir(parents=True, exist_ok=True)
+    versions = {"torch": probe(a.torch_python, "torch"), "tvm": probe(a.tvm_python, "tvm")}
+    available = {k: v is not None for k, v in versions.items()}
+    print(f"peers: torch {versions['torch'] or 'missing'} ({a.torch_python}), "
+          f"TVM {versions['tvm'] or 'missing'} ({a.tvm_python})", flush=True)
+    peak = peers.measure_peak(threads)
+    print(f"peak fp32 FMA ({threads} threads): {peak:.1f} GFLOP/s", flush=True)
+    options = TuningOptions(seed=a.seed, population=a.population)
+    header = {"quick": a.quick, "date": datetime.datetime.now().isoformat(timespec="minutes"),
+              "threads": threads, "argv": sys.argv[1:] if argv is None else argv, "peak": peak,
+              "trials": a.trials, "population": a.population, "seed": a.seed, "rounds": a.rounds,
+              "load": os.getloadavg()[0],
+              "versions": {k: v for k, v in versions.items() if v}}
+    np_version = peers.time_numpy("norm", [[4, 4]], threads, repeat=1).get("version")
+    header["versions"]["numpy"] = np_version or "?"
+    rows = []
+    for op, shape, f in select_cases(a.ops, a.quick):
+        rows.append(run_case(op, shape, f, a, threads, peak, available, options))
+        tvm_meta = a.out / "tvm" / f"{rows[-1]['case']}.json"
+        if tvm_meta.exists():
+            header["tvm_target"] = "`" + json.loads(tvm_meta.read_text())["target"] + "`"
+        write_csv(a.out / "results.csv", rows)
+        write_markdown(a.results, rows, header)
+    print(f"\nwrote {a.results} and {a.out / 'results.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

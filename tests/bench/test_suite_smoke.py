@@ -1,0 +1,64 @@
+"""bench/suite.py starts, and its case table states valid tvmlite workloads (no tuning)."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tvmlite import te
+from tvmlite.search.workload import Workload
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _suite():
+    spec = importlib.util.spec_from_file_location("bench_suite", BENCH / "suite.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod        # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+suite = _suite()
+ALL = suite.select_cases(list(suite.CASES), quick=False)
+
+
+def test_help_runs():
+    proc = subprocess.run([sys.executable, str(BENCH / "suite.py"), "--help"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "--quick" in proc.stdout and "--tvm-python" in proc.stdout
+
+
+def test_case_table_matches_the_issue():
+    counts = {op: len(shapes) for op, (_, _, _, shapes) in suite.CASES.items()}
+    assert counts == {"gmm": 4, "c1d": 4, "c2d": 4, "c3d": 3, "dep": 4, "nrm": 4}
+    assert len({suite.case_name(op, shape) for op, shape, _ in ALL}) == len(ALL)
+
+
+@pytest.mark.parametrize("op,shape,f", ALL, ids=[suite.case_name(o, s) for o, s, _ in ALL])
+def test_case_is_a_valid_workload(op, shape, f):
+    wl = Workload.from_op(f.op, **f.kwargs)
+    assert wl.args["dtype"] == "float32"
+    assert wl.args.get("N", 1) == 1 or op in ("gmm", "nrm")       # batch 1
+    # the conventional flop count (2 per multiply-add) of the reducing stages
+    macs = sum(math.prod(o.shape) * math.prod(iv.extent for iv in o.reduce_axis)
+               for o in te.collect_ops(wl.outputs)
+               if isinstance(o, te.ComputeOp) and o.reduce_axis)
+    assert f.flops == 2 * macs
+    # the peers read the same data: same element counts as our inputs
+    ours = sorted(math.prod(t.shape) for t in wl.tensors[:-1])
+    for peer in (f.numpy, f.torch):
+        if peer is not None:
+            assert sorted(math.prod(s) for s in peer[1]) == ours
+
+
+def test_quick_takes_the_smallest_case_per_operator():
+    quick = suite.select_cases(list(suite.CASES), quick=True)
+    assert [op for op, _, _ in quick] == list(suite.CASES)
+    for op, _, f in quick:
+        assert f.flops == min(g.flops for o, _, g in ALL if o == op)
