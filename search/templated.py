@@ -151,6 +151,8 @@ class TemplatedTask:
 
     def __init__(self, name: str, args: Any = (), target: Any = None):
         from tvmlite.target import Target
+        if isinstance(name, str) and name not in TEMPLATES:
+            import tvmlite.schedules  # noqa: F401  (registers the library's templates)
         self.template = TEMPLATES.get(name) if isinstance(name, str) else None
         if self.template is None:
             raise TemplateError(f"unknown template {name!r}; registered: "
