@@ -11,11 +11,21 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codegen_c")) an
         _os.path.isfile(_os.path.join(_root, "codegen_c", "codegen.py")):
     __path__.append(_root)  # type: ignore[name-defined]
 
-from . import te
+from . import ops, te
 from .lower import lower
 from .module import Module, TimeResult, build
 from .schedule import Schedule, ScheduleError
 from .target import CompilerNotFoundError, Target
 
-__all__ = ["te", "lower", "build", "Module", "TimeResult", "Schedule", "ScheduleError", "Target", "CompilerNotFoundError"]
+__all__ = ["te", "ops", "lower", "build", "Module", "TimeResult", "Schedule", "ScheduleError",
+           "Target", "CompilerNotFoundError", "search", "schedules"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``tvmlite.search`` and ``tvmlite.schedules`` on first use (PEP 562): the measuring
+    worker imports tvmlite and should not pay for the searches."""
+    if name in ("search", "schedules"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tvmlite' has no attribute {name!r}")
