@@ -1,39 +1,46 @@
 """Simplify every expression knowing each loop variable's range; drop dead branches."""
 from __future__ import annotations
 
-from ..expr import Const
+from ..expr import Const, substitute
 from ..simplify import simplify
 from ..stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, map_stmt, seq
 
 
 def simplify_stmt(stmt: Stmt, ranges: dict | None = None) -> Stmt:
-    return _go(stmt, dict(ranges or {}))
+    return _go(stmt, dict(ranges or {}), {})
 
 
-def _go(s: Stmt, R: dict) -> Stmt:
+def _go(s: Stmt, R: dict, Z: dict) -> Stmt:
+    """``R``: ranges of the enclosing loop variables; ``Z``: variables of dropped
+    extent-1 loops, replaced by 0 where expressions are simplified (once, at the leaves,
+    rather than by rewriting the whole body per dropped loop)."""
     if isinstance(s, For):
         if s.extent == 1 and s.kind in ("serial", "unroll", "vectorize"):
-            from ..stmt import map_exprs
-            from ..expr import substitute
-            body = map_exprs(s.body, lambda e: substitute(e, {s.var.name: Const(0)}))
-            return _go(_carry_unroll_limit(body, s.unroll_limit), R)
+            return _go(_carry_unroll_limit(s.body, s.unroll_limit), R,
+                       {**Z, s.var.name: Const(0)})
         R2 = dict(R)
         R2[s.var.name] = (0, s.extent - 1)
-        return For(s.var, s.extent, s.kind, _go(s.body, R2), s.unroll_limit)
+        Z2 = {k: v for k, v in Z.items() if k != s.var.name}   # an inner loop rebinding it
+        return For(s.var, s.extent, s.kind, _go(s.body, R2, Z2), s.unroll_limit)
     if isinstance(s, Seq):
-        return seq(*(_go(x, R) for x in s.stmts))
+        return seq(*(_go(x, R, Z) for x in s.stmts))
     if isinstance(s, IfThenElse):
-        c = simplify(s.cond, R)
+        c = _simp(s.cond, R, Z)
         if isinstance(c, Const):
             if c.value:
-                return _go(s.then, R)
-            return _go(s.other, R) if s.other is not None else Seq(())
-        return IfThenElse(c, _go(s.then, R), None if s.other is None else _go(s.other, R))
+                return _go(s.then, R, Z)
+            return _go(s.other, R, Z) if s.other is not None else Seq(())
+        return IfThenElse(c, _go(s.then, R, Z),
+                          None if s.other is None else _go(s.other, R, Z))
     if isinstance(s, Store):
-        return Store(s.buffer, tuple(simplify(i, R) for i in s.indices), simplify(s.value, R))
+        return Store(s.buffer, tuple(_simp(i, R, Z) for i in s.indices), _simp(s.value, R, Z))
     if isinstance(s, Allocate):
-        return Allocate(s.buffer, _go(s.body, R))
+        return Allocate(s.buffer, _go(s.body, R, Z))
     return s
+
+
+def _simp(e, R: dict, Z: dict):
+    return simplify(substitute(e, Z) if Z else e, R)
 
 
 def _carry_unroll_limit(s: Stmt, limit: int) -> Stmt:
