@@ -22,7 +22,7 @@ _EXPORTS = {
     "SearchTask": "task", "TaskScheduler": "scheduler", "XGBModel": "cost_model",
     "RandomModel": "cost_model", "template": "templated", "apply_history_best": "templated",
     "create": "templated", "Tuner": "tuners", "RandomTuner": "tuners",
-    "GridSearchTuner": "tuners", "GATuner": "tuners", "XGBTuner": "tuners",
+    "GridSearchTuner": "tuners", "GATuner": "tuners", "XGBTuner": "xgb_tuner",
     "ConfigSpace": "space",
 }
 _MODULES = ("templated", "logs", "sketch", "features", "cost_model", "space", "tuners")

@@ -10,133 +10,26 @@ Three kinds of failure, three exit codes, never a traceback for a user's mistake
   ``tvmlite: error: <message>``, exit 1: the library's messages already name the fix;
 - Ctrl-C stops cleanly (every measured record is already in the log), exit 130.
 
-Map: errors and KEY=VALUE parsing · the parser · commands (target, tune + its summary,
-replay, compare, log, show) · main.
+Map: the parser · commands (target, replay, compare, log, show) · main. Shared argument
+handling is in ``cli_args.py``, the tune command and its summary in ``cli_tune.py``.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import inspect
 import json
-import re
 import shlex
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from tvmlite.codegen_c import CompileError
-from tvmlite.target import CompilerNotFoundError
 
-__all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value"]
+from .cli_args import (LIBRARY_ERRORS, UsageError, _existing_log, _options, _positive_int,
+                       _seconds, _seed, parse_params, parse_value, signature)
+from .cli_tune import cmd_tune, tune_summary
 
-LIBRARY_ERRORS = (ValueError, TypeError, LookupError, OSError, CompileError,
-                  CompilerNotFoundError)
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class UsageError(Exception):
-    """The command line is wrong; the message says how to fix it (exit 2)."""
-
-
-# -- KEY=VALUE -------------------------------------------------------------------------------
-
-def parse_value(text: str) -> Any:
-    """An operator argument from the command line: True/False/None, an int, a float, a
-    tuple when there is a comma (``kernel=3,3``), else the string itself (``float32``)."""
-    if "," in text:
-        return tuple(parse_value(p) for p in text.split(",") if p != "")
-    if text in ("True", "true", "False", "false", "None"):
-        return {"True": True, "true": True, "False": False, "false": False}.get(text)
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_params(pairs: Sequence[str], fn: Callable[..., Any], what: str) -> dict:
-    """``["M=16", "dtype=float32"]`` -> keyword arguments of ``fn``, checked against its
-    signature (unknown or missing names are a UsageError showing the signature)."""
-    sig = signature(fn)
-    kwargs: dict = {}
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not _KEY.match(key) or value == "":
-            raise UsageError(f"bad argument {pair!r}: write the arguments of {what} as "
-                             f"KEY=VALUE, e.g. {_example(sig)}; the signature is {what}{sig}")
-        if key in kwargs:
-            raise UsageError(f"{key} is given twice; the signature is {what}{sig}")
-        kwargs[key] = parse_value(value)
-    params = sig.parameters
-    unknown = [k for k in kwargs if k not in params]
-    missing = [n for n, p in params.items() if p.default is p.empty and n not in kwargs
-               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        unknown = []
-    if unknown or missing:
-        problems = ([f"unknown argument(s) {', '.join(unknown)}"] if unknown else []) + \
-            ([f"missing {', '.join(missing)}"] if missing else [])
-        raise UsageError(f"{what}: {'; '.join(problems)}; the signature is {what}{sig}")
-    try:
-        sig.bind(**kwargs)
-    except TypeError as err:
-        raise UsageError(f"{what}: {err}; the signature is {what}{sig}") from None
-    return kwargs
-
-
-def signature(fn: Callable[..., Any]) -> inspect.Signature:
-    """``fn``'s signature without annotations: ``matmul(M, N, K, dtype='float32')``."""
-    sig = inspect.signature(fn)
-    return sig.replace(parameters=[p.replace(annotation=p.empty)
-                                   for p in sig.parameters.values()],
-                       return_annotation=inspect.Signature.empty)
-
-
-def _example(sig: inspect.Signature) -> str:
-    names = [p.name for p in sig.parameters.values() if p.default is p.empty][:3]
-    return " ".join(f"{n}=16" for n in names) or "KEY=VALUE"
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer (e.g. 200)")
-    return v
-
-
-def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
-    return v
-
-
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = 0.0
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return v
-
-
-def _existing_log(path: str) -> str:
-    if not Path(path).is_file():
-        raise UsageError(f"log {path!r} does not exist: pass the path of a tuning log "
-                         "(`tvmlite tune ... --log FILE` writes one)")
-    return path
-
+__all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",
+           "signature", "tune_summary"]
 
 # -- the parser --------------------------------------------------------------------------------
 
@@ -229,18 +122,6 @@ def _tuning_args(c: argparse.ArgumentParser) -> None:
                    "measurements per round (default 64)")
 
 
-def _options(args: argparse.Namespace, seed: int = 0) -> Any:
-    from tvmlite.search.options import TuningOptions
-    opts: dict = {"seed": seed}
-    if args.population:
-        opts["population"] = args.population
-    if args.batch:
-        opts["measures_per_round"] = args.batch
-    if args.timeout:
-        opts["build_timeout"] = opts["run_timeout"] = args.timeout
-    return TuningOptions(**opts)
-
-
 # -- target ------------------------------------------------------------------------------------
 
 def cmd_target(args: argparse.Namespace) -> int:
@@ -263,181 +144,6 @@ def cmd_target(args: argparse.Namespace) -> int:
         print(f"peak:      ~{target.peak_gflops_estimate():.1f} GFLOP/s fp32 (estimated; "
               "`tvmlite target --peak` measures it)")
     return 0
-
-
-# -- tune --------------------------------------------------------------------------------------
-
-def _load_function(spec: str) -> Callable[..., Any]:
-    """FUNCTION of FILE.py, imported from its path (the file runs: it is the user's)."""
-    path, colon, name = spec.rpartition(":")
-    if not colon or not path or not _KEY.match(name):
-        raise UsageError(f"--workload {spec!r}: write FILE.py:FUNCTION, e.g. "
-                         "my_ops.py:my_conv")
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"--workload: file {path!r} does not exist")
-    mod_name = f"tvmlite_user_{re.sub(r'[^A-Za-z0-9_]', '_', file.stem)}"
-    loader = importlib.util.spec_from_file_location(mod_name, file)
-    if loader is None or loader.loader is None:
-        raise UsageError(f"--workload: {path!r} is not a Python file")
-    module = importlib.util.module_from_spec(loader)
-    sys.modules[mod_name] = module
-    try:
-        loader.loader.exec_module(module)
-    except Exception as err:  # noqa: BLE001 -- the user's file: report it, whatever it is
-        raise ValueError(f"--workload: importing {path} failed: "
-                         f"{type(err).__name__}: {err}") from None
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        found = [n for n, v in vars(module).items() if inspect.isfunction(v)
-                 and v.__module__ == mod_name]
-        raise UsageError(f"--workload: {path} has no function {name!r} (functions: "
-                         f"{', '.join(found) or 'none'})")
-    return fn
-
-
-def _task(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(task, templated tuner or None) from the command line."""
-    from tvmlite.ops import OPS
-    from tvmlite.search.task import SearchTask
-
-    from .compare import make_tuner, templated_task
-    params = list(args.params)
-    if args.workload:
-        if args.op is not None:
-            params.insert(0, args.op)
-        if args.search == "templated":
-            raise UsageError("--workload tunes with --search template-free only: templates "
-                             "exist for the operators of tvmlite.ops")
-        fn = _load_function(args.workload)
-        kwargs = parse_params(params, fn, fn.__name__)
-        return SearchTask(func=fn, kwargs=kwargs), None
-    if args.op is None:
-        raise UsageError("name an operator (e.g. `tvmlite tune matmul M=512 N=512 K=512 "
-                         "...`) or pass --workload FILE.py:FUNCTION")
-    if args.op not in OPS:
-        raise UsageError(f"unknown operator {args.op!r}; operators: {', '.join(OPS)} (or "
-                         "--workload FILE.py:FUNCTION for your own compute)")
-    if args.search == "template-free":
-        if args.tuner:
-            raise UsageError("--tuner chooses a templated tuner: add --search templated, or "
-                             "drop --tuner")
-        return SearchTask(func=args.op, kwargs=parse_params(params, OPS[args.op], args.op)), None
-    import tvmlite.schedules  # noqa: F401 -- registers the templates
-    from tvmlite.search.templated import TEMPLATES
-    if args.op not in TEMPLATES:
-        raise UsageError(f"operator {args.op!r} has no template (templates: "
-                         f"{', '.join(sorted(TEMPLATES))}); use --search template-free")
-    task = templated_task(args.op, parse_params(params, OPS[args.op], args.op))
-    return task, make_tuner(args.tuner or "xgb", task, args.seed, args.population)
-
-
-def _check_log(log: str, workload: Any, resume: bool) -> None:
-    """Without --resume, a log already holding this workload is a mistake: the new run
-    would silently count the old records toward its budget."""
-    from tvmlite.search.record import load_records
-    path = Path(log)
-    if path.is_dir():
-        raise UsageError(f"--log {log!r} is a directory: pass a file path, e.g. "
-                         f"{path / (workload.name + '.jsonl')}")
-    if resume or not path.is_file():
-        return
-    n = sum(r.workload.key == workload.key for r in load_records(path))
-    if n:
-        raise UsageError(f"--log {log} already holds {n} record(s) of {workload.name} (key "
-                         f"{workload.key[:8]}): add --resume to continue that tuning (they "
-                         "count toward --trials), or pass another --log")
-
-
-def cmd_tune(args: argparse.Namespace) -> int:
-    from tvmlite.progress import Progress
-    task, tuner = _task(args)
-    workload = task.workload
-    _check_log(args.log, workload, args.resume)
-    options = _options(args, args.seed)
-    Path(args.log).parent.mkdir(parents=True, exist_ok=True)
-    progress = Progress(args.trials, sys.stderr, "quiet" if args.quiet else None,
-                        label=workload.name)
-    try:
-        if tuner is not None:
-            res = tuner.tune(args.trials, args.log, options, progress)
-        else:
-            res = task.tune(args.trials, args.log, options, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        again = list(args.argv) + ([] if args.resume else ["--resume"])
-        print(f"\ninterrupted after {progress.measured} new trial(s); every measured record "
-              f"is in {args.log}. Resume with:\n  {shlex.join(['tvmlite', *again])}",
-              file=sys.stderr)
-        return 130
-    finally:
-        progress.close()
-    print(tune_summary(res, workload, task.target, args.log, options))
-    return 0 if res.best is not None else 1
-
-
-def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
-    """The unscheduled program (no Steps) timed by a runner like the tuning's; it is the
-    reference itself, so nothing to check, and it may be slow: one call per repeat."""
-    from tvmlite.search.builder import LocalBuilder
-    from tvmlite.search.measure import MeasureInput
-    from tvmlite.search.runner import LocalRunner
-    inp = MeasureInput(workload, ())
-    builder = LocalBuilder(target, timeout=options.build_timeout)
-    with LocalRunner(number=1, repeat=options.repeat, timeout=max(options.run_timeout, 60.0),
-                     flush_cache=options.flush_cache, check_correctness=False,
-                     seed=options.seed) as runner:
-        return runner.run([inp], builder.build([inp]))[0]
-
-
-def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -> str:
-    """Best time and GFLOP/s, share of this CPU's peak, speedup over the unscheduled
-    program (timed now), and the command that replays the log."""
-    from tvmlite import peak as peaks
-    args = ", ".join(f"{k}={v}" for k, v in workload.args.items())
-    errors = sum(v for k, v in res.errors.items() if k != "NO_ERROR")
-    total = f"{res.trials[-1].index} trial(s) in the log, " if res.trials else ""
-    lines = [f"{workload.name}({args}): {total}{res.measured} new ({errors} error(s)): "
-             f"{res.search_seconds:.1f}s searching + {res.measure_seconds:.1f}s measuring"]
-    if res.measured == 0:
-        lines.append("nothing new measured: the log already holds --trials records of this "
-                     "workload (raise --trials to tune longer), or the search ran out of "
-                     "candidates")
-    best = res.best
-    if best is None:
-        lines.append(f"no valid schedule in {log}: every trial failed (`tvmlite log show "
-                     f"{shlex.quote(log)}` lists the errors)")
-        return "\n".join(lines)
-    lines.append(f"best:     {best.mean_cost * 1e3:.4g} ms, {_gf(best.gflops)} GFLOP/s")
-    dtype = workload.outputs[-1].dtype
-    if dtype in ("float32", "float64"):
-        measured = peaks.cached_peak(target)
-        if measured is None:   # once per machine (cached): a spec-sheet guess misleads
-            try:
-                measured = peaks.measure_peak(target, seconds=0.5, runs=3)
-            except (OSError, RuntimeError, ValueError):
-                measured = None
-        scale = 1.0 if dtype == "float32" else 0.5
-        if measured is not None:
-            peak, how = measured.gflops * scale, "measured"
-        else:
-            peak, how = target.peak_gflops_estimate(dtype), \
-                "estimated; `tvmlite target --peak` measures it"
-        lines.append(f"peak:     {_gf(100 * best.gflops / peak)}% of this CPU's {dtype} peak "
-                     f"({peak:.1f} GFLOP/s, {how})")
-    base = _time_unscheduled(workload, target, options)
-    if base.ok:
-        lines.append(f"speedup:  {_gf(base.mean_cost / best.mean_cost)}x over the unscheduled "
-                     f"program ({base.mean_cost * 1e3:.4g} ms)")
-    else:
-        lines.append(f"speedup:  unknown: the unscheduled program gave {base.error_no.name}")
-    lines.append(f"replay:   tvmlite replay {shlex.quote(log)} --out dist")
-    return "\n".join(lines)
-
-
-def _gf(x: float) -> str:
-    """Two decimals, or three significant digits below 1 (a slow kernel is not 0.00)."""
-    return f"{x:.2f}" if x >= 1 else f"{x:.3g}"
 
 
 # -- replay and compare ------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import pytest
 import tvmlite
 from tvmlite import te, testing
 from tvmlite.ops import OPS
-from tvmlite.search.workload import MAX_DEPTH, MAX_NODES, Workload, WorkloadError, workload_key
+from tvmlite.search.compute_json import MAX_DEPTH, MAX_NODES
+from tvmlite.search.workload import Workload, WorkloadError, workload_key
 
 REPO = Path(__file__).resolve().parents[2]
 
