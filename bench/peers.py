@@ -18,7 +18,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -215,7 +214,3 @@ def trials_to_reach(curve: list, fraction: float = 0.9) -> int | None:
 
 def median(xs: list) -> float:
     return statistics.median(xs) if xs else float("nan")
-
-
-def now() -> float:
-    return time.perf_counter()

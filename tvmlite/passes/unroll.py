@@ -24,8 +24,8 @@ def steps(s: Stmt, vector_bytes: int = VECTOR_BYTES) -> int:
         return 1
     if isinstance(s, For):
         if s.kind == "vectorize":
-            width = max(ITEMSIZE.get(st.buffer.dtype, 4) for st in walk_stmts(s)
-                        if isinstance(st, Store)) if _has_store(s) else 4
+            width = max((ITEMSIZE.get(st.buffer.dtype, 4) for st in walk_stmts(s)
+                         if isinstance(st, Store)), default=4)
             return steps(s.body, vector_bytes) * max(1, -(-s.extent * width // vector_bytes))
         return steps(s.body, vector_bytes) * s.extent
     if isinstance(s, Seq):
@@ -35,10 +35,6 @@ def steps(s: Stmt, vector_bytes: int = VECTOR_BYTES) -> int:
     if isinstance(s, Allocate):
         return steps(s.body, vector_bytes)
     return 1
-
-
-def _has_store(s: Stmt) -> bool:
-    return any(isinstance(st, Store) for st in walk_stmts(s))
 
 
 def mark_auto_unroll(s: Stmt, limit: int = 0, vector_bytes: int = VECTOR_BYTES) -> Stmt:
