@@ -65,9 +65,9 @@ def _kernel_worker(n: int, mb: int, repeat: int) -> dict:
 
     mod = tvmlite.build(s, args, target)  # compile is cached on disk
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    c = np.zeros((n, n), dtype=np.float32)
+    a = tvmlite.asaligned(rng.standard_normal((n, n), dtype=np.float32))
+    b = tvmlite.asaligned(rng.standard_normal((n, n), dtype=np.float32))
+    c = tvmlite.empty((n, n), np.float32)
     mod(a, b, c)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     err = float(np.max(np.abs(c - ref)) / np.max(np.abs(ref)))

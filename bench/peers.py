@@ -124,7 +124,7 @@ wl = rec.workload
 s = Schedule.from_steps(wl.outputs, rec.steps)
 mod = tvmlite.build(s, list(wl.tensors))
 ins = iter(random_inputs(wl.tensors, seed=0))
-arrays = [next(ins) if t.op.__class__.__name__ == "PlaceholderOp" else np.zeros(t.shape, t.dtype)
+arrays = [next(ins) if t.op.__class__.__name__ == "PlaceholderOp" else tvmlite.empty(t.shape, t.dtype)
           for t in wl.tensors]
 res = mod.time_evaluator(number=payload["number"], repeat=payload["repeat"], min_repeat_ms=20)(*arrays)
 print(json.dumps({"seconds": res.median, "flops": wl.flops}))

@@ -26,9 +26,9 @@ def main() -> None:
     print(tvmlite.lower(s, args))                # the loop nest
     mod = tvmlite.build(s, args, target=target)
     rng = np.random.default_rng(0)
-    a = rng.random((size, size), dtype=np.float32)
-    b = rng.random((size, size), dtype=np.float32)
-    c = np.empty((size, size), np.float32)
+    a = tvmlite.asaligned(rng.random((size, size), dtype=np.float32))   # 64-byte aligned
+    b = tvmlite.asaligned(rng.random((size, size), dtype=np.float32))
+    c = tvmlite.empty((size, size), np.float32)
     mod(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3)
     t = mod.time_evaluator(number=5, repeat=15)(a, b, c)

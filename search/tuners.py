@@ -352,4 +352,10 @@ class GATuner(Tuner):
         return len(pairs)
 
 
-from .xgb_tuner import XGBTuner  # noqa: E402  (it builds on Tuner, above)
+def __getattr__(name: str):
+    """``tuners.XGBTuner`` still works, resolved on first use: xgb_tuner imports this
+    module, so importing it here at load time would make the two a cycle."""
+    if name == "XGBTuner":
+        from .xgb_tuner import XGBTuner
+        return XGBTuner
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from tvmlite.arrays import asaligned, full
 from tvmlite.codegen_c.loader import load_library
 
 CPTR = {"float32": "float *", "float64": "double *", "int32": "int32_t *",
@@ -43,23 +44,24 @@ MIN_COST = 1e-9  # seconds; records need positive costs
 
 def make_inputs(args: list[dict], seed: int) -> list[np.ndarray]:
     """Seeded inputs, the same arrays as ``tvmlite.testing.random_inputs``: floats
-    uniform in [-1, 1), integers in [-8, 8) (not imported: it would load all of tvmlite)."""
+    uniform in [-1, 1), integers in [-8, 8), 64-byte aligned (not imported from there: it
+    would load the interpreter and the references)."""
     rng = np.random.default_rng(seed)
     out = []
     for a in args:
         if a["is_output"]:
             continue
         if a["dtype"].startswith("float"):
-            out.append(rng.uniform(-1.0, 1.0, a["shape"]).astype(a["dtype"]))
+            out.append(asaligned(rng.uniform(-1.0, 1.0, a["shape"]), a["dtype"]))
         else:
-            out.append(rng.integers(-8, 8, a["shape"], dtype=a["dtype"]))
+            out.append(asaligned(rng.integers(-8, 8, a["shape"], dtype=a["dtype"])))
     return out
 
 
 def blank_outputs(args: list[dict]) -> list[np.ndarray]:
     """Outputs prefilled with NaN (integers: a sentinel), so unwritten elements fail."""
-    return [np.full(a["shape"], np.nan if a["dtype"].startswith("float") else INT_SENTINEL,
-                    a["dtype"]) for a in args if a["is_output"]]
+    return [full(a["shape"], np.nan if a["dtype"].startswith("float") else INT_SENTINEL,
+                 a["dtype"]) for a in args if a["is_output"]]
 
 
 def call_arrays(args: list[dict], inputs: list, outputs: list) -> list[np.ndarray]:

@@ -25,7 +25,7 @@ def test_the_design_example_runs(tmp_path):
     assert "ramp(" in str(tvmlite.lower(s, [A, B, C]))        # the vectorized loop
     mod = tvmlite.build(s, [A, B, C])
     a, b = np.random.rand(M, K).astype("float32"), np.random.rand(K, N).astype("float32")
-    c = np.empty((M, N), "float32")
+    a, b, c = tvmlite.asaligned(a), tvmlite.asaligned(b), tvmlite.empty((M, N), "float32")
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
     assert mod.time_evaluator(number=2, repeat=2)(a, b, c).median > 0

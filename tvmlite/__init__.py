@@ -12,12 +12,13 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codegen_c")) an
     __path__.append(_root)  # type: ignore[name-defined]
 
 from . import ops, te
+from .arrays import asaligned, empty
 from .lower import lower
 from .module import Module, TimeResult, build
 from .schedule import Schedule, ScheduleError
 from .target import CompilerNotFoundError, Target
 
-__all__ = ["te", "ops", "lower", "build", "Module", "TimeResult", "Schedule", "ScheduleError",
+__all__ = ["te", "ops", "empty", "asaligned", "lower", "build", "Module", "TimeResult", "Schedule", "ScheduleError",
            "Target", "CompilerNotFoundError", "search", "schedules"]
 __version__ = "0.1.0"
 

@@ -8,18 +8,24 @@ from __future__ import annotations
 
 import shutil
 import statistics
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .arrays import ALIGNMENT, is_aligned
 from .lower import LoweredFunc, lower
 from .schedule import Schedule
 from .target import Target
 
 NP_DTYPE = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
 CPTR = {"float32": "float *", "float64": "double *", "int32": "int32_t *", "int64": "int64_t *"}
+
+
+class MisalignedWarning(UserWarning):
+    """An array timed by ``time_evaluator`` does not start on a cache line."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,13 @@ class Module:
 
         def evaluate(*arrays: Any) -> TimeResult:
             ptrs = self._pointers(arrays)
+            loose = [b.name for a, b in zip(arrays, self.func.args) if not is_aligned(a)]
+            if loose:
+                warnings.warn(f"time_evaluator: {', '.join(loose)} not {ALIGNMENT}-byte "
+                              f"aligned: vector accesses straddle cache lines and the time "
+                              f"depends on where numpy put the data (allocate with "
+                              f"tvmlite.empty or copy with tvmlite.asaligned)",
+                              MisalignedWarning, stacklevel=2)
             n = number
             self._kernel(*ptrs)  # warm-up: page faults, thread pool start
             if min_repeat_ms > 0:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import te
+from .arrays import asaligned, full
 from .interpreter import evaluate_te
 from .references import REFERENCES
 
@@ -59,16 +60,16 @@ def reference(op_name: str, inputs: Sequence[np.ndarray], **op_args: Any) -> np.
 def random_inputs(tensors: Sequence[te.Tensor], seed: int = 0, low: float = -1.0,
                   high: float = 1.0) -> list[np.ndarray]:
     """Seeded random arrays for the placeholders among ``tensors``, in their order:
-    floats uniform in [low, high), integers uniform in [-8, 8)."""
+    floats uniform in [low, high), integers uniform in [-8, 8); 64-byte aligned."""
     rng = np.random.default_rng(seed)
     arrays = []
     for t in tensors:
         if not isinstance(t.op, te.PlaceholderOp):
             continue
         if t.dtype.startswith("float"):
-            arrays.append(rng.uniform(low, high, t.shape).astype(t.dtype))
+            arrays.append(asaligned(rng.uniform(low, high, t.shape), t.dtype))
         else:
-            arrays.append(rng.integers(-8, 8, t.shape, dtype=t.dtype))
+            arrays.append(asaligned(rng.integers(-8, 8, t.shape, dtype=t.dtype)))
     return arrays
 
 
@@ -88,7 +89,7 @@ def check_module(mod: Any, tensors: Sequence[te.Tensor], ref_fn: Callable[..., A
             a = next(inputs)
             ins.append(a)
         else:
-            a = np.full(t.shape, np.nan if t.dtype.startswith("float") else -123456, t.dtype)
+            a = full(t.shape, np.nan if t.dtype.startswith("float") else -123456, t.dtype)
             outs.append(a)
         arrays.append(a)
     mod(*arrays)

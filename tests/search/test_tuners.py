@@ -302,3 +302,14 @@ def test_early_stopping_ends_a_tune_that_stopped_improving(monkeypatch):
     assert res.trials[-1].best_gflops == res.best_gflops > 0
     opts = TuningOptions(measures_per_round=2, early_stopping=4)
     assert RandomTuner(task).tune(32, options=opts).measured == 6
+
+
+@pytest.mark.parametrize("module", ["tvmlite.search.xgb_tuner", "tvmlite.search.tuners",
+                                    "tvmlite.search.templated", "tvmlite.search.policy"])
+def test_each_search_module_imports_first_in_a_fresh_process(module):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", f"import {module}; "
+                          "from tvmlite.search.tuners import XGBTuner; print('ok')"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -55,9 +55,9 @@ def mm():
 
 def arrays(dtype="float32"):
     rng = np.random.default_rng(1)
-    a = rng.uniform(-1, 1, (M, K)).astype(dtype)
-    b = rng.uniform(-1, 1, (K, N)).astype(dtype)
-    c = np.zeros((M, N), dtype)
+    a = tvmlite.asaligned(rng.uniform(-1, 1, (M, K)), dtype)
+    b = tvmlite.asaligned(rng.uniform(-1, 1, (K, N)), dtype)
+    c = tvmlite.asaligned(np.zeros((M, N), dtype))
     return a, b, c
 
 
@@ -200,6 +200,17 @@ def test_time_evaluator_checks_arrays(mm):
     a, b, c = arrays()
     with pytest.raises(ValueError, match="argument C must have shape"):
         mod.time_evaluator()(a, b, c[:, :3])
+
+
+def test_time_evaluator_warns_on_misaligned_arrays(mm):
+    mod, _ = mm
+    a, b, c = arrays()
+    raw = np.empty(a.size + 32, np.float32)           # to start one float past a line
+    off = raw[(-raw.ctypes.data % 64) // 4 + 1:][:a.size].reshape(a.shape)
+    off[...] = a
+    with pytest.warns(tvmlite.module.MisalignedWarning, match="A not 64-byte aligned"):
+        mod.time_evaluator(number=1, repeat=1)(off, b, c)
+    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)   # still correct
 
 
 def test_set_num_threads(mm):
