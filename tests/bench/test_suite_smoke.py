@@ -62,3 +62,21 @@ def test_quick_takes_the_smallest_case_per_operator():
     assert [op for op, _, _ in quick] == list(suite.CASES)
     for op, _, f in quick:
         assert f.flops == min(g.flops for o, _, g in ALL if o == op)
+
+
+def test_results_name_the_measured_commit_and_check_the_goal(tmp_path):
+    row = {"op": "gmm", "case": "gmm_128x128x128", "shape": (128, 128, 128), "flops": 4194304,
+           "trials": 200, "tune_s": 150.0, "tvm_tune_s": 300.0, "pct_peak": 90.0,
+           "note": "parallel", "gflops": {"ours": 210.0, "numpy": 150.0, "torch": 140.0,
+                                          "tvm": 200.0},
+           "ratios": {"numpy": 1.4, "torch": 1.5, "tvm": 1.05, "best": 1.05}}
+    header = {"quick": False, "date": "2026-11-30T08:00", "threads": 2, "argv": ["--ops", "gmm"],
+              "peak": 231.0, "trials": 200, "population": 2048, "seed": 0, "rounds": 2,
+              "load": 0.1, "commit": suite.git_commit(), "versions": {"numpy": "2"}}
+    assert header["commit"]                         # "unknown" outside a git checkout
+    suite.write_markdown(tmp_path / "R.md", [row], header)
+    text = (tmp_path / "R.md").read_text()
+    assert f"at commit {header['commit']}" in text
+    assert "| GMM | 1.50 | 1.05 | 1.05 | yes |" in text
+    suite.write_csv(tmp_path / "r.csv", [row])
+    assert "gmm_128x128x128" in (tmp_path / "r.csv").read_text()
