@@ -136,6 +136,27 @@ def test_sample_factors_multiply_to_a_divisor(extent, parts):
         assert len(f) == parts - 1 and extent % int(np.prod(f)) == 0 and f[-1] <= 64
 
 
+def test_sample_factors_prefers_whole_vectors_when_the_extent_allows():
+    rng = random.Random(0)
+    assert all(sample_factors(96, 4, rng, multiple_of=16)[-1] in (16, 32, 48)
+               for _ in range(50))
+    assert {sample_factors(7, 4, rng, multiple_of=16)[-1] for _ in range(50)} == {1, 7}
+
+
+def test_fresh_tiles_are_mostly_whole_vectors_and_decisions_still_rule():
+    wl = _workload("matmul", (64, 96, 64), {})
+    sk = next(sk for sk in generate_sketches(wl) if any(isinstance(a, Tile) for a in sk.actions))
+    tile = next(a for a in sk.actions if isinstance(a, Tile)).stage
+    lanes = TARGET.vector_lanes("float32")
+    rng = random.Random(0)
+    inner = [realize(wl, sk, {}, rng, TARGET)[1][f"tile:{tile}.j"][-1] for _ in range(200)]
+    whole = sum(f % lanes == 0 for f in inner) / len(inner)
+    assert 0.7 < whole < 0.98, whole                  # a prior, not a constraint
+    d = realize(wl, sk, {}, random.Random(1), TARGET)[1]
+    d[f"tile:{tile}.j"] = [1, 1, 3]
+    assert realize(wl, sk, d, random.Random(2), TARGET)[1][f"tile:{tile}.j"] == [1, 1, 3]
+
+
 def test_user_rule_is_used():
     calls = []
 
