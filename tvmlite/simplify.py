@@ -6,7 +6,11 @@ is what makes a perfect split generate no division, no modulo and no dead guard.
 
 Rules (``d > 0`` a constant, ``x = q*d + r`` with every term of ``q`` a multiple of d):
 ``x // d == q + r // d`` and ``x % d == r % d``; and ``r // d == m`` when the bounds
-of ``r`` lie in one block ``[m*d, m*d + d)``.
+of ``r`` lie in one block ``[m*d, m*d + d)``. Sums put fused loops back together:
+``(x // (a*b)) * b + (x // a) % b == x // a`` and ``(x // b) * b + x % b == x`` (exact
+under floor division), so an index through a loop fused from (h, w, c) and split back
+into its parts, ``f // 3136 * 100352 + f // 112 % 28 * 3584 + f % 112 * 32``, becomes
+``f * 32``.
 """
 from __future__ import annotations
 
@@ -212,6 +216,8 @@ def _simp_binop(op: str, a: Expr, b: Expr, R: Ranges) -> Expr:
         return BinOp(op, a, b)
     if op in ("+", "-", "*"):
         terms, c = linear(BinOp(op, a, b))
+        if op != "*":
+            terms, c = _merge_divmod(terms, c)
         return from_linear(terms, c, dtype)
     if op in ("//", "%") and isinstance(b, Const) and b.value > 0:
         return _simp_divmod(op, a, b.value, dtype, R)
@@ -228,6 +234,45 @@ def _simp_binop(op: str, a: Expr, b: Expr, R: Ranges) -> Expr:
             if bb[0] >= ba[1]:
                 return b
     return BinOp(op, a, b)
+
+
+def _divmod_parts(e: Expr, op: str) -> tuple[Expr, int] | None:
+    """(x, d) when ``e`` is ``x // d`` or ``x % d`` (``op``) with a constant d > 1."""
+    if isinstance(e, BinOp) and e.op == op and isinstance(e.b, Const) and e.b.value > 1:
+        return e.a, int(e.b.value)
+    return None
+
+
+def _merge_divmod(terms: dict, c: int) -> tuple[dict, int]:
+    """Replace ``k*b * (x // (a*b)) + k * ((x // a) % b)`` by ``k * (x // a)`` (a = 1:
+    by ``k * x``) until no pair is left; see the module docstring."""
+    if not any(isinstance(t, BinOp) and t.op == "%" for t in terms):
+        return terms, c
+    changed = True
+    while changed:
+        changed = False
+        for atom, k in list(terms.items()):
+            mod = _divmod_parts(atom, "%")
+            if mod is None or terms.get(atom) != k:
+                continue
+            inner, b = mod                        # atom = inner % b, inner = x // a or x
+            div = _divmod_parts(inner, "//")
+            x, a = div if div is not None else (inner, 1)
+            high = BinOp("//", x, Const(a * b, inner.dtype))
+            if terms.get(high) != k * b:
+                continue
+            del terms[atom], terms[high]
+            if div is not None:
+                terms[inner] = terms.get(inner, 0) + k
+            else:                                 # the whole of x comes back: add its form
+                xt, xc = linear(x)
+                for t, v in xt.items():
+                    terms[t] = terms.get(t, 0) + k * v
+                c += k * xc
+            terms = {t: v for t, v in terms.items() if v != 0}
+            changed = True
+            break
+    return terms, c
 
 
 def _simp_divmod(op: str, a: Expr, d: int, dtype: str, R: Ranges) -> Expr:

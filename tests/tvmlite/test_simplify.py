@@ -1,0 +1,70 @@
+"""The index simplifier: every rewrite keeps the value of the expression (floor division),
+and fused-then-split indices come back together."""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tvmlite.expr import BinOp, Const, Var
+from tvmlite.simplify import simplify
+
+F, G = Var("f"), Var("g")
+
+
+def value(e, env):
+    """An integer expression's value with Python's floor semantics (tvmlite's)."""
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        return env[e.name]
+    a, b = value(e.a, env), value(e.b, env)
+    ops = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "//": int.__floordiv__,
+           "%": int.__mod__, "min": min, "max": max}
+    return ops[e.op](a, b)
+
+
+def c(v):
+    return Const(v)
+
+
+def test_a_loop_fused_from_three_axes_indexes_linearly_again():
+    # f = fused (h, w, c) of extents (28, 112, 32 / 16 lanes...): the NHWC address of (h, w)
+    e = F // c(3136) * c(100352) + F // c(112) % c(28) * c(3584) + F % c(112) * c(32)
+    assert str(simplify(e)) == "f * 32"
+    # the h coordinate of a tile: (f // 3136) * 28 + (f // 112) % 28 == f // 112
+    assert str(simplify(F // c(3136) * c(28) + F // c(112) % c(28) + G)) == "f // 112 + g"
+
+
+def test_unmatched_parts_stay():
+    for e in (F // c(3136) * c(27) + F // c(112) % c(28),      # wrong multiplier
+              F // c(100) * c(28) + F // c(112) % c(28),        # not the same block
+              F % c(112) * c(32)):                               # no high part
+        env = {"f": 12345}
+        assert value(simplify(e), env) == value(e, env)
+        assert "%" in str(simplify(e))
+
+
+divisors = st.sampled_from([2, 3, 4, 7, 8, 16, 28, 112])
+
+
+@st.composite
+def fused_sums(draw):
+    """k*b*(x // (a*b)) + k*((x // a) % b) [+ noise terms], x a small linear form."""
+    a, b = draw(divisors), draw(divisors)
+    k = draw(st.integers(-5, 40))
+    x = F * c(draw(st.integers(1, 3))) + G * c(draw(st.integers(0, 2))) + c(draw(
+        st.integers(-50, 50)))
+    inner = x // c(a) if draw(st.booleans()) else x
+    a_eff = a if isinstance(inner, BinOp) and inner.op == "//" else 1
+    high = x // c(a_eff * b) * c(k * b + draw(st.sampled_from([0, 0, 0, 1])))
+    low = inner % c(b) * c(k)
+    extra = G * c(draw(st.integers(-3, 3))) + F // c(draw(divisors)) * c(draw(st.integers(0, 2)))
+    order = draw(st.permutations([high, low, extra]))
+    return order[0] + order[1] - order[2] * c(-1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fused_sums(), st.integers(-5000, 5000), st.integers(-300, 300))
+def test_simplify_keeps_the_value(e, f, g):
+    env = {"f": f, "g": g}
+    assert value(simplify(e), env) == value(e, env)
