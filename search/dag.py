@@ -4,8 +4,13 @@ Ansor decides which sketch rules apply from a handful of facts per stage; these 
 computed on the *current* state of a sketch (after earlier rules inlined or added stages),
 so a stage whose only consumer was inlined sees through it to the consumer's consumer.
 
-- strictly inlinable: elementwise (no reduction), not an output, and either cheap (no math
-  call) or read by a single consumer, so inlining never multiplies expensive work;
+- inlinable: elementwise (no reduction), not an output, not a cache stage;
+- strictly inlinable: inlinable, without a branch (``if_then_else``: padding), and either
+  cheap (no math call) or read by a single consumer, so inlining never multiplies
+  expensive work. As in Ansor (and MetaSchedule's disallow_if_then_else), a stage with a
+  branch is not inlined by rule: where padding goes (inlined into the convolution's
+  innermost loop as a bounds check per load, or computed as a padded copy at the root or
+  per tile) is a compute-location decision of the search;
 - data reuse: a reduction doing many more multiply-adds than it has distinct input and
   output elements (matmul, convolutions, pooling windows), or reading an input that does
   not vary along an output axis (a depthwise filter): it needs multi-level tiling;
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from tvmlite.expr import Call, Reduce, TensorRead, Var, walk
+from tvmlite.expr import Call, Reduce, Select, TensorRead, Var, walk
 from tvmlite.schedule import State
 from tvmlite.te import PlaceholderOp
 
@@ -41,13 +46,19 @@ def consumers(state: State, name: str) -> list[str]:
     return out
 
 
-def strictly_inlinable(state: State, name: str) -> bool:
+def inlinable(state: State, name: str) -> bool:
     st = state.stage(name)
-    if name in state.outputs or is_reduction(state, name) or st.attach is not None:
+    return not (name in state.outputs or is_reduction(state, name) or st.attach is not None
+                or st.scope == "local")
+
+
+def strictly_inlinable(state: State, name: str) -> bool:
+    if not inlinable(state, name):
         return False
-    if st.scope == "local":
+    nodes = list(walk(state.stage(name).op.body))
+    if any(isinstance(n, Select) for n in nodes):
         return False
-    expensive = any(isinstance(n, Call) for n in walk(st.op.body))
+    expensive = any(isinstance(n, Call) for n in nodes)
     return not expensive or len(state.consumers(name)) == 1
 
 

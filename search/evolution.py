@@ -75,7 +75,7 @@ def mutate(decisions: dict, extents: dict, rng: random.Random) -> dict | None:
     kinds: dict[str, list[str]] = {"tile": [], "at": [], "unroll": [], "parallel": []}
     for k in decisions:
         kind = k.split(":", 1)[0]
-        if kind in ("tile", "rfactor", "rfvec"):
+        if kind in ("tile", "rfactor", "rfvec", "rfser"):
             kinds["tile"].append(k)
         elif kind in ("at", "fuse"):
             kinds["at"].append(k)

@@ -15,9 +15,10 @@ again": the search never edits Steps directly, and every candidate it builds is 
 list that the core checked.
 
 Decision keys: ``tile:<stage>.<axis>`` (inner factors, outermost first), ``fuse:<stage>``
-(tile level 1 or 2 where it joins its consumer), ``rfactor:<stage>`` and
-``rfvec:<stage>`` (factor and vector split of an rfactor), ``at:<stage>`` (index into the
-stage's candidate compute locations; 0 = root), ``parallel:<stage>`` (outer loops fused
+(tile level 1 or 2 where it joins its consumer), ``rfactor:<stage>``, ``rfvec:<stage>``
+and ``rfser:<stage>`` (factor, vector split and vector chunks per thread inside the
+reduction of an rfactor), ``at:<stage>`` (index into the
+stage's candidate compute locations; 0 = root, then inline where allowed), ``parallel:<stage>`` (outer loops fused
 into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step).
 """
 from __future__ import annotations
@@ -287,7 +288,8 @@ def _consumer_factors(f: list[int], level: int) -> list[int]:
 
 def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random) -> None:
     """Split the innermost reduce axis, rfactor its inner part into a spatial axis of the
-    new ``<stage>_rf`` stage, and cut that axis into (parallel outer, vector inner)."""
+    new ``<stage>_rf`` stage, and cut that axis into (parallel outer, serial chunks inside
+    the reduction loops, vector inner)."""
     st = s.state.stage(stage)
     red = [it for it in st.roots if it.kind == "reduce"][-1]
     factor = _decide(decisions, f"rfactor:{stage}",
@@ -301,16 +303,27 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random)
                   lambda v: isinstance(v, int) and v >= 1 and factor % v == 0 and v <= MAX_INNERMOST,
                   lambda: rng.choice([d for d in _divisors(factor) if d <= MAX_INNERMOST]))
     outer, inner = s[rf.name].split(spatial.name, factor=vec)
+    chunks = factor // vec
+    serial = _decide(decisions, f"rfser:{stage}",
+                     lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                     and chunks % v == 0, lambda: rng.choice(_divisors(chunks)))
     reduces = [it.name for it in rf_stage.roots if it.kind == "reduce"]
     others = [it.name for it in rf_stage.roots[1:] if it.kind == "spatial"]
-    s[rf.name].reorder(outer, *others, *reduces, inner)
+    if serial == 1:
+        s[rf.name].reorder(outer, *others, *reduces, inner)
+        return
+    # ``serial`` vector chunks inside the reduction: each thread then walks ``serial *
+    # vec`` contiguous elements per step of the reduction instead of ``vec`` (a 2-D
+    # reduction read in 256-byte pieces a page apart defeats the prefetchers)
+    par, ser = s[rf.name].split(outer, factor=serial)
+    s[rf.name].reorder(par, *others, *reduces, ser, inner)
 
 
 def _location_candidates(state: State, stage: str) -> list:
-    """Where a stage no rule placed may be computed: 0 = root, then inside a loop of a
-    consumer, or of any stage that consumer is computed in (up to its attach loop),
-    outermost first."""
-    out: list = [None]
+    """Where a stage no rule placed may be computed: 0 = root, then ``"inline"`` if the
+    stage can be inlined, then inside a loop of a consumer, or of any stage that consumer
+    is computed in (up to its attach loop), outermost first."""
+    out: list = [None] + (["inline"] if dag.inlinable(state, stage) else [])
     for c in dag.consumers(state, stage):
         chain = []
         cs = state.stage(c)
@@ -326,6 +339,19 @@ def _location_candidates(state: State, stage: str) -> list:
     return out
 
 
+def _sample_location(cands: list, rng: random.Random) -> int:
+    """An index into ``cands``. A stage that may be inlined (padding) goes to the root or
+    inline a third of the time each, else to a loop: drawn uniformly, most of a conv's
+    dozens of loops sit inside the reduction, where a padded copy is made again for every
+    step of it, and the random rounds would measure mostly those."""
+    if len(cands) > 1 and cands[1] == "inline":
+        u = rng.random()
+        if u < 2 / 3 or len(cands) == 2:
+            return 0 if u < 1 / 3 else 1
+        return rng.randrange(2, len(cands))
+    return rng.randrange(len(cands))
+
+
 def _annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
               placed: set) -> None:
     """Compute locations, then parallel, vectorize and auto-unroll for every stage."""
@@ -335,8 +361,10 @@ def _annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
         cands = _location_candidates(s.state, st.name)
         idx = _decide(decisions, f"at:{st.name}",
                       lambda v, n=len(cands): isinstance(v, int) and 0 <= v < n,
-                      lambda n=len(cands): rng.randrange(n))
-        if idx:
+                      lambda c=cands: _sample_location(c, rng))
+        if cands[idx] == "inline":
+            s[st.name].compute_inline()
+        elif idx:
             c, loop = cands[idx]
             s[st.name].compute_at(s[c], loop)
     for st in s.state.stages:

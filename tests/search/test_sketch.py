@@ -80,11 +80,23 @@ def test_matmul_sketches_are_ansors():
     assert dag.packable_inputs(wl.schedule().state, "C") == ["B"]
 
 
-def test_conv_inlines_padding_and_tiles():
+def test_conv_tiles_and_leaves_padding_to_a_location_decision():
     wl = _workload("conv2d_nhwc", (1, 14, 14, 8, 8, 3), {"padding": 1})
-    for sk in generate_sketches(wl):
-        assert "always-inline(pad)" in str(sk)
+    sketches = generate_sketches(wl)
+    for sk in sketches:
+        assert "pad" not in str(sk)           # no rule inlines a stage with a branch
         assert any(isinstance(a, Tile) for a in sk.actions)
+    rng = random.Random(0)
+    where = set()
+    for _ in range(60):
+        s, used = realize(wl, sketches[0], {}, rng, TARGET)
+        pad = s.state.stage("pad")
+        where.add("inline" if pad.attach == "inline" else "root" if pad.attach is None
+                  else "tile")
+        assert "at:pad" in used
+    assert where == {"inline", "root", "tile"}
+    d = dict(used, **{"at:pad": 1})           # index 1: inline (0 is the root)
+    assert realize(wl, sketches[0], d, rng, TARGET)[0].state.stage("pad").attach == "inline"
 
 
 def test_dense_bias_relu_fuses_through_the_inlined_bias():
@@ -97,6 +109,23 @@ def test_norm_gets_an_rfactor_sketch():
     wl = _workload("norm2", (64, 64), {})
     descs = [str(s) for s in generate_sketches(wl)]
     assert "add-rfactor(sumsq)" in descs and "skip" in descs
+
+
+@pytest.mark.parametrize("serial", [1, 2, 4])
+def test_rfactor_chunks_per_thread_run_inside_the_reduction(serial):
+    wl = _workload("norm2", (24, 256), {})
+    sk = next(sk for sk in generate_sketches(wl) if str(sk) == "add-rfactor(sumsq)")
+    d = {"rfactor:sumsq": 256, "rfvec:sumsq": 32, "rfser:sumsq": serial,
+         "at:sumsq_rf": 0, "parallel:sumsq_rf": 1}
+    s, used = realize(wl, sk, d, random.Random(0), TARGET)
+    assert used["rfser:sumsq"] == serial
+    loops = [it for it in s.state.stage("sumsq_rf").leaves]
+    kinds = [it.kind for it in loops]
+    assert loops[0].annotation == "parallel" and loops[0].extent == 8 // serial
+    if serial > 1:       # the serial chunks come after both reduce loops, before the lanes
+        assert kinds[-2:] == ["spatial", "spatial"] and loops[-2].extent == serial
+        assert kinds.index("reduce") < len(kinds) - 2
+    _check(wl, s)
 
 
 def test_dag_facts():
