@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .builder import BuildResult
 from .measure import MeasureErrorNo, MeasureInput, MeasureResult
@@ -43,6 +43,19 @@ REFERENCE_TIMEOUT_MIN = 300.0    # seconds, at least
 SLOW_FRACTION = 4                # a first call longer than timeout / 4 is timed once only
 
 
+def worker_env(environ: Mapping[str, str]) -> dict:
+    """The measuring process's environment: tvmlite importable from where it is; no idle
+    BLAS threads; OpenMP threads bound to cores unless the user chose otherwise, as the
+    benchmarks time kernels (an unbound kernel's threads may share a core, and each
+    measurement then depends on where the scheduler put them)."""
+    import tvmlite
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tvmlite.__file__)))
+    env = dict(environ, OPENBLAS_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [root, environ.get("PYTHONPATH")])))
+    env.setdefault("OMP_PROC_BIND", "true")
+    return env
+
+
 class _WorkerGone(Exception):
     """The worker stopped answering: ``timed_out`` or dead (message says how)."""
 
@@ -55,10 +68,7 @@ class _Worker:
     """One worker process: send a request, wait for its reply until a deadline."""
 
     def __init__(self) -> None:
-        import tvmlite
-        root = os.path.dirname(os.path.dirname(os.path.abspath(tvmlite.__file__)))
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1",   # idle BLAS threads: none
-                   PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        env = worker_env(os.environ)
         self.stderr = tempfile.TemporaryFile(prefix="tvmlite-worker-")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tvmlite.search.worker"], stdin=subprocess.PIPE,

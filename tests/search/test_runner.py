@@ -221,3 +221,13 @@ def test_bad_arguments_raise_naming_the_argument(good) -> None:
             runner.run([inp], [b])
         with pytest.raises(ValueError, match="builds"):
             runner.run([inp, inp], [b], lambda w: b)
+
+
+def test_worker_threads_are_bound_unless_the_user_says_otherwise():
+    from tvmlite.search.runner import worker_env
+    env = worker_env({"PATH": "/usr/bin"})
+    assert env["OMP_PROC_BIND"] == "true" and env["OPENBLAS_NUM_THREADS"] == "1"
+    assert worker_env({"OMP_PROC_BIND": "false"})["OMP_PROC_BIND"] == "false"
+    import tvmlite, os
+    assert os.path.dirname(os.path.dirname(os.path.abspath(tvmlite.__file__))) in \
+        env["PYTHONPATH"].split(os.pathsep)
