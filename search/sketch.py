@@ -309,14 +309,11 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random)
                      and chunks % v == 0, lambda: rng.choice(_divisors(chunks)))
     reduces = [it.name for it in rf_stage.roots if it.kind == "reduce"]
     others = [it.name for it in rf_stage.roots[1:] if it.kind == "spatial"]
-    if serial == 1:
-        s[rf.name].reorder(outer, *others, *reduces, inner)
-        return
     # ``serial`` vector chunks inside the reduction: each thread then walks ``serial *
     # vec`` contiguous elements per step of the reduction instead of ``vec`` (a 2-D
     # reduction read in 256-byte pieces a page apart defeats the prefetchers)
-    par, ser = s[rf.name].split(outer, factor=serial)
-    s[rf.name].reorder(par, *others, *reduces, ser, inner)
+    chunk = list(s[rf.name].split(outer, factor=serial)) if serial > 1 else [outer]
+    s[rf.name].reorder(chunk[0], *others, *reduces, *chunk[1:], inner)
 
 
 def _location_candidates(state: State, stage: str) -> list:

@@ -81,34 +81,22 @@ def _example(sig: inspect.Signature) -> str:
     return " ".join(f"{n}=16" for n in names) or "KEY=VALUE"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer (e.g. 200)")
-    return v
+def _number(convert: Callable[[str], Any], ok: Callable[[Any], bool], what: str):
+    """An argparse type: ``convert(text)`` when ``ok`` of it, else a message naming ``what``."""
+    def parse(text: str):
+        try:
+            v = convert(text)
+        except ValueError:
+            v = None
+        if v is None or not ok(v):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return v
+    return parse
 
 
-def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
-    return v
-
-
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = 0.0
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return v
+_positive_int = _number(int, lambda v: v >= 1, "a positive integer (e.g. 200)")
+_seed = _number(int, lambda v: v >= 0, "a non-negative integer")
+_seconds = _number(float, lambda v: v > 0, "a positive number of seconds")
 
 
 def _existing_log(path: str) -> str:
