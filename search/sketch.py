@@ -36,6 +36,7 @@ UNROLL_STEPS = (0, 16, 64, 512)
 MAX_INNERMOST = 64         # largest innermost tile (Ansor's max_innermost_split_factor)
 SERIAL_PROB = 0.1          # share of sampled stages left serial (no parallel loop)
 WHOLE_VECTOR_PROB = 0.8    # share of sampled vectorized tiles that are whole vectors
+BLOCK_TRIES = 16           # redraws of fresh tiles whose register block overflows
 SPATIAL_LEVELS = 4         # "SSRSRS": four spatial levels ...
 REDUCE_LEVELS = 2          # ... and two reduce levels
 
@@ -221,34 +222,58 @@ def _split_levels(s: Schedule, stage: str, axis: str, factors: list[int]) -> lis
     return loops + [rest.name]
 
 
+def register_block(st: Any, decisions: dict, lanes: int) -> int:
+    """Vector registers the innermost spatial tiles of a tiled stage keep live: the product
+    of the innermost tile of every spatial axis, the vectorized (last) one counted in
+    vectors of ``lanes``."""
+    spatial = [it for it in st.roots if it.kind == "spatial" and it.extent > 1]
+    block = 1
+    for i, it in enumerate(spatial):
+        f = decisions.get(f"tile:{st.name}.{it.name}")
+        inner = f[-1] if f else 1
+        block *= -(-inner // lanes) if i == len(spatial) - 1 else inner
+    return block
+
+
 def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
-                lanes: int) -> dict:
+                lanes: int, registers: int) -> dict:
     """SSRSRS tiling; returns {axis: [loop names per level]} for a fused consumer.
 
-    The innermost tile of the last spatial axis becomes the vectorized loop. Sampled
-    uniformly, its size is mostly not a multiple of the vector width (or 1: no vector at
-    all); in the random rounds of 12 suite cases such programs ran at a median 5-15% of
-    the round's best against 20-55% for whole-vector tiles, which held the best program in
-    9 cases of 12. So fresh samples draw whole vectors ``WHOLE_VECTOR_PROB`` of the time
-    (a prior, as a BLAS picks its micro-kernel width); mutations still reach any size."""
+    Two priors shape the tiles sampled fresh (mutations still reach any size):
+    - The innermost tile of the last spatial axis becomes the vectorized loop. Sampled
+      uniformly, its size is mostly not a multiple of the vector width (or 1: no vector
+      at all); in the random rounds of 12 suite cases such programs ran at a median 5-15%
+      of the round's best against 20-55% for whole-vector tiles, which held the best
+      program in 9 cases of 12. So it is whole vectors ``WHOLE_VECTOR_PROB`` of the time
+      (as a BLAS picks its micro-kernel width).
+    - The innermost tiles of all spatial axes are the register block. In the 200-trial
+      logs of 17 suite cases, no program whose block exceeds the register file ran at more
+      than 0.49x of its case's best, and such programs were 5-30% of the trials (28% for a
+      3-D conv). So the tiles are redrawn (up to ``BLOCK_TRIES`` times) until the block
+      fits in ``registers`` vectors."""
     st = s.state.stage(stage)
+    vector_axis = next((it.name for it in reversed(st.roots)
+                        if it.kind == "spatial" and it.extent > 1), None)
+    parts = {it.name: SPATIAL_LEVELS if it.kind == "spatial" else REDUCE_LEVELS
+             for it in st.roots}
+    fresh = [it for it in st.roots if it.extent > 1 and not _valid_factors(
+        decisions.get(f"tile:{stage}.{it.name}"), it.extent, parts[it.name])]
+    for _ in range(BLOCK_TRIES):
+        for it in fresh:
+            whole = it.name == vector_axis and rng.random() < WHOLE_VECTOR_PROB
+            decisions[f"tile:{stage}.{it.name}"] = sample_factors(
+                it.extent, parts[it.name], rng, multiple_of=lanes if whole else 1)
+        if register_block(st, decisions, lanes) <= registers:
+            break
     levels: list[list[str]] = [[] for _ in range(SPATIAL_LEVELS + REDUCE_LEVELS)]
     spatial_slots, reduce_slots = (0, 1, 3, 5), (2, 4)
     per_axis = {}
-    vector_axis = next((it.name for it in reversed(st.roots)
-                        if it.kind == "spatial" and it.extent > 1), None)
     for it in st.roots:
-        parts = SPATIAL_LEVELS if it.kind == "spatial" else REDUCE_LEVELS
         slots = spatial_slots if it.kind == "spatial" else reduce_slots
         if it.extent == 1:
             levels[slots[0]].append(it.name)
             continue
-        f = _decide(decisions, f"tile:{stage}.{it.name}",
-                    lambda v, e=it.extent, p=parts: _valid_factors(v, e, p),
-                    lambda e=it.extent, p=parts, vec=it.name == vector_axis: sample_factors(
-                        e, p, rng, multiple_of=lanes if vec and rng.random() < WHOLE_VECTOR_PROB
-                        else 1))
-        names = _split_levels(s, stage, it.name, f)
+        names = _split_levels(s, stage, it.name, decisions[f"tile:{stage}.{it.name}"])
         per_axis[it.name] = names
         for slot, n in zip(slots, names):
             levels[slot].append(n)
@@ -423,7 +448,8 @@ def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.R
     for a in sketch.actions:
         if isinstance(a, Tile):
             _apply_tile(s, a.stage, decisions, rng,
-                        target.vector_lanes(s.state.stage(a.stage).op.dtype))
+                        target.vector_lanes(s.state.stage(a.stage).op.dtype),
+                        target.vector_registers)
             placed.add(a.stage)
         elif isinstance(a, FuseInto):
             _apply_fuse(s, a.stage, a.consumer, decisions, rng)
@@ -443,4 +469,4 @@ def _used(key: str, s: Schedule) -> bool:
 
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
-           "UNROLL_STEPS", "Inline", "CacheRead", "CacheWrite", "Rfactor", "Tile", "FuseInto", "ScheduleError"]
+           "UNROLL_STEPS", "register_block", "Inline", "CacheRead", "CacheWrite", "Rfactor", "Tile", "FuseInto", "ScheduleError"]

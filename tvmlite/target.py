@@ -132,6 +132,12 @@ class Target:
                              f"{sorted(_ITEMSIZE)}")
         return max(1, self.vector_bits // (8 * _ITEMSIZE[dtype]))
 
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers: 32 with AVX-512 (zmm0-31) and on AArch64
+        (v0-v31), 16 with AVX2/SSE (ymm0-15)."""
+        return 32 if "avx512f" in self.features or self.arch == "aarch64" else 16
+
     def cache_bytes(self, name: str) -> int | None:
         """Size of cache ``name`` ('L1d', 'L2', 'L3'), or None if unknown on this machine."""
         return dict(self.caches).get(name)

@@ -9,7 +9,7 @@ from tvmlite.lower import loop_nest
 from tvmlite.schedule import ScheduleError
 from tvmlite.search import dag
 from tvmlite.search.sketch import (RULES, Rule, Tile, generate_sketches, realize,
-                                   sample_factors)
+                                   register_block, sample_factors)
 from tvmlite.search.workload import Workload
 from tvmlite.target import Target
 from tvmlite.testing import (check_schedule, evaluate_te, reduction_length, tolerance)
@@ -184,6 +184,33 @@ def test_fresh_tiles_are_mostly_whole_vectors_and_decisions_still_rule():
     d = realize(wl, sk, {}, random.Random(1), TARGET)[1]
     d[f"tile:{tile}.j"] = [1, 1, 3]
     assert realize(wl, sk, d, random.Random(2), TARGET)[1][f"tile:{tile}.j"] == [1, 1, 3]
+
+
+def test_fresh_register_blocks_fit_the_register_file_and_decisions_still_rule():
+    # a conv has four spatial axes: drawn independently, their innermost tiles multiply to
+    # blocks of dozens of vectors, which never ran at more than half a case's best
+    wl = _workload("conv2d_nhwc", (1, 16, 16, 32, 64, 3), {"padding": 1})
+    sk = next(sk for sk in generate_sketches(wl) if any(isinstance(a, Tile) for a in sk.actions))
+    tile = next(a for a in sk.actions if isinstance(a, Tile)).stage
+    lanes = TARGET.vector_lanes("float32")
+    rng = random.Random(0)
+    for _ in range(100):
+        s, used = realize(wl, sk, {}, rng, TARGET)
+        assert register_block(s.state.stage(tile), used, lanes) <= TARGET.vector_registers
+    big = dict(used, **{f"tile:{tile}.h": [1, 1, 8], f"tile:{tile}.w": [1, 1, 16]})
+    s, used = realize(wl, sk, big, random.Random(1), TARGET)
+    assert register_block(s.state.stage(tile), used, lanes) >= 128   # mutations reach it
+    _check(wl, s)
+
+
+def test_register_block_counts_vectors_of_the_last_axis():
+    wl = _workload("matmul", (64, 96, 64), {})
+    sk = next(sk for sk in generate_sketches(wl) if any(isinstance(a, Tile) for a in sk.actions))
+    tile = next(a for a in sk.actions if isinstance(a, Tile)).stage
+    s, used = realize(wl, sk, {f"tile:{tile}.i": [1, 2, 4], f"tile:{tile}.j": [1, 1, 24]},
+                      random.Random(0), TARGET)
+    assert register_block(s.state.stage(tile), used, 16) == 4 * 2     # 24 lanes: 2 vectors
+    assert register_block(s.state.stage(tile), used, 8) == 4 * 3
 
 
 def test_user_rule_is_used():

@@ -121,3 +121,11 @@ def test_avx2_cpuinfo_gives_256_bit_vectors() -> None:
     features = _cpuinfo_features("x86_64", HASWELL)
     assert {"avx2", "fma", "sse4_2"} <= set(features) and "avx512f" not in features
     assert _vector_bits(features) == 256
+
+
+def test_vector_registers_follow_the_isa(host: Target) -> None:
+    from dataclasses import replace
+    avx2 = replace(host, arch="x86_64", features=("avx", "avx2", "fma"), vector_bits=256)
+    assert avx2.vector_registers == 16
+    assert replace(avx2, features=("avx2", "avx512f"), vector_bits=512).vector_registers == 32
+    assert replace(avx2, arch="aarch64", features=("neon",), vector_bits=128).vector_registers == 32
