@@ -80,3 +80,13 @@ def test_results_name_the_measured_commit_and_check_the_goal(tmp_path):
     assert "| GMM | 1.50 | 1.05 | 1.05 | yes |" in text
     suite.write_csv(tmp_path / "r.csv", [row])
     assert "gmm_128x128x128" in (tmp_path / "r.csv").read_text()
+
+
+def test_padding_share_counts_the_taps_in_the_zero_padding():
+    # 4 outputs x 3 taps, padding 1: the first output's first tap and the last's last
+    assert suite.padding_share((4,), 3, 1, 1) == pytest.approx(2 / 12)
+    assert suite.padding_share((4, 4), 3, 1, 1) == pytest.approx(1 - (10 / 12) ** 2)
+    assert suite.padding_share((8,), 3, 2, 1) == pytest.approx(1 / 12)   # stride 2: one
+    assert suite.padding_share((56, 56), 1, 1, 0) == 0.0
+    assert suite.c3d(16, 7, 7, 512, 512, 3, 1, 1).padding_share == pytest.approx(
+        1 - (46 / 48) * (19 / 21) ** 2)
