@@ -356,9 +356,9 @@ def write_markdown(path: Path, rows: list[dict], header: dict) -> None:
              f"in {header['rounds']} interleaved rounds; each contender's best round counts. "
              "GFLOP/s use 2 flops per multiply-add for every contender, counting the taps "
              "that fall in a convolution's zero padding (the note gives their share where it "
-             "is 5% or more: oneDNN skips them, so PyTorch can pass the FMA peak). `x peer` = our "
-             "GFLOP/s / the peer's (above 1: we are faster). The note lists what our best "
-             "schedule uses.", ""]
+             "is 5% or more: oneDNN skips them, so PyTorch can pass the FMA peak). `x peer` "
+             "= our GFLOP/s / the peer's (above 1: we are faster). The note lists what our "
+             "best schedule uses.", ""]
     goal = []
     for op in dict.fromkeys(r["op"] for r in rows):
         ops_rows = [r for r in rows if r["op"] == op]

@@ -17,8 +17,8 @@ list that the core checked.
 Decision keys: ``tile:<stage>.<axis>`` (inner factors, outermost first), ``fuse:<stage>``
 (tile level 1 or 2 where it joins its consumer), ``rfactor:<stage>``, ``rfvec:<stage>``
 and ``rfser:<stage>`` (factor, vector split and vector chunks per thread inside the
-reduction of an rfactor), ``at:<stage>`` (index into the
-stage's candidate compute locations; 0 = root, then inline where allowed), ``parallel:<stage>`` (outer loops fused
+reduction of an rfactor), ``at:<stage>`` (index into the stage's candidate compute
+locations; 0 = root, then inline where allowed), ``parallel:<stage>`` (outer loops fused
 into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step).
 """
 from __future__ import annotations
@@ -204,6 +204,11 @@ def _valid_factors(value: Any, extent: int, parts: int) -> bool:
             and extent % math.prod(value) == 0 and value[-1] <= MAX_INNERMOST)
 
 
+def _int_in(v: Any, lo: int, hi: int) -> bool:
+    """Is ``v`` an int (not a bool) in [lo, hi]? Decisions come from logs a user may edit."""
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
 def _decide(decisions: dict, key: str, valid: Callable[[Any], bool],
             sample: Callable[[], Any]) -> Any:
     value = decisions.get(key)
@@ -258,11 +263,16 @@ def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
              for it in st.roots}
     fresh = [it for it in st.roots if it.extent > 1 and not _valid_factors(
         decisions.get(f"tile:{stage}.{it.name}"), it.extent, parts[it.name])]
-    for _ in range(BLOCK_TRIES):
-        for it in fresh:
+
+    def draw(axes: list) -> None:
+        for it in axes:
             whole = it.name == vector_axis and rng.random() < WHOLE_VECTOR_PROB
             decisions[f"tile:{stage}.{it.name}"] = sample_factors(
                 it.extent, parts[it.name], rng, multiple_of=lanes if whole else 1)
+
+    draw([it for it in fresh if it.kind != "spatial"])
+    for _ in range(BLOCK_TRIES):
+        draw([it for it in fresh if it.kind == "spatial"])
         if register_block(st, decisions, lanes) <= registers:
             break
     levels: list[list[str]] = [[] for _ in range(SPATIAL_LEVELS + REDUCE_LEVELS)]
@@ -318,20 +328,20 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random)
     st = s.state.stage(stage)
     red = [it for it in st.roots if it.kind == "reduce"][-1]
     factor = _decide(decisions, f"rfactor:{stage}",
-                     lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= red.extent,
+                     lambda v: _int_in(v, 1, red.extent),
                      lambda: rng.choice([d for d in _divisors(red.extent) if d <= 4096]))
     ko, ki = s[stage].split(red.name, factor=factor)
     rf = s.rfactor(s.tensor(stage), ki, 0)
     rf_stage = s.state.stage(rf.name)
     spatial = rf_stage.roots[0]
     vec = _decide(decisions, f"rfvec:{stage}",
-                  lambda v: isinstance(v, int) and v >= 1 and factor % v == 0 and v <= MAX_INNERMOST,
+                  lambda v: _int_in(v, 1, MAX_INNERMOST) and factor % v == 0,
                   lambda: rng.choice([d for d in _divisors(factor) if d <= MAX_INNERMOST]))
     outer, inner = s[rf.name].split(spatial.name, factor=vec)
     chunks = factor // vec
     serial = _decide(decisions, f"rfser:{stage}",
-                     lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1
-                     and chunks % v == 0, lambda: rng.choice(_divisors(chunks)))
+                     lambda v: _int_in(v, 1, chunks) and chunks % v == 0,
+                     lambda: rng.choice(_divisors(chunks)))
     reduces = [it.name for it in rf_stage.roots if it.kind == "reduce"]
     others = [it.name for it in rf_stage.roots[1:] if it.kind == "spatial"]
     # ``serial`` vector chunks inside the reduction: each thread then walks ``serial *
@@ -382,7 +392,7 @@ def _annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
             continue
         cands = _location_candidates(s.state, st.name)
         idx = _decide(decisions, f"at:{st.name}",
-                      lambda v, n=len(cands): isinstance(v, int) and 0 <= v < n,
+                      lambda v, n=len(cands): _int_in(v, 0, n - 1),
                       lambda c=cands: _sample_location(c, rng))
         if cands[idx] == "inline":
             s[st.name].compute_inline()
@@ -429,7 +439,7 @@ def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
         return rng.choice(sorted({need, min(need + 1, len(outer))}))
 
     k = _decide(decisions, f"parallel:{stage}",
-                lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= len(outer),
+                lambda v: _int_in(v, 0, len(outer)),
                 sample)
     if k == 0:
         return
@@ -469,4 +479,5 @@ def _used(key: str, s: Schedule) -> bool:
 
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
-           "UNROLL_STEPS", "register_block", "Inline", "CacheRead", "CacheWrite", "Rfactor", "Tile", "FuseInto", "ScheduleError"]
+           "UNROLL_STEPS", "register_block", "Inline", "CacheRead", "CacheWrite", "Rfactor",
+           "Tile", "FuseInto", "ScheduleError"]

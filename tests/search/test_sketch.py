@@ -165,6 +165,17 @@ def test_sample_factors_multiply_to_a_divisor(extent, parts):
         assert len(f) == parts - 1 and extent % int(np.prod(f)) == 0 and f[-1] <= 64
 
 
+def test_bool_decisions_from_an_edited_log_are_resampled():
+    # True == 1 in Python: a bool must not pass for a location index or a loop count
+    wl = _workload("norm2", (64, 40), {})
+    sk = next(sk for sk in generate_sketches(wl) if "rfactor" in str(sk))
+    _, good = realize(wl, sk, {}, random.Random(0), TARGET)
+    bad = {k: True for k in good if k.split(":")[0] in ("rfvec", "rfser", "at", "parallel")}
+    assert bad
+    _, used = realize(wl, sk, dict(good, **bad), random.Random(1), TARGET)
+    assert not any(isinstance(used[k], bool) for k in bad)
+
+
 def test_sample_factors_prefers_whole_vectors_when_the_extent_allows():
     rng = random.Random(0)
     assert all(sample_factors(96, 4, rng, multiple_of=16)[-1] in (16, 32, 48)
