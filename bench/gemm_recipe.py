@@ -47,7 +47,7 @@ def _kernel_worker(n: int, mb: int, repeat: int) -> dict:
     import numpy as np
 
     import tvmlite
-    from tvmlite.module import generate_c
+    from tvmlite.runtime.module import generate_c
 
     target = tvmlite.Target.host()
     bn = 2 * target.vector_lanes("float32")

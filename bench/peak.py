@@ -1,4 +1,4 @@
-"""Measure this CPU's peak fp32 FMA throughput (GFLOP/s): a thin wrapper over tvmlite.peak.
+"""Measure this CPU's peak fp32 FMA throughput (GFLOP/s): a thin wrapper over tvmlite.target.peak.
 
     python bench/peak.py [--threads N] [--seconds S] [--runs R]
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from tvmlite.peak import measure_runs as _measure_runs
-from tvmlite.target import Target
+from tvmlite.target.peak import measure_runs as _measure_runs
+from tvmlite.target.target import Target
 
 
 def measure_runs(threads: int | None = None, seconds: float = 1.0, runs: int = 5

@@ -116,7 +116,7 @@ with torch.no_grad():
 _TVMLITE = """
 import numpy as np, tvmlite
 from tvmlite.schedule import Schedule
-from tvmlite.search.record import load_records
+from tvmlite.search.records.record import load_records
 from tvmlite.testing import random_inputs
 recs = [r for r in load_records(payload["log"]) if r.workload.key == payload["key"] and r.result.ok]
 rec = min(recs, key=lambda r: r.mean_cost)
@@ -195,7 +195,7 @@ def measure_peak(threads: int) -> float:
 def curve_from_log(log: str, workload_key: str) -> list[tuple[int, float, float]]:
     """(trial, timestamp, best GFLOP/s so far) for every record of one workload, in the
     order they were measured."""
-    from tvmlite.search.record import load_records
+    from tvmlite.search.records.record import load_records
     recs = sorted((r for r in load_records(log) if r.workload.key == workload_key),
                   key=lambda r: r.result.timestamp)
     best, out = 0.0, []

@@ -39,20 +39,20 @@ OPS = {
 def _task(op: str, method: str):
     name, args, kwargs, _, _ = OPS[op]
     if method.endswith("-templated"):
-        from tvmlite.search.templated import create
+        from tvmlite.search.templated.task import create
         import inspect
         from tvmlite.ops import OPS as LIB
         named = inspect.signature(LIB[name]).bind(*args, **kwargs)
         named.apply_defaults()
         return create(name, dict(named.arguments))
-    from tvmlite.search.task import SearchTask
+    from tvmlite.search.template_free.task import SearchTask
     return SearchTask(func=name, args=args, kwargs=kwargs)
 
 
 def tune(op: str, seed: int, trials: int, out: Path, method: str, population: int) -> dict:
     """One tuning run: ``method`` is xgb / random (template-free, cost model or random
     model guiding the evolution) or xgb-templated / ga-templated / random-templated."""
-    from tvmlite.search.cost_model import RandomModel
+    from tvmlite.search.model.cost_model import RandomModel
     from tvmlite.search.options import TuningOptions
     task = _task(op, method)
     log = out / f"{op}_{method}_s{seed}.jsonl"
@@ -65,8 +65,9 @@ def tune(op: str, seed: int, trials: int, out: Path, method: str, population: in
 
     t0 = time.perf_counter()
     if method.endswith("-templated"):
-        from tvmlite.search import tuners
-        kind = {"xgb": tuners.XGBTuner, "ga": tuners.GATuner,
+        from tvmlite.search.templated import tuners
+        from tvmlite.search.templated.xgb_tuner import XGBTuner
+        kind = {"xgb": XGBTuner, "ga": tuners.GATuner,
                 "random": tuners.RandomTuner}[method.split("-")[0]]
         res = kind(task, seed=seed).tune(trials, log, opts, callback=progress)
     else:
@@ -98,7 +99,7 @@ def main(argv: list[str] | None, methods: tuple[str, str], description: str,
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", type=Path, default=HERE / "out" / out_name)
     a = parser.parse_args(argv)
-    from tvmlite.target import Target
+    from tvmlite.target.target import Target
     threads = a.threads or Target.host().cores
     a.out.mkdir(parents=True, exist_ok=True)
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from tvmlite.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
-                          Select, Var, lanes_of)
-from tvmlite.lower import LoweredFunc
-from tvmlite.simplify import bound
-from tvmlite.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
+from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
+                             Select, Var, lanes_of)
+from tvmlite.passes.pipeline import LoweredFunc
+from tvmlite.ir.simplify import bound
+from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
 
 CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
          "bool": "int32_t"}
@@ -298,8 +298,8 @@ MAX_PROMOTED_BYTES = 2048
 def promotable(s: Allocate) -> int:
     """Lanes L if every access to the buffer is a whole vector at a constant offset that is
     a multiple of L: then C keeps it in vector variables (registers), not in memory."""
-    from tvmlite.expr import walk
-    from tvmlite.stmt import walk_stmts
+    from tvmlite.ir.expr import walk
+    from tvmlite.ir.stmt import walk_stmts
     b = s.buffer
     if b.size * _itemsize(b.dtype) > MAX_PROMOTED_BYTES:
         return 0

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..target import Target
+    from tvmlite.target.target import Target
 
 __all__ = ["CompileError", "CompileTimeoutError", "compile_shared", "default_cache_dir",
            "link_shared"]

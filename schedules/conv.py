@@ -27,10 +27,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tvmlite import ops, te
-from tvmlite.schedule import Schedule
-from tvmlite.search.templated import template
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.templated.task import template
 
-from .linalg import MAX_COLS, MAX_K_INNER, MAX_ROWS, define_vector_split, unroll_if
+from tvmlite.schedules.linalg import MAX_COLS, MAX_K_INNER, MAX_ROWS, define_vector_split, unroll_if
 
 PAD_CHOICES = ["outer", "inline"]
 # Reduction loop orders: input-channel blocks outermost (the weight block stays hot)

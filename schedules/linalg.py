@@ -26,9 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from tvmlite import ops, te
-from tvmlite.expr import ITEMSIZE
-from tvmlite.schedule import Schedule
-from tvmlite.search.templated import template
+from tvmlite.ir.expr import ITEMSIZE
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.templated.task import template
 
 MAX_ROWS = 16      # register-block rows: with one vector of columns, 16 accumulators
 MAX_COLS = 64      # register-block columns: four AVX-512 vectors of float32

@@ -8,7 +8,7 @@ outside the unrolled row loop), vectorized columns, parallel panels.
 from __future__ import annotations
 
 from tvmlite import te
-from tvmlite.schedule import Schedule
+from tvmlite.schedule.schedule import Schedule
 
 
 def gemm_packed(M: int, N: int, K: int, block_cols: int, block_rows: int = 8,

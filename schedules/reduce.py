@@ -20,10 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from tvmlite import ops, te
-from tvmlite.schedule import Schedule
-from tvmlite.search.templated import template
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.templated.task import template
 
-from .linalg import MAX_COLS, define_vector_split, unroll_if
+from tvmlite.schedules.linalg import MAX_COLS, define_vector_split, unroll_if
 
 # auto_unroll_max_step of the row loop: unroll every loop nest of at most this many
 # steps inside it (16: the lane-combining loops; 64: short rows entirely; 0: nothing).

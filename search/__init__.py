@@ -1,13 +1,16 @@
-"""Schedule search: measurement, records, tuners, sketches, evolutionary search and the
-cost model.
+"""Schedule search. The folders draw the data path from a candidate to a deployed kernel:
 
-Names are imported on first use (PEP 562), so ``python -m tvmlite.search.worker`` -- the
-measuring process, restarted after every crash -- starts without loading xgboost.
+- ``measure/``: what a measurement is, building and timing candidates in an isolated
+  process, and the ``Measurer`` that logs each result;
+- ``records/``: workloads, records and logs, and ``replay`` (logs -> deployable kernels);
+- ``templated/``: AutoTVM-style knobs, config spaces, templates and tuners;
+- ``template_free/``: Ansor-style sketches, evolution, ``SearchTask``, the task scheduler;
+- ``model/``: loop-nest features and the XGBoost cost model both searches share;
+- ``options.py`` (``TuningOptions``) and ``result.py`` (``Trial``, ``TuneResult``).
 
-Map: measure.py (MeasureInput/Result, Measurer) · builder.py, runner.py, worker.py ·
-workload.py · record.py, logs.py, replay.py · template-free: dag.py, sketch.py,
-evolution.py, policy.py, task.py, scheduler.py · templated: space.py, templated.py,
-tuners.py · shared: features.py, cost_model.py, options.py
+The two searches never import each other. Names are imported on first use (PEP 562), so
+``python -m tvmlite.search.measure.worker`` -- the measuring process, restarted after
+every crash -- starts without loading xgboost.
 """
 from __future__ import annotations
 
@@ -15,17 +18,24 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "MeasureInput": "measure", "MeasureResult": "measure", "MeasureErrorNo": "measure",
-    "Measurer": "measure", "LocalBuilder": "builder", "LocalRunner": "runner",
-    "Workload": "workload", "Record": "record", "load_records": "record",
-    "best_record": "record", "replay": "replay", "TuningOptions": "options",
-    "SearchTask": "task", "TaskScheduler": "scheduler", "XGBModel": "cost_model",
-    "RandomModel": "cost_model", "template": "templated", "apply_history_best": "templated",
-    "create": "templated", "Tuner": "tuners", "RandomTuner": "tuners",
-    "GridSearchTuner": "tuners", "GATuner": "tuners", "XGBTuner": "xgb_tuner",
-    "ConfigSpace": "space",
+    "MeasureInput": "measure.inputs", "MeasureResult": "measure.inputs",
+    "MeasureErrorNo": "measure.inputs", "Measurer": "measure.measurer",
+    "LocalBuilder": "measure.builder", "LocalRunner": "measure.runner",
+    "Workload": "records.workload", "Record": "records.record",
+    "load_records": "records.record", "best_record": "records.record",
+    "replay": "records.deploy", "TuningOptions": "options", "Trial": "result",
+    "TuneResult": "result", "SearchTask": "template_free.task",
+    "TaskScheduler": "template_free.scheduler", "XGBModel": "model.cost_model",
+    "RandomModel": "model.cost_model", "template": "templated.task",
+    "apply_history_best": "templated.task", "Tuner": "templated.tuners",
+    "RandomTuner": "templated.tuners", "GridSearchTuner": "templated.tuners",
+    "GATuner": "templated.tuners", "XGBTuner": "templated.xgb_tuner",
+    "ConfigSpace": "templated.space",
 }
-_MODULES = ("templated", "logs", "sketch", "features", "cost_model", "space", "tuners")
+# sub-packages and the modules users reach as search.<name> (search.sketch.Rule, search.logs)
+_MODULES = {"templated": "templated", "template_free": "template_free", "measure": "measure",
+            "records": "records", "model": "model", "sketch": "template_free.sketch",
+            "logs": "records.logs"}
 
 __all__ = sorted(_EXPORTS)
 
@@ -34,5 +44,5 @@ def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     if name in _MODULES:
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(f".{_MODULES[name]}", __name__)
     raise AttributeError(f"module 'tvmlite.search' has no attribute {name!r}")

@@ -59,9 +59,9 @@ class TuningOptions:
 
     def measurer(self, log_file: Any, target: Any, tuner: str) -> Any:
         """The Measurer these options describe (builder + isolated runner + log)."""
-        from .builder import LocalBuilder
-        from .measure import Measurer
-        from .runner import LocalRunner
+        from tvmlite.search.measure.builder import LocalBuilder
+        from tvmlite.search.measure.measurer import Measurer
+        from tvmlite.search.measure.runner import LocalRunner
         builder = LocalBuilder(target, n_parallel=self.n_parallel, timeout=self.build_timeout)
         runner = LocalRunner(number=self.number, repeat=self.repeat,
                              min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,

@@ -47,8 +47,8 @@ def test_the_design_example_runs(tmp_path):
 
 
 def test_the_measuring_worker_does_not_load_the_search():
-    code = ("import sys, tvmlite.search.worker; "
-            "print('xgboost' in sys.modules, 'tvmlite.search.tuners' in sys.modules)")
+    code = ("import sys, tvmlite.search.measure.worker; "
+            "print('xgboost' in sys.modules, 'tvmlite.search.templated.tuners' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "False"]

@@ -4,8 +4,8 @@ import warnings
 
 import pytest
 
-from tvmlite.search.record import load_records
-from tvmlite.search.replay import replay
+from tvmlite.search.records.record import load_records
+from tvmlite.search.records.deploy import replay
 
 LOGS = sorted((pathlib.Path(__file__).resolve().parents[1] / "tuning_logs").glob("*.jsonl"))
 

@@ -11,12 +11,13 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codegen_c")) an
         _os.path.isfile(_os.path.join(_root, "codegen_c", "codegen.py")):
     __path__.append(_root)  # type: ignore[name-defined]
 
-from . import ops, te
-from .arrays import asaligned, empty
-from .lower import lower
-from .module import Module, TimeResult, build
-from .schedule import Schedule, ScheduleError
-from .target import CompilerNotFoundError, Target
+from tvmlite import ops, te
+from tvmlite.passes.pipeline import lower
+from tvmlite.runtime.arrays import asaligned, empty
+from tvmlite.runtime.module import Module, TimeResult, build
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.state import ScheduleError
+from tvmlite.target.target import CompilerNotFoundError, Target
 
 __all__ = ["te", "ops", "empty", "asaligned", "lower", "build", "Module", "TimeResult", "Schedule", "ScheduleError",
            "Target", "CompilerNotFoundError", "search", "schedules"]

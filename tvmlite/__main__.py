@@ -6,7 +6,7 @@ import sys
 
 def main() -> int:
     """Console-script entry point: run the command named in sys.argv."""
-    from tvmlite.cli import main as run
+    from tvmlite.cli.commands import main as run
     return run(sys.argv[1:])
 
 

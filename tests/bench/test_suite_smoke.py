@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tvmlite import te
-from tvmlite.search.workload import Workload
+from tvmlite.search.records.workload import Workload
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 

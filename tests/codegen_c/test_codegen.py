@@ -15,8 +15,8 @@ import tvmlite
 from tvmlite import ops, te
 from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import cdecl, generate
-from tvmlite.module import Module, generate_c
-from tvmlite.testing import check_module
+from tvmlite.runtime.module import Module, generate_c
+from tvmlite.testing.check import check_module
 
 M, N, K = 17, 23, 19
 

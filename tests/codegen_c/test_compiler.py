@@ -12,7 +12,7 @@ import pytest
 from tvmlite.codegen_c import CompileError, compile_shared, load_library
 from tvmlite.codegen_c.compiler import CompileTimeoutError
 
-from tvmlite.target import Target
+from tvmlite.target.target import Target
 
 ADD = """
 #include <stddef.h>

@@ -10,11 +10,11 @@ import pytest
 from tvmlite import te
 from tvmlite.codegen_c import compile_shared, load_library
 from tvmlite.ops import OPS
-from tvmlite.search import builder as builder_mod
-from tvmlite.search.builder import KERNEL, ArgSpec, LocalBuilder
-from tvmlite.search.measure import MeasureErrorNo, MeasureInput
-from tvmlite.steps import ReorderStep, SplitStep
-from tvmlite.target import CompilerNotFoundError, Target
+from tvmlite.search.measure import builder as builder_mod
+from tvmlite.search.measure.builder import KERNEL, ArgSpec, LocalBuilder
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+from tvmlite.schedule.steps import ReorderStep, SplitStep
+from tvmlite.target.target import CompilerNotFoundError, Target
 
 
 class StandInWorkload:
@@ -28,7 +28,7 @@ class StandInWorkload:
         self.flops = 2 * n ** 3
 
     def schedule(self):
-        from tvmlite.schedule import Schedule
+        from tvmlite.schedule.schedule import Schedule
         return Schedule.create(self.outputs)
 
 

@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from tvmlite.search.cost_model import (LOSSES, MIN_TRAINING_PROGRAMS, CostModelFileError,
-                                       RandomModel, XGBModel, pairwise_accuracy)
+from tvmlite.search.model.cost_model import (LOSSES, MIN_TRAINING_PROGRAMS, CostModelFileError,
+                                             RandomModel, XGBModel, pairwise_accuracy)
 
 F = 8
 WEIGHTS = np.random.default_rng(123).uniform(0.2, 2.0, F)
@@ -206,10 +206,10 @@ def test_ranks_held_out_real_measurements_of_one_task(tmp_path):
     import pathlib
     import random
 
-    from tvmlite.schedule import Schedule
-    from tvmlite.search.features import schedule_features
-    from tvmlite.search.record import load_records
-    from tvmlite.target import Target
+    from tvmlite.schedule.schedule import Schedule
+    from tvmlite.search.model.features import schedule_features
+    from tvmlite.search.records.record import load_records
+    from tvmlite.target.target import Target
     src = pathlib.Path(__file__).with_name("data") / "conv2d_nhwc_random.jsonl.gz"
     log = tmp_path / "conv.jsonl"
     log.write_bytes(gzip.decompress(src.read_bytes()))

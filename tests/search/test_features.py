@@ -1,4 +1,4 @@
-"""Per-store features of the loop IR (tvmlite.search.features): shapes and finiteness for
+"""Per-store features of the loop IR (tvmlite.search.model.features): shapes and finiteness for
 every operator, exact values on small matmuls, a reuse sanity check and a speed check."""
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from tvmlite import te
-from tvmlite.lower import lower, loop_nest
+from tvmlite.passes.pipeline import lower, loop_nest
 from tvmlite.ops import OPS
-from tvmlite.schedule import ScheduleError
+from tvmlite.schedule.state import ScheduleError
 from tvmlite.schedules.recipes import gemm_packed
-from tvmlite.search import features as F
-from tvmlite.stmt import Store, walk_stmts
-from tvmlite.target import Target
+from tvmlite.search.model import features as F
+from tvmlite.ir.stmt import Store, walk_stmts
+from tvmlite.target.target import Target
 
 SMALL = {
     "matmul": dict(M=8, N=8, K=8),

@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from tvmlite.search import logs
-from tvmlite.search.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from tvmlite.search.record import (RecordError, RecordWarning, append_record, load_records,
-                                   make_record)
-from tvmlite.search.workload import Workload
-from tvmlite.target import Target
+from tvmlite.search.records import logs
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+from tvmlite.search.records.record import (RecordError, RecordWarning, append_record, load_records,
+                                           make_record)
+from tvmlite.search.records.workload import Workload
+from tvmlite.target.target import Target
 
 WL = Workload.from_op("matmul", 8, 8, 8)
 WL2 = Workload.from_op("add", (4, 4))

@@ -1,11 +1,11 @@
 """Measurer: one record per new candidate, appended as measured; logged candidates and
 duplicates are never measured again."""
-from tvmlite.schedule import Schedule
-from tvmlite.search.measure import (MeasureErrorNo, MeasureInput, MeasureResult, Measurer,
-                                    state_key)
-from tvmlite.search.record import load_records
-from tvmlite.search.workload import Workload
-from tvmlite.steps import SplitStep
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult, state_key
+from tvmlite.search.measure.measurer import Measurer
+from tvmlite.search.records.record import load_records
+from tvmlite.search.records.workload import Workload
+from tvmlite.schedule.steps import SplitStep
 
 
 class CountingRunner:

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tvmlite.search.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from tvmlite.search.record import (FORMAT_VERSION, MAX_LINE, Record, RecordError, RecordWarning,
-                                   RecordWriter, TargetMismatchWarning, append_record,
-                                   best_record, load_records, make_record, target_matches)
-from tvmlite.search.workload import Workload
-from tvmlite.target import Target
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+from tvmlite.search.records.record import (FORMAT_VERSION, MAX_LINE, Record, RecordError,
+                                           RecordWarning, RecordWriter, TargetMismatchWarning,
+                                           append_record, best_record, load_records, make_record,
+                                           target_matches)
+from tvmlite.search.records.workload import Workload
+from tvmlite.target.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
 WL = Workload.from_op("matmul", 8, 8, 8)
@@ -194,9 +195,9 @@ def test_load_many_lines_fast(tmp_path):
 
 WRITER = textwrap.dedent("""
     import json, os, sys, time
-    from tvmlite.search.measure import MeasureInput, MeasureResult
-    from tvmlite.search.record import append_record, make_record
-    from tvmlite.search.workload import Workload
+    from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
+    from tvmlite.search.records.record import append_record, make_record
+    from tvmlite.search.records.workload import Workload
     from tvmlite.target import Target
     log, go, seed, target = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     target = Target.from_json(json.loads(target))

@@ -10,13 +10,13 @@ import pytest
 
 from tvmlite import ops
 from tvmlite.codegen_c import load_library
-from tvmlite.search.measure import MeasureErrorNo, MeasureResult
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.record import TargetMismatchWarning, append_record, load_records
-from tvmlite.search.replay import BUNDLE, replay
-from tvmlite.search.task import SearchTask
-from tvmlite.steps import SplitStep
-from tvmlite.target import Target
+from tvmlite.search.records.record import TargetMismatchWarning, append_record, load_records
+from tvmlite.search.records.deploy import BUNDLE, replay
+from tvmlite.search.template_free.task import SearchTask
+from tvmlite.schedule.steps import SplitStep
+from tvmlite.target.target import Target
 
 QUICK = TuningOptions(population=32, generations=1, measures_per_round=4, number=1, repeat=2,
                       min_repeat_ms=1)
@@ -152,11 +152,11 @@ def test_two_workloads_with_one_name_get_distinct_kernels(tmp_path):
 
 
 def test_a_record_round_trip_generates_byte_identical_c():
-    from tvmlite.module import generate_c
-    from tvmlite.schedule import Schedule
-    from tvmlite.search.measure import MeasureInput
-    from tvmlite.search.record import Record, make_record
-    from tvmlite.search.workload import Workload
+    from tvmlite.runtime.module import generate_c
+    from tvmlite.schedule.schedule import Schedule
+    from tvmlite.search.measure.inputs import MeasureInput
+    from tvmlite.search.records.record import Record, make_record
+    from tvmlite.search.records.workload import Workload
     wl = Workload.from_op("conv2d_nhwc", 1, 8, 8, 4, 8, 3, padding=1)
     s = wl.schedule()
     out = wl.outputs[0]

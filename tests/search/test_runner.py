@@ -11,13 +11,13 @@ import pytest
 from tvmlite import te
 from tvmlite.codegen_c import compile_shared
 from tvmlite.ops import OPS
-from tvmlite.search import worker
-from tvmlite.search.builder import BuildResult, LocalBuilder
-from tvmlite.search.measure import MeasureErrorNo, MeasureInput
-from tvmlite.search.runner import LocalRunner
-from tvmlite.steps import SplitStep
-from tvmlite.target import Target
-from tvmlite.testing import random_inputs
+from tvmlite.search.measure import worker
+from tvmlite.search.measure.builder import BuildResult, LocalBuilder
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.schedule.steps import SplitStep
+from tvmlite.target.target import Target
+from tvmlite.testing.check import random_inputs
 
 E = MeasureErrorNo
 
@@ -224,7 +224,7 @@ def test_bad_arguments_raise_naming_the_argument(good) -> None:
 
 
 def test_worker_threads_are_bound_unless_the_user_says_otherwise():
-    from tvmlite.search.runner import worker_env
+    from tvmlite.search.measure.runner import worker_env
     env = worker_env({"PATH": "/usr/bin"})
     assert env["OMP_PROC_BIND"] == "true" and env["OPENBLAS_NUM_THREADS"] == "1"
     assert worker_env({"OMP_PROC_BIND": "false"})["OMP_PROC_BIND"] == "false"

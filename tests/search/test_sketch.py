@@ -5,14 +5,14 @@ import random
 import numpy as np
 import pytest
 
-from tvmlite.lower import loop_nest
-from tvmlite.schedule import ScheduleError
-from tvmlite.search import dag
-from tvmlite.search.sketch import (RULES, Rule, Tile, generate_sketches, realize,
-                                   register_block, sample_factors)
-from tvmlite.search.workload import Workload
-from tvmlite.target import Target
-from tvmlite.testing import (check_schedule, evaluate_te, reduction_length, tolerance)
+from tvmlite.passes.pipeline import loop_nest
+from tvmlite.schedule.state import ScheduleError
+from tvmlite.search.template_free import dag
+from tvmlite.search.template_free.sketch import (RULES, Rule, Tile, generate_sketches, realize,
+                                                 register_block, sample_factors)
+from tvmlite.search.records.workload import Workload
+from tvmlite.target.target import Target
+from tvmlite.testing.check import check_schedule, evaluate_te, reduction_length, tolerance
 
 TARGET = Target.host()
 

@@ -10,10 +10,10 @@ import pytest
 
 from tvmlite import te
 from tvmlite.ops import OPS
-from tvmlite.schedule import LoopAxis
-from tvmlite.search.space import (AnnotateEntity, Config, ConfigSpace, OtherOptionEntity,
-                                  ReorderEntity, SpaceError, SplitEntity)
-from tvmlite.steps import AnnotateStep, ReorderStep, SplitStep
+from tvmlite.schedule.schedule import LoopAxis
+from tvmlite.search.templated.space import (AnnotateEntity, Config, ConfigSpace, OtherOptionEntity,
+                                            ReorderEntity, SpaceError, SplitEntity)
+from tvmlite.schedule.steps import AnnotateStep, ReorderStep, SplitStep
 
 
 def sizes(space: ConfigSpace, name: str) -> list[tuple]:

@@ -5,16 +5,16 @@ import json
 import pytest
 
 from tvmlite import ops
-from tvmlite.search.builder import LocalBuilder
-from tvmlite.search.cost_model import RandomModel
-from tvmlite.search.measure import MeasureErrorNo, MeasureInput
+from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.search.model.cost_model import RandomModel
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.policy import SketchPolicy
-from tvmlite.search.record import load_records
-from tvmlite.search.runner import LocalRunner
-from tvmlite.search.scheduler import TaskScheduler
-from tvmlite.search.task import SearchTask
-from tvmlite.testing import check_schedule, evaluate_te, reduction_length, tolerance
+from tvmlite.search.template_free.policy import SketchPolicy
+from tvmlite.search.records.record import load_records
+from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.search.template_free.scheduler import TaskScheduler
+from tvmlite.search.template_free.task import SearchTask
+from tvmlite.testing.check import check_schedule, evaluate_te, reduction_length, tolerance
 
 QUICK = TuningOptions(population=48, generations=2, measures_per_round=8, number=2, repeat=2,
                       min_repeat_ms=1, seeds_from_best=4)
@@ -93,7 +93,7 @@ def test_same_seed_same_measurements_same_search():
     def batches():
         pol = SketchPolicy(task.workload, task.target, RandomModel(seed=1), QUICK, seed=3)
         first = pol.next_batch(6)
-        from tvmlite.search.measure import MeasureResult
+        from tvmlite.search.measure.inputs import MeasureResult
         pol.update(first, [MeasureResult(costs=(1e-3 * (i + 1),)) for i in range(len(first))])
         return [i.key for i in first] + [i.key for i in pol.next_batch(6)]
 
@@ -115,8 +115,8 @@ def test_user_written_computes_tune_correctly(tmp_path, user_computes, name):
 
 
 def test_pretraining_from_logs_teaches_the_model(tmp_path):
-    from tvmlite.search.cost_model import XGBModel
-    from tvmlite.search.policy import pretrain_from_logs
+    from tvmlite.search.model.cost_model import XGBModel
+    from tvmlite.search.template_free.policy import pretrain_from_logs
     log = tmp_path / "mm.jsonl"
     task = SearchTask(func=ops.matmul, args=(32, 32, 32, "float32"))
     task.tune(24, log, QUICK)

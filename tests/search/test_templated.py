@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 
 from tvmlite import te
-from tvmlite.module import build
+from tvmlite.runtime.module import build
 from tvmlite.ops import OPS
-from tvmlite.schedule import Schedule
-from tvmlite.search.measure import MeasureErrorNo, MeasureResult
-from tvmlite.search.record import (RecordWarning, TargetMismatchWarning, append_record,
-                                   make_record)
-from tvmlite.search.space import SpaceError
-from tvmlite.search.templated import (TEMPLATES, FallbackConfigWarning, TemplatedTask,
-                                      TemplateError, apply_history_best, create, template)
-from tvmlite.search.workload import Workload
-from tvmlite.target import Target
-from tvmlite.testing import check_schedule
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
+from tvmlite.search.records.record import (RecordWarning, TargetMismatchWarning, append_record,
+                                           make_record)
+from tvmlite.search.templated.space import SpaceError
+from tvmlite.search.templated.task import (TEMPLATES, FallbackConfigWarning, TemplatedTask,
+                                           TemplateError, apply_history_best, create, template)
+from tvmlite.search.records.workload import Workload
+from tvmlite.target.target import Target
+from tvmlite.testing.check import check_schedule
 
 
 @template("test_templated_matmul")

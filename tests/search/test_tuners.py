@@ -11,13 +11,13 @@ import pytest
 
 from tvmlite import te
 from tvmlite.ops import OPS
-from tvmlite.search import tuners
-from tvmlite.search.measure import MeasureErrorNo, MeasureResult
+from tvmlite.search.templated import tuners
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.record import best_record, load_records, make_record
-from tvmlite.search.templated import apply_history_best, create, template
-from tvmlite.search.tuners import (GATuner, GridSearchTuner, RandomTuner, SmallHistoryWarning,
-                                   XGBTuner)
+from tvmlite.search.records.record import best_record, load_records, make_record
+from tvmlite.search.templated.task import apply_history_best, create, template
+from tvmlite.search.templated.tuners import GATuner, GridSearchTuner, RandomTuner, SmallHistoryWarning
+from tvmlite.search.templated.xgb_tuner import XGBTuner
 
 OPTIONS = TuningOptions(number=2, repeat=2, min_repeat_ms=2, measures_per_round=8)
 MATMUL = ("test_tuners_matmul", (64, 64, 64))
@@ -304,12 +304,13 @@ def test_early_stopping_ends_a_tune_that_stopped_improving(monkeypatch):
     assert RandomTuner(task).tune(32, options=opts).measured == 6
 
 
-@pytest.mark.parametrize("module", ["tvmlite.search.xgb_tuner", "tvmlite.search.tuners",
-                                    "tvmlite.search.templated", "tvmlite.search.policy"])
+@pytest.mark.parametrize("module", ["tvmlite.search.templated.xgb_tuner",
+                                    "tvmlite.search.templated.tuners", "tvmlite.search.templated",
+                                    "tvmlite.search.template_free.policy"])
 def test_each_search_module_imports_first_in_a_fresh_process(module):
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-c", f"import {module}; "
-                          "from tvmlite.search.tuners import XGBTuner; print('ok')"],
+                          "from tvmlite.search.templated.xgb_tuner import XGBTuner; print('ok')"],
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]

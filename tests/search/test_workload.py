@@ -15,8 +15,8 @@ import pytest
 import tvmlite
 from tvmlite import te, testing
 from tvmlite.ops import OPS
-from tvmlite.search.compute_json import MAX_DEPTH, MAX_NODES
-from tvmlite.search.workload import Workload, WorkloadError, workload_key
+from tvmlite.search.records.compute_json import MAX_DEPTH, MAX_NODES
+from tvmlite.search.records.workload import Workload, WorkloadError, workload_key
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,7 +111,7 @@ def test_key_stable_and_sensitive():
     assert Workload.from_op("matmul", 8, 8, 8, "float64").key != a.key
     # the key ignores labels: the same compute under another name shares records
     assert Workload.from_tensors(OPS["matmul"](8, 8, 8), name="gemm").key == a.key
-    code = ("from tvmlite.search.workload import Workload; "
+    code = ("from tvmlite.search.records.workload import Workload; "
             "print(Workload.from_op('matmul', 8, 8, 8).key)")
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import tvmlite
-from tvmlite.arrays import ALIGNMENT, asaligned, empty, full, is_aligned
+from tvmlite.runtime.arrays import ALIGNMENT, asaligned, empty, full, is_aligned
 
 
 @pytest.mark.parametrize("shape", [7, (3, 5), (1, 1, 1), (0, 4), (129, 33)])
@@ -41,7 +41,7 @@ def test_top_level_names():
 
 def test_seeded_inputs_are_aligned_and_unchanged_in_value():
     from tvmlite import te
-    from tvmlite.testing import random_inputs
+    from tvmlite.testing.check import random_inputs
     A = te.placeholder((33, 17), name="A")
     B = te.placeholder((5,), name="B", dtype="int32")
     a, b = random_inputs([A, B], seed=3)

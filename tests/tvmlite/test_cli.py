@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from tvmlite.search.record import load_records
-from tvmlite.search.task import Trial
+from tvmlite.search.records.record import load_records
+from tvmlite.search.result import Trial
 
-from tvmlite import cli, peak
-from tvmlite.progress import Progress
-from tvmlite.target import Target
+from tvmlite import cli
+from tvmlite.cli.args import parse_value
+from tvmlite.target import peak
+from tvmlite.cli.progress import Progress
+from tvmlite.target.target import Target
 
 ROOT = Path(__file__).resolve().parents[2]
 MM = ["matmul", "M=16", "N=16", "K=16"]
@@ -58,11 +60,11 @@ def tuned(tmp_path_factory):
 # -- parsing ---------------------------------------------------------------------------------
 
 def test_values_parse_as_python_literals():
-    assert cli.parse_value("16") == 16 and cli.parse_value("0.5") == 0.5
-    assert cli.parse_value("True") is True and cli.parse_value("false") is False
-    assert cli.parse_value("None") is None
-    assert cli.parse_value("3,3") == (3, 3) and cli.parse_value("2,") == (2,)
-    assert cli.parse_value("float32") == "float32"
+    assert parse_value("16") == 16 and parse_value("0.5") == 0.5
+    assert parse_value("True") is True and parse_value("false") is False
+    assert parse_value("None") is None
+    assert parse_value("3,3") == (3, 3) and parse_value("2,") == (2,)
+    assert parse_value("float32") == "float32"
 
 
 def test_help_on_every_command(capsys):

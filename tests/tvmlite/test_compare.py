@@ -9,20 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tvmlite.search.record import load_records
-from tvmlite.search.task import Trial
+from tvmlite.search.records.record import load_records
+from tvmlite.search.result import Trial
 
 from tvmlite import cli
-from tvmlite.compare import (
-    CSV_COLUMNS,
-    Run,
-    _by_time,
-    _by_trial,
-    make_tuner,
-    summarize,
-    templated_task,
-    text_table,
-)
+from tvmlite.cli.compare import (CSV_COLUMNS, Run, _by_time, _by_trial, make_tuner, summarize,
+                                 templated_task, text_table)
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

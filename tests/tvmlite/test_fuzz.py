@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import tvmlite
 from tvmlite import ops, te
-from tvmlite.schedule import ScheduleError
-from tvmlite.testing import assert_allclose, random_inputs, reduction_length, reference
+from tvmlite.schedule.state import ScheduleError
+from tvmlite.testing.check import assert_allclose, random_inputs, reduction_length, reference
 
 CASES = {
     "matmul": dict(M=7, N=19, K=13),

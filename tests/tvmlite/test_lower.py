@@ -19,9 +19,9 @@ import tvmlite
 from tvmlite import ScheduleError, ops, te
 from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import cdecl, generate
-from tvmlite.module import Module
-from tvmlite.testing import check_module as run
-from tvmlite.testing import check_schedule as check
+from tvmlite.runtime.module import Module
+from tvmlite.testing.check import check_module as run
+from tvmlite.testing.check import check_schedule as check
 
 M, N, K = 17, 23, 19
 GOLDEN = Path(__file__).parent / "golden"

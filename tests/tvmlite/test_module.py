@@ -14,7 +14,7 @@ import pytest
 
 import tvmlite
 from tvmlite import te
-from tvmlite.testing import check_module
+from tvmlite.testing.check import check_module
 
 M, N, K = 17, 23, 19
 
@@ -208,7 +208,7 @@ def test_time_evaluator_warns_on_misaligned_arrays(mm):
     raw = np.empty(a.size + 32, np.float32)           # to start one float past a line
     off = raw[(-raw.ctypes.data % 64) // 4 + 1:][:a.size].reshape(a.shape)
     off[...] = a
-    with pytest.warns(tvmlite.module.MisalignedWarning, match="A not 64-byte aligned"):
+    with pytest.warns(tvmlite.runtime.module.MisalignedWarning, match="A not 64-byte aligned"):
         mod.time_evaluator(number=1, repeat=1)(off, b, c)
     np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)   # still correct
 

@@ -1,7 +1,7 @@
 """The operator library against its numpy references, through the te interpreter and
 (once it exists) through tvmlite.build with the default schedule.
 
-Three independent paths must agree: tvmlite.references (numpy, written per layout), the
+Three independent paths must agree: tvmlite.testing.references (numpy, written per layout), the
 te interpreter running the compute definitions of tvmlite.ops, and the compiled C. The
 references themselves are checked against brute-force loops on tiny shapes.
 """
@@ -71,7 +71,7 @@ def _dtype(args: dict) -> str:
 
 
 def test_every_op_has_a_case_and_a_reference() -> None:
-    from tvmlite.references import REFERENCES
+    from tvmlite.testing.references import REFERENCES
     assert set(OPS) == {name for name, _ in CASES} == set(REFERENCES)
 
 

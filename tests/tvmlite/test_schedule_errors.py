@@ -9,7 +9,7 @@ import pytest
 
 import tvmlite
 from tvmlite import ScheduleError, ops, te
-from tvmlite.testing import check_schedule as check
+from tvmlite.testing.check import check_schedule as check
 
 M, N, K = 17, 23, 19
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tvmlite import ops, te
-from tvmlite.testing import check_schedule as check
+from tvmlite.testing.check import check_schedule as check
 
 M, N, K = 17, 23, 19
 

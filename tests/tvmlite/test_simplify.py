@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tvmlite.expr import BinOp, Const, Var
-from tvmlite.simplify import simplify
+from tvmlite.ir.expr import BinOp, Const, Var
+from tvmlite.ir.simplify import simplify
 
 F, G = Var("f"), Var("g")
 

@@ -10,11 +10,12 @@ import pytest
 
 import tvmlite
 from tvmlite import ScheduleError, ops, te
-from tvmlite.schedule import Schedule
-from tvmlite.testing import check_schedule as check
-from tvmlite.steps import (STEP_KINDS, AnnotateStep, CacheReadStep, CacheWriteStep,
-                           ComputeAtStep, ComputeInlineStep, ComputeRootStep, FuseStep,
-                           PragmaStep, ReorderStep, RfactorStep, SplitStep, step_from_json)
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.testing.check import check_schedule as check
+from tvmlite.schedule.step_json import STEP_KINDS, step_from_json
+from tvmlite.schedule.steps import (AnnotateStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
+                                    ComputeInlineStep, ComputeRootStep, FuseStep, PragmaStep,
+                                    ReorderStep, RfactorStep, SplitStep)
 
 M, N, K = 17, 23, 19
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Sequence
 
-from .. import te
-from ..expr import Expr
+from tvmlite import te
+from tvmlite.ir.expr import Expr
 
 OP_DTYPES = ("float32", "float64", "int32", "int64")
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import te
-from .common import dtype_arg, named, positive, shape_arg
+from tvmlite import te
+from tvmlite.ops.common import dtype_arg, named, positive, shape_arg
 
 
 def _axes(rank: int) -> list[str]:

@@ -1,8 +1,8 @@
 """Matrix products and norms: matmul, batch_matmul, dense (+bias, +relu), norm2."""
 from __future__ import annotations
 
-from .. import te
-from .common import dtype_arg, positive
+from tvmlite import te
+from tvmlite.ops.common import dtype_arg, positive
 
 
 def matmul(M: int, N: int, K: int, dtype: str = "float32") -> list[te.Tensor]:

@@ -15,10 +15,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import te
-from ..expr import Expr
-from .common import (axis_names, divisible, dtype_arg, named, out_size, pad, positive,
-                     tuple_arg)
+from tvmlite import te
+from tvmlite.ir.expr import Expr
+from tvmlite.ops.common import (axis_names, divisible, dtype_arg, named, out_size, pad, positive,
+                                tuple_arg)
 
 
 def window(o: Any, stride: int, r: Any, dilation: int) -> Expr:

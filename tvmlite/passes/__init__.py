@@ -1,1 +1,3 @@
-"""Lowering passes: each a pure function over the loop IR, listed in order in lower.py."""
+"""Lowering: ``pipeline.py`` lists the passes in order (bound inference and loop-nest
+building, simplification, unrolling, flattening, vectorization); each pass is a pure
+function over the loop IR in its own module."""

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..expr import BinOp, Cmp, Const, Expr, TensorRead, Var, rebuild, substitute, walk
-from ..schedule import ScheduleError, Split, Stage, State
-from ..simplify import INF, bound, from_linear, linear, simplify
+from tvmlite.ir.expr import BinOp, Cmp, Const, Expr, TensorRead, Var, rebuild, substitute, walk
+from tvmlite.schedule.state import ScheduleError, Split, Stage, State
+from tvmlite.ir.simplify import INF, bound, from_linear, linear, simplify
 
 C_RESERVED = frozenset("""auto break case char const continue default do double else enum
 extern float for goto if inline int long register restrict return short signed sizeof static

@@ -1,9 +1,9 @@
 """Multi-dimensional buffer accesses become one row-major flat index."""
 from __future__ import annotations
 
-from ..expr import BinOp, Const, Expr, Load, rebuild
-from ..simplify import simplify
-from ..stmt import IfThenElse, Stmt, Store, map_stmt
+from tvmlite.ir.expr import BinOp, Const, Expr, Load, rebuild
+from tvmlite.ir.simplify import simplify
+from tvmlite.ir.stmt import IfThenElse, Stmt, Store, map_stmt
 
 
 def flat_index(shape: tuple, indices: tuple) -> Expr:

@@ -8,11 +8,11 @@ inlined stages are replaced by their (substituted) expressions.
 """
 from __future__ import annotations
 
-from ..expr import BinOp, Cast, Cmp, Const, Expr, Load, Reduce, TensorRead, Var, rebuild
-from ..schedule import ScheduleError, State
-from ..simplify import bound, simplify
-from ..stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
-from .bounds import StageInfo
+from tvmlite.ir.expr import BinOp, Cast, Cmp, Const, Expr, Load, Reduce, TensorRead, Var, rebuild
+from tvmlite.schedule.state import ScheduleError, State
+from tvmlite.ir.simplify import bound, simplify
+from tvmlite.ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
+from tvmlite.passes.bounds import StageInfo
 
 IDENTITY = {"sum": lambda dt: Const(0, dt),
             "max": lambda dt: Const(float("-inf") if dt.startswith("float") else
@@ -172,7 +172,7 @@ def _guard(stmt: Stmt, conds: list) -> Stmt:
 
 def check_parallel_nesting(stmt: Stmt, inside: bool = False) -> None:
     """A parallel loop inside another parallel loop is an error (it would run serially)."""
-    from ..stmt import stmt_children
+    from tvmlite.ir.stmt import stmt_children
     if isinstance(stmt, For) and stmt.kind == "parallel":
         if inside:
             raise ScheduleError(f"loop {stmt.var.name} is parallel inside another parallel loop; "

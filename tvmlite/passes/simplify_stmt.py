@@ -1,9 +1,9 @@
 """Simplify every expression knowing each loop variable's range; drop dead branches."""
 from __future__ import annotations
 
-from ..expr import Const, substitute
-from ..simplify import simplify
-from ..stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, map_stmt, seq
+from tvmlite.ir.expr import Const, substitute
+from tvmlite.ir.simplify import simplify
+from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, map_stmt, seq
 
 
 def simplify_stmt(stmt: Stmt, ranges: dict | None = None) -> Stmt:

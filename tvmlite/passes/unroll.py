@@ -8,9 +8,9 @@ native statements: a bigger loop is left serial rather than exploding compile ti
 """
 from __future__ import annotations
 
-from ..expr import ITEMSIZE, Const, substitute
-from ..stmt import (Allocate, For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq,
-                    walk_stmts)
+from tvmlite.ir.expr import ITEMSIZE, Const, substitute
+from tvmlite.ir.stmt import (Allocate, For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq,
+                             walk_stmts)
 
 MAX_COPIES = 1024
 VECTOR_BYTES = 64   # what a "step" of a vectorized loop is measured in (one native vector)

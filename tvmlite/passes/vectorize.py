@@ -10,10 +10,10 @@ choosing between loads) stays a scalar loop: correct first, fast where possible.
 """
 from __future__ import annotations
 
-from ..expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp, Select,
-                    Var, free_vars, lanes_of, substitute, walk, ITEMSIZE)
-from ..simplify import linear, simplify
-from ..stmt import For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq, walk_stmts
+from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
+                             Select, Var, free_vars, lanes_of, substitute, walk, ITEMSIZE)
+from tvmlite.ir.simplify import linear, simplify
+from tvmlite.ir.stmt import For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq, walk_stmts
 
 MAX_UNROLLED_CHUNKS = 8
 

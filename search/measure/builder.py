@@ -1,0 +1,218 @@
+"""The builder: candidates (a workload and its Steps) -> compiled kernel libraries.
+
+A search proposes batches of candidates, many of them broken (a Step that does not apply,
+C the compiler rejects) and some identical once lowered. The builder turns every
+candidate into a ``BuildResult`` -- a library path or a typed error -- and never raises
+for a bad candidate, so one bad schedule cannot stop a tuning run.
+
+Lowering is Python and compiling is a subprocess that releases the GIL, so a batch runs
+on two thread pools: candidates are lowered in one, and each distinct C source is
+compiled in the other as soon as it is known (identical sources of one batch compile
+once). Every kernel gets the same C name, ``KERNEL``: the name is not part of the
+schedule, and a fixed name lets equal schedules produce byte-equal sources that share
+one cache entry.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from tvmlite import te
+from tvmlite.codegen_c import CompileError, CompileTimeoutError, compile_shared
+from tvmlite.runtime.module import generate_c
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.state import ScheduleError
+from tvmlite.target.target import CompilerNotFoundError, Target
+
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+
+__all__ = ["ArgSpec", "BuildResult", "LocalBuilder", "KERNEL"]
+
+KERNEL = "tvmlite_kernel"   # codegen's own names are tvmlite_<short>; this one is free
+_STDERR_LINES = 20
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One kernel argument as the runner's worker needs it (plain data, no te objects)."""
+    name: str
+    shape: tuple
+    dtype: str
+    is_output: bool
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+                "is_output": self.is_output}
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A compiled candidate (``lib_path``, its C declarations and kernel name) or the
+    reason it has none; ``seconds`` is the wall time of lowering plus compiling."""
+    lib_path: str | None
+    decl: str
+    kernel: str
+    source: str
+    args: tuple[ArgSpec, ...]
+    error_no: MeasureErrorNo
+    error_msg: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error_no == MeasureErrorNo.NO_ERROR and self.lib_path is not None
+
+
+def arg_specs(workload: Any) -> tuple[ArgSpec, ...]:
+    """The kernel's arguments in call order: placeholders are inputs, the rest outputs."""
+    return tuple(ArgSpec(t.name, tuple(int(d) for d in t.shape), t.dtype,
+                         not isinstance(t.op, te.PlaceholderOp)) for t in workload.tensors)
+
+
+@dataclass(frozen=True)
+class _Lowered:
+    """A candidate lowered to C, waiting for its compile."""
+    source: str
+    decl: str
+    args: tuple
+    seconds: float
+
+
+class LocalBuilder:
+    """Builds batches of MeasureInputs on this machine, in parallel, with a timeout per
+    candidate covering lowering and compiling."""
+
+    def __init__(self, target: Target | None = None, n_parallel: int | None = None,
+                 timeout: float = 30.0, cache_dir: Any = None):
+        if target is not None and not isinstance(target, Target):
+            raise TypeError(f"LocalBuilder(target=...) must be a tvmlite.target.Target or "
+                            f"None for this machine, got {type(target).__name__}")
+        if n_parallel is not None and (isinstance(n_parallel, bool)
+                                       or not isinstance(n_parallel, int) or n_parallel < 1):
+            raise ValueError(f"LocalBuilder(n_parallel={n_parallel!r}): use a positive int, "
+                             f"or None for one build per core")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"LocalBuilder(timeout={timeout!r}): use a positive number of "
+                             f"seconds")
+        self._target, self._n_parallel = target, n_parallel
+        self.timeout, self.cache_dir = float(timeout), cache_dir
+        self._references: dict[str, BuildResult] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def target(self) -> Target:
+        """The target, detected on first use (CompilerNotFoundError if there is no cc)."""
+        if self._target is None:
+            self._target = Target.host()
+        return self._target
+
+    @property
+    def n_parallel(self) -> int:
+        return self._n_parallel or self.target.cores
+
+    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        """One BuildResult per input, in the same order; never raises for a bad candidate."""
+        inputs = list(inputs)
+        for i, inp in enumerate(inputs):
+            if not isinstance(inp, MeasureInput):
+                raise TypeError(f"LocalBuilder.build(inputs=...): item {i} is a "
+                                f"{type(inp).__name__}, expected a MeasureInput")
+        if not inputs:
+            return []
+        try:
+            target = self.target
+        except CompilerNotFoundError as e:
+            msg = f"no C compiler on this machine, nothing can be built: {e}"
+            return [_failed(inp, MeasureErrorNo.COMPILE_ERROR, msg, 0.0) for inp in inputs]
+        results: list[BuildResult | None] = [None] * len(inputs)
+        compiles: dict[str, Future] = {}
+        waiting: list[tuple[int, _Lowered]] = []
+        with ThreadPoolExecutor(self.n_parallel) as lower_pool, \
+                ThreadPoolExecutor(self.n_parallel) as cc_pool:
+            lowering = {lower_pool.submit(self._lower, inp, target): i
+                        for i, inp in enumerate(inputs)}
+            for fut in as_completed(lowering):
+                i, low = lowering[fut], fut.result()
+                if isinstance(low, BuildResult):
+                    results[i] = low
+                    continue
+                if low.source not in compiles:
+                    compiles[low.source] = cc_pool.submit(
+                        self._compile, low.source, target, self.timeout - low.seconds)
+                waiting.append((i, low))
+            for i, low in waiting:
+                path, error_no, msg, cc_seconds = compiles[low.source].result()
+                results[i] = BuildResult(path, low.decl, KERNEL, low.source, low.args,
+                                         error_no, msg, low.seconds + cc_seconds)
+        return results  # type: ignore[return-value]
+
+    def build_reference(self, workload: Any) -> BuildResult:
+        """The unscheduled build of ``workload`` (no Steps): what candidates are checked
+        against. Cached per ``workload.key`` once it succeeds."""
+        with self._lock:
+            hit = self._references.get(workload.key)
+        if hit is not None:
+            return hit
+        result = self.build([MeasureInput(workload, ())])[0]
+        if result.ok:
+            with self._lock:
+                self._references[workload.key] = result
+        return result
+
+    # -- one candidate ---------------------------------------------------------------
+    def _lower(self, inp: MeasureInput, target: Target) -> _Lowered | BuildResult:
+        """Steps -> C source; a Step that does not apply is INVALID_SCHEDULE."""
+        start = time.perf_counter()
+        wl = inp.workload
+        try:
+            args = arg_specs(wl)
+            s = Schedule.from_steps(wl.outputs, inp.steps)
+            _, source, decl = generate_c(s, wl.tensors, target, name=KERNEL)
+        except ScheduleError as e:
+            return _failed(inp, MeasureErrorNo.INVALID_SCHEDULE, str(e),
+                           time.perf_counter() - start)
+        except Exception as e:  # noqa: BLE001 -- any other lowering bug is one bad candidate
+            return _failed(inp, MeasureErrorNo.UNKNOWN, f"{type(e).__name__}: {e}",
+                           time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        if seconds >= self.timeout:
+            return _failed(inp, MeasureErrorNo.BUILD_TIMEOUT,
+                           f"lowering alone took {seconds:.2f}s, longer than the build "
+                           f"timeout={self.timeout}s", seconds)
+        return _Lowered(source, decl, args, seconds)
+
+    def _compile(self, source: str, target: Target,
+                 timeout: float) -> tuple[str | None, MeasureErrorNo, str, float]:
+        """(library path or None, error, message, seconds) for one distinct source."""
+        start = time.perf_counter()
+        try:
+            path = compile_shared(source, target, timeout=timeout, cache_dir=self.cache_dir)
+            return str(path), MeasureErrorNo.NO_ERROR, "", time.perf_counter() - start
+        except CompileTimeoutError as e:
+            error_no, msg = MeasureErrorNo.BUILD_TIMEOUT, str(e).splitlines()[0]
+        except CompileError as e:
+            lines = e.stderr.rstrip().splitlines()
+            more = f"\n... ({len(lines) - _STDERR_LINES} more lines)" \
+                if len(lines) > _STDERR_LINES else ""
+            error_no = MeasureErrorNo.COMPILE_ERROR
+            msg = f"C compiler failed on {e.source_path}:\n" \
+                  + "\n".join(lines[:_STDERR_LINES]) + more
+        except FileNotFoundError as e:
+            error_no = MeasureErrorNo.COMPILE_ERROR
+            msg = f"the C compiler {target.compiler!r} is missing ({e}): install it or " \
+                  f"pass LocalBuilder(target=Target.host(compiler=...))"
+        except Exception as e:  # noqa: BLE001 -- never let one source stop the batch
+            error_no, msg = MeasureErrorNo.UNKNOWN, f"{type(e).__name__}: {e}"
+        return None, error_no, msg, time.perf_counter() - start
+
+
+def _failed(inp: MeasureInput, error_no: MeasureErrorNo, msg: str,
+            seconds: float) -> BuildResult:
+    try:
+        args = arg_specs(inp.workload)
+    except Exception:  # noqa: BLE001 -- a broken workload still gets its error result
+        args = ()
+    return BuildResult(None, "", KERNEL, "", args, error_no, msg, seconds)

@@ -1,0 +1,344 @@
+"""The isolated runner: time built candidates one at a time in a worker process.
+
+A kernel from a search may crash, hang, or compute the wrong thing. Running it inside the
+tuner would let a segfault kill the search, so ``LocalRunner`` runs every candidate in a
+long-lived child (``python -m tvmlite.search.measure.worker``, see worker.py), speaking JSON lines
+over pipes. The runner reads each reply against a deadline (select, never a blocking
+read), so a hang becomes RUN_TIMEOUT and a dead worker RUNTIME_CRASH naming the signal;
+either way the worker is replaced for the next candidate. Candidates run one by one,
+never concurrently, because concurrent kernels would time each other.
+
+Correctness: each candidate's outputs are compared with the unscheduled build of the same
+workload (``reference``, usually ``LocalBuilder.build_reference``) on seeded inputs. The
+worker keeps reference outputs in memory and as .npy files in a temp dir owned by the
+runner, so a restarted worker does not recompute them. A reference that fails makes every
+candidate of its workload UNKNOWN: without it, nothing can be called correct.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from typing import Any, Callable, Mapping, Sequence
+
+from tvmlite.search.measure.builder import BuildResult
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+
+__all__ = ["LocalRunner"]
+
+_START_TIMEOUT = 60.0        # a worker start on a loaded machine; not a candidate's time
+_STDERR_TAIL = 10            # lines of the worker's stderr quoted when it dies
+_MIN_FLUSH_BYTES = 64 << 20
+
+
+REFERENCE_TIMEOUT_FACTOR = 10    # the reference may run this many candidate timeouts
+REFERENCE_TIMEOUT_MIN = 300.0    # seconds, at least
+SLOW_FRACTION = 4                # a first call longer than timeout / 4 is timed once only
+
+
+def worker_env(environ: Mapping[str, str]) -> dict:
+    """The measuring process's environment: tvmlite importable from where it is; no idle
+    BLAS threads; OpenMP threads bound to cores unless the user chose otherwise, as the
+    benchmarks time kernels (an unbound kernel's threads may share a core, and each
+    measurement then depends on where the scheduler put them)."""
+    import tvmlite
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tvmlite.__file__)))
+    env = dict(environ, OPENBLAS_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [root, environ.get("PYTHONPATH")])))
+    env.setdefault("OMP_PROC_BIND", "true")
+    return env
+
+
+class _WorkerGone(Exception):
+    """The worker stopped answering: ``timed_out`` or dead (message says how)."""
+
+    def __init__(self, msg: str, timed_out: bool):
+        super().__init__(msg)
+        self.timed_out = timed_out
+
+
+class _Worker:
+    """One worker process: send a request, wait for its reply until a deadline."""
+
+    def __init__(self) -> None:
+        env = worker_env(os.environ)
+        self.stderr = tempfile.TemporaryFile(prefix="tvmlite-worker-")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tvmlite.search.measure.worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.stderr, bufsize=0, env=env,
+            start_new_session=True)
+        self._finalizer = weakref.finalize(self, _kill, self.proc, self.stderr)
+        self._buf = b""
+        try:
+            self.pid = int(json.loads(self._read(time.monotonic() + _START_TIMEOUT, 0))["ready"])
+        except (ValueError, KeyError, TypeError) as e:
+            self.close()
+            raise _WorkerGone(f"bad first line from the worker ({e})", timed_out=False) from None
+
+    def request(self, msg: dict, deadline: float) -> dict:
+        mark = self._stderr_size()
+        data = (json.dumps(msg) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self.proc.stdin.fileno(), data):]  # type: ignore[union-attr]
+        except BrokenPipeError:
+            raise _WorkerGone(self._death(mark), timed_out=False) from None
+        return json.loads(self._read(deadline, mark))
+
+    def _read(self, deadline: float, mark: int) -> bytes:
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise _WorkerGone("no reply before the deadline", timed_out=True)
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise _WorkerGone(self._death(mark), timed_out=False)
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line
+
+    def _death(self, mark: int) -> str:
+        """How the worker died, with what it wrote to stderr since ``mark``."""
+        try:
+            rc = self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            rc = None
+        start = max(mark, self._stderr_size() - (1 << 16))
+        tail = os.pread(self.stderr.fileno(), 1 << 16, start).decode(errors="replace")
+        self.close()
+        if rc is not None and rc < 0:
+            how = f"worker killed by {_signal_name(-rc)}"
+        else:
+            how = f"worker exited with code {rc}" if rc is not None else "worker closed its output"
+        tail = "\n".join(tail.rstrip().splitlines()[-_STDERR_TAIL:])
+        return f"{how}; its stderr:\n{tail}" if tail else how
+
+    def _stderr_size(self) -> int:
+        return os.fstat(self.stderr.fileno()).st_size
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _kill(proc: subprocess.Popen, stderr: Any) -> None:
+    """Kill the worker's process group (anything a kernel spawned goes too), reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    for f in (proc.stdin, proc.stdout, stderr):
+        f.close()
+
+
+class LocalRunner:
+    """Measures built candidates in an isolated worker; see the module docstring.
+
+    ``number`` calls make one repeat (``min_repeat_ms`` raises it until a repeat lasts
+    that long); a result has ``repeat`` costs in seconds per call. ``timeout`` bounds
+    each candidate's check and timing. ``flush_cache`` evicts the caches before each
+    repeat; ``n_threads`` sets the kernel's OpenMP threads; ``seed`` picks the inputs.
+    """
+
+    def __init__(self, number: int = 3, repeat: int = 3, min_repeat_ms: float = 0.0,
+                 timeout: float = 10.0, flush_cache: bool = False,
+                 check_correctness: bool = True, n_threads: int | None = None, seed: int = 0):
+        for name, val, low in (("number", number, 1), ("repeat", repeat, 1), ("seed", seed, 0)):
+            if isinstance(val, bool) or not isinstance(val, int) or val < low:
+                raise ValueError(f"LocalRunner({name}={val!r}): use an int >= {low}")
+        if n_threads is not None and (isinstance(n_threads, bool)
+                                      or not isinstance(n_threads, int) or n_threads < 1):
+            raise ValueError(f"LocalRunner(n_threads={n_threads!r}): use a positive int, or "
+                             f"None for OpenMP's default (all cores)")
+        for name, val in (("min_repeat_ms", min_repeat_ms), ("timeout", timeout)):
+            if isinstance(val, bool) or not isinstance(val, (int, float)) or val < 0 \
+                    or (name == "timeout" and val == 0):
+                raise ValueError(f"LocalRunner({name}={val!r}): use a "
+                                 f"{'positive' if name == 'timeout' else 'non-negative'} "
+                                 f"number")
+        self.number, self.repeat, self.min_repeat_ms = number, repeat, float(min_repeat_ms)
+        self.timeout, self.flush_cache = float(timeout), bool(flush_cache)
+        self.check_correctness, self.n_threads, self.seed = bool(check_correctness), n_threads, seed
+        self._worker: _Worker | None = None
+        self._ref_dir: tempfile.TemporaryDirectory | None = None
+        self._checks: dict[str, dict | str] = {}   # workload key -> check request or error
+        self._refs_ready: set[str] = set()
+        self._flush_bytes: int | None = None
+
+    # -- public ----------------------------------------------------------------------
+    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
+            reference: Callable[[Any], BuildResult] | None = None) -> list[MeasureResult]:
+        """One MeasureResult per input, in order. Failed builds keep their error; the
+        rest are checked against ``reference(workload)`` (if check_correctness) and timed."""
+        inputs, builds = list(inputs), list(builds)
+        if len(inputs) != len(builds):
+            raise ValueError(f"LocalRunner.run: got {len(inputs)} inputs but {len(builds)} "
+                             f"builds; pass the list LocalBuilder.build(inputs) returned")
+        if self.check_correctness and reference is None:
+            raise ValueError("LocalRunner.run(reference=...) is needed to check correctness: "
+                             "pass builder.build_reference, or LocalRunner(check_correctness="
+                             "False)")
+        return [self._run_one(inp, b, reference) for inp, b in zip(inputs, builds)]
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The live worker's pid (None before the first candidate or after close)."""
+        return self._worker.pid if self._worker is not None and self._worker.alive() else None
+
+    def close(self) -> None:
+        """Kill the worker and delete the reference cache."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+        if self._ref_dir is not None:
+            self._ref_dir.cleanup()
+            self._ref_dir = None
+        self._checks.clear()
+        self._refs_ready.clear()
+
+    def __enter__(self) -> "LocalRunner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- one candidate -----------------------------------------------------------------
+    def _run_one(self, inp: MeasureInput, build: BuildResult,
+                 reference: Callable[[Any], BuildResult] | None) -> MeasureResult:
+        if not build.ok:
+            return MeasureResult(error_no=build.error_no, error_msg=build.error_msg,
+                                 build_seconds=build.seconds)
+        start = time.monotonic()
+        try:
+            check = self._check(inp.workload, reference) if self.check_correctness else None
+            start = time.monotonic()   # the reference build is not this candidate's time
+            worker = self._live_worker()
+            if check is not None and check["ref"]["path"] not in self._refs_ready:
+                # the unscheduled program is slow on big shapes, and runs once per workload
+                ref_deadline = time.monotonic() + max(REFERENCE_TIMEOUT_FACTOR * self.timeout,
+                                                      REFERENCE_TIMEOUT_MIN)
+                self._compute_reference(inp.workload, check, worker, ref_deadline)
+                worker = self._live_worker()
+                start = time.monotonic()
+            deadline = time.monotonic() + self.timeout
+            reply = self._ask(worker, self._request(build, check), deadline)
+            result = MeasureResult(costs=tuple(reply["costs"]))
+        except _Verdict as v:
+            result = MeasureResult(error_no=v.error_no, error_msg=str(v))
+        return MeasureResult(result.costs, result.error_no, result.error_msg,
+                             build_seconds=build.seconds, run_seconds=time.monotonic() - start)
+
+    def _ask(self, worker: _Worker, msg: dict, deadline: float) -> dict:
+        """The worker's reply, or a _Verdict: RUN_TIMEOUT, RUNTIME_CRASH, or its error."""
+        try:
+            reply = worker.request(msg, deadline)
+        except _WorkerGone as gone:
+            self._worker = None
+            if gone.timed_out:
+                raise _Verdict(MeasureErrorNo.RUN_TIMEOUT,
+                               f"ran longer than timeout={self.timeout}s (check and timing); "
+                               f"the worker was killed") from None
+            raise _Verdict(MeasureErrorNo.RUNTIME_CRASH, str(gone)) from None
+        if "error" in reply:
+            raise _Verdict(MeasureErrorNo.parse(reply["error"]), reply["msg"])
+        return reply
+
+    def _live_worker(self) -> _Worker:
+        if self._worker is None or not self._worker.alive():
+            try:
+                self._worker = _Worker()
+            except (_WorkerGone, OSError) as e:
+                self._worker = None
+                raise _Verdict(MeasureErrorNo.UNKNOWN, f"the measuring worker (python -m "
+                               f"tvmlite.search.measure.worker) did not start: {e}") from None
+        return self._worker
+
+    def _request(self, build: BuildResult, check: dict | None) -> dict:
+        return {"op": "measure", "lib": build.lib_path, "decl": build.decl,
+                "kernel": build.kernel, "args": [a.to_json() for a in build.args],
+                "check": check, "seed": self.seed, "number": self.number,
+                "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
+                "flush_bytes": self._flush() if self.flush_cache else 0,
+                "slow_seconds": self.timeout / SLOW_FRACTION,
+                "n_threads": self.n_threads}
+
+    # -- the reference ---------------------------------------------------------------------
+    def _check(self, workload: Any, reference: Callable[[Any], BuildResult]) -> dict:
+        """The check part of a request for ``workload`` (built once per workload), or a
+        _Verdict UNKNOWN when its reference cannot be built."""
+        key = workload.key
+        if key not in self._checks:
+            self._checks[key] = self._make_check(workload, reference)
+        check = self._checks[key]
+        if isinstance(check, str):
+            raise _Verdict(MeasureErrorNo.UNKNOWN, check)
+        return check
+
+    def _make_check(self, workload: Any, reference: Callable[[Any], BuildResult]) -> dict | str:
+        from tvmlite.testing.check import reduction_length, tolerance
+        ref = reference(workload)
+        if not isinstance(ref, BuildResult) or not ref.ok:
+            why = ref.error_msg if isinstance(ref, BuildResult) else f"got {ref!r}"
+            return (f"the reference (unscheduled) build of workload {workload.key} failed, "
+                    f"so no candidate of it can be checked: {why}")
+        length = reduction_length(workload.tensors)
+        if self._ref_dir is None:
+            self._ref_dir = tempfile.TemporaryDirectory(prefix="tvmlite-ref-")
+        name = hashlib.sha256(json.dumps([workload.key, ref.lib_path, self.seed]).encode())
+        return {"ref": {"path": os.path.join(self._ref_dir.name, name.hexdigest()[:32]),
+                        "lib": ref.lib_path, "decl": ref.decl, "kernel": ref.kernel,
+                        "args": [a.to_json() for a in ref.args], "seed": self.seed},
+                "tol": [tolerance(a.dtype, length) for a in ref.args if a.is_output]}
+
+    def _compute_reference(self, workload: Any, check: dict, worker: _Worker,
+                           deadline: float) -> None:
+        """Have the worker compute (and store) the reference outputs. A failure here is
+        the reference's, so it marks the whole workload UNKNOWN."""
+        try:
+            self._ask(worker, {"op": "reference", "ref": check["ref"]}, deadline)
+        except _Verdict as v:
+            self._checks[workload.key] = (f"the reference (unscheduled) kernel of workload "
+                                          f"{workload.key} failed, so no candidate of it can "
+                                          f"be checked: {v.error_no.name}: {v}")
+            raise _Verdict(MeasureErrorNo.UNKNOWN, self._checks[workload.key]) from None
+        self._refs_ready.add(check["ref"]["path"])
+
+    def _flush(self) -> int:
+        """Bytes written between repeats to evict the caches: 2 x L3, at least 64 MiB."""
+        if self._flush_bytes is None:
+            from tvmlite.target.target import CompilerNotFoundError, Target
+            try:
+                l3 = Target.host().cache_bytes("L3") or 0
+            except CompilerNotFoundError:
+                l3 = 0
+            self._flush_bytes = max(2 * l3, _MIN_FLUSH_BYTES)
+        return self._flush_bytes
+
+
+class _Verdict(Exception):
+    """A candidate's error: its MeasureErrorNo and message."""
+
+    def __init__(self, error_no: MeasureErrorNo, msg: str):
+        super().__init__(msg)
+        self.error_no = error_no

@@ -1,0 +1,239 @@
+"""The measuring process: load a kernel, check it against the reference, time it.
+
+Run as ``python -m tvmlite.search.measure.worker`` by ``runner.LocalRunner``, which speaks JSON
+lines with it: one request on stdin, one reply on stdout. Kernels run here, not in the
+tuner, so a kernel that crashes or hangs takes down only this process (the runner sees
+EOF or its deadline and starts a new one), and so timing never shares a process with
+numpy BLAS calls or the tuner's threads, which slow kernels down (PEERS.md). It imports
+only numpy, cffi and the loader, so a restart after a crash is quick; it never calls BLAS.
+
+Requests (``args`` are ArgSpec JSON dicts, ``ref`` names a reference)::
+
+    {"op": "reference", "ref": {...}}   compute and cache a workload's reference outputs
+    {"op": "measure", "lib", "decl", "kernel", "args", "check": {...} | null,
+     "number", "repeat", "min_repeat_ms", "flush_bytes", "n_threads"}
+
+Replies: ``{"ok": true}``, ``{"costs": [seconds per call, one per repeat], "number": n}``
+or ``{"error": <MeasureErrorNo name>, "msg": "..."}``. The first line the worker writes
+is ``{"ready": <pid>}``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from tvmlite.runtime.arrays import asaligned, full
+from tvmlite.codegen_c.loader import load_library
+
+CPTR = {"float32": "float *", "float64": "double *", "int32": "int32_t *",
+        "int64": "int64_t *"}
+INT_SENTINEL = -123456   # what unwritten integer outputs hold (as in tvmlite.testing)
+MAX_NUMBER = 1 << 24
+_REFS: dict[str, tuple[list, list]] = {}   # ref path prefix -> (inputs, outputs)
+_REFS_KEPT = 4
+_FLUSH: list[np.ndarray] = []
+
+
+MIN_COST = 1e-9  # seconds; records need positive costs
+
+
+def make_inputs(args: list[dict], seed: int) -> list[np.ndarray]:
+    """Seeded inputs, the same arrays as ``tvmlite.testing.random_inputs``: floats
+    uniform in [-1, 1), integers in [-8, 8), 64-byte aligned (not imported from there: it
+    would load the interpreter and the references)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for a in args:
+        if a["is_output"]:
+            continue
+        if a["dtype"].startswith("float"):
+            out.append(asaligned(rng.uniform(-1.0, 1.0, a["shape"]), a["dtype"]))
+        else:
+            out.append(asaligned(rng.integers(-8, 8, a["shape"], dtype=a["dtype"])))
+    return out
+
+
+def blank_outputs(args: list[dict]) -> list[np.ndarray]:
+    """Outputs prefilled with NaN (integers: a sentinel), so unwritten elements fail."""
+    return [full(a["shape"], np.nan if a["dtype"].startswith("float") else INT_SENTINEL,
+                 a["dtype"]) for a in args if a["is_output"]]
+
+
+def call_arrays(args: list[dict], inputs: list, outputs: list) -> list[np.ndarray]:
+    ins, outs = iter(inputs), iter(outputs)
+    return [next(outs) if a["is_output"] else next(ins) for a in args]
+
+
+class Kernel:
+    """A loaded kernel library: the kernel, its C timer and its thread setter."""
+
+    def __init__(self, lib_path: str, decl: str, name: str, args: list[dict]):
+        self.ffi, lib = load_library(lib_path, decl)
+        self.args = args
+        self.run_fn = getattr(lib, name)
+        self.time_fn = getattr(lib, f"{name}_time")
+        self.threads_fn = getattr(lib, f"{name}_set_num_threads")
+
+    def pointers(self, arrays: list[np.ndarray]) -> list:
+        return [self.ffi.cast(CPTR[a["dtype"]], x.ctypes.data) for a, x in zip(self.args, arrays)]
+
+
+class Failure(Exception):
+    """A verdict on the candidate: its MeasureErrorNo name and message."""
+
+    def __init__(self, error: str, msg: str):
+        super().__init__(msg)
+        self.error = error
+
+
+def reference(req: dict) -> tuple[list, list]:
+    """(inputs, expected outputs) of a workload: from memory, else from the .npy files
+    the runner's temp dir keeps across worker restarts, else by running the reference."""
+    prefix = req["path"]
+    if prefix in _REFS:
+        return _REFS[prefix]
+    args = req["args"]
+    inputs = make_inputs(args, req["seed"])
+    n_out = sum(a["is_output"] for a in args)
+    files = [f"{prefix}.{i}.npy" for i in range(n_out)]
+    try:
+        outputs = [np.load(f) for f in files]
+    except (OSError, ValueError):
+        kernel = Kernel(req["lib"], req["decl"], req["kernel"], args)
+        outputs = blank_outputs(args)
+        if kernel.run_fn(*kernel.pointers(call_arrays(args, inputs, outputs))) != 0:
+            raise Failure("UNKNOWN", "the reference kernel could not allocate its buffers")
+        for f, out in zip(files, outputs):
+            tmp = f"{f}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as fh:
+                np.save(fh, out)
+            os.replace(tmp, f)
+    while len(_REFS) >= _REFS_KEPT:
+        del _REFS[next(iter(_REFS))]
+    _REFS[prefix] = (inputs, outputs)
+    return inputs, outputs
+
+
+def mismatch(name: str, got: np.ndarray, want: np.ndarray, rtol: float,
+             atol: float) -> str | None:
+    """None if ``got`` matches ``want``; else how many elements differ and by how much.
+    NaN in ``got`` where ``want`` has a number (an unwritten element) is a mismatch."""
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(g - w)
+        bad = ~(err <= atol + rtol * np.abs(w))
+    bad &= ~(np.isnan(g) & np.isnan(w))
+    bad &= ~((g == w) & np.isinf(w))
+    n_bad = int(bad.sum())
+    if not n_bad:
+        return None
+    n_nan = int((np.isnan(g) & ~np.isnan(w)).sum())
+    finite = err[bad & np.isfinite(err)]
+    worst = f", max abs error {finite.max():.6g}" if finite.size else ""
+    nan = f" ({n_nan} NaN/unwritten)" if n_nan else ""
+    return (f"output {name}: {n_bad} of {bad.size} elements wrong{nan}{worst} "
+            f"(rtol={rtol:g}, atol={atol:g})")
+
+
+def flush_cache(nbytes: int) -> None:
+    """Write through a buffer larger than the last-level cache, so the next repeat starts
+    with the kernel's data evicted."""
+    if not _FLUSH or _FLUSH[0].nbytes < nbytes:
+        _FLUSH[:] = [np.empty(nbytes // 8, np.float64)]
+    _FLUSH[0].fill(time.perf_counter())
+
+
+def measure(req: dict) -> dict:
+    """Check (if asked) and time one candidate; raises Failure with the verdict."""
+    args = req["args"]
+    kernel = Kernel(req["lib"], req["decl"], req["kernel"], args)
+    if req.get("n_threads"):
+        kernel.threads_fn(req["n_threads"])
+    check = req.get("check")
+    if check:
+        inputs, expected = reference(check["ref"])
+        inputs = [x.copy() for x in inputs]   # a kernel scribbling on them cannot poison
+        outputs = blank_outputs(args)
+        t0 = time.perf_counter()
+        status = kernel.run_fn(*kernel.pointers(call_arrays(args, inputs, outputs)))
+        first_call = time.perf_counter() - t0
+        if status != 0:
+            raise Failure("RUNTIME_CRASH", "out of memory: the kernel could not allocate "
+                                           "its buffers")
+        names = [a["name"] for a in args if a["is_output"]]
+        for name, got, want, (rtol, atol) in zip(names, outputs, expected, check["tol"]):
+            msg = mismatch(name, got, want, rtol, atol)
+            if msg:
+                raise Failure("WRONG_ANSWER", msg)
+        if first_call > req.get("slow_seconds", float("inf")):
+            # far too slow to matter: one sample is enough, and saves the tuner seconds
+            return {"costs": [first_call], "number": 1}
+    else:
+        inputs, outputs = make_inputs(args, req.get("seed", 0)), blank_outputs(args)
+    ptrs = kernel.pointers(call_arrays(args, inputs, outputs))
+    number = req["number"]
+    oom = Failure("RUNTIME_CRASH", "out of memory: the kernel could not allocate its buffers")
+    if not check and kernel.run_fn(*ptrs) != 0:   # warm-up (the check run was one)
+        raise oom
+    costs = []
+    if req["min_repeat_ms"] > 0:
+        while number < MAX_NUMBER:
+            t = kernel.time_fn(*ptrs, number)
+            if t < 0:
+                raise oom
+            if t * number * 1e3 >= req["min_repeat_ms"]:
+                if number == req["number"] and not req["flush_bytes"]:
+                    costs.append(max(t, MIN_COST))   # a slow kernel's probe is a sample
+                break
+            wanted = int(req["min_repeat_ms"] / (t * 1e3)) + 1 if t > 0 else 2 * number
+            number = min(max(2 * number, wanted), MAX_NUMBER)
+    while len(costs) < req["repeat"]:
+        if req["flush_bytes"]:
+            flush_cache(req["flush_bytes"])
+        t = kernel.time_fn(*ptrs, number)
+        if t < 0:
+            raise oom
+        costs.append(max(t, MIN_COST))   # a clock tick can read 0 for a tiny kernel
+    return {"costs": costs, "number": number}
+
+
+def handle(req: dict) -> dict:
+    try:
+        if req.get("op") == "reference":
+            reference(req["ref"])
+            return {"ok": True}
+        if req.get("op") == "measure":
+            return measure(req)
+        return {"error": "UNKNOWN", "msg": f"worker: unknown request op {req.get('op')!r}"}
+    except Failure as f:
+        return {"error": f.error, "msg": str(f)}
+    except Exception as e:  # noqa: BLE001 -- a failed request is a verdict, not a dead worker
+        return {"error": "UNKNOWN", "msg": f"{type(e).__name__}: {e}"}
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """If the runner dies while a kernel hangs, stdin EOF is never read: exit anyway."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def main() -> None:
+    # Replies go to a private copy of stdout; fd 1 becomes stderr, so a kernel that
+    # prints cannot corrupt the protocol.
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    reply.write(json.dumps({"ready": os.getpid()}) + "\n")
+    for line in sys.stdin:
+        if line.strip():
+            reply.write(json.dumps(handle(json.loads(line))) + "\n")
+
+
+if __name__ == "__main__":
+    main()

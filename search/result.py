@@ -1,0 +1,36 @@
+"""What a tuning returns, for either search: one ``Trial`` per measurement (for progress
+displays and curves) and a ``TuneResult`` (the best record, counts, time split).
+
+The templated and the template-free search both produce these, and neither imports the
+other, so the shared vocabulary lives here.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measurement as seen by progress displays and curves."""
+    index: int             # 1-based, counting the log's earlier records of this workload
+    elapsed: float         # seconds since the tuning started
+    gflops: float          # this candidate's (0 for an error)
+    best_gflops: float     # best so far
+    error: str             # MeasureErrorNo name
+
+
+@dataclass
+class TuneResult:
+    workload: Any
+    best: Any = None                      # the best Record (None if nothing valid)
+    trials: list = field(default_factory=list)
+    measured: int = 0                     # new measurements in this run
+    search_seconds: float = 0.0           # proposing candidates (sketches, evolution, model)
+    measure_seconds: float = 0.0          # building and running them
+    errors: Counter = field(default_factory=Counter)
+
+    @property
+    def best_gflops(self) -> float:
+        return self.best.gflops if self.best is not None else 0.0

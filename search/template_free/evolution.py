@@ -1,0 +1,200 @@
+"""Evolutionary search over sketch decisions, guided by the cost model (Ansor's §5.2).
+
+A candidate is ``(sketch index, decisions)``; its schedule is ``sketch.realize`` of them.
+A generation scores every member with the cost model, picks parents with probability
+proportional to their score, and mutates a child with probability ``mutation_prob``
+(else copies it). Mutations follow Ansor's mix: tile sizes (a prime factor moves between
+two levels of one split) most of the time, then compute location, auto-unroll step and
+parallel granularity. The best-scored candidates seen in any generation are kept, and
+the ones never measured become the next batch.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tvmlite.schedule.state import ScheduleError
+
+from tvmlite.search.template_free.sketch import MAX_INNERMOST, UNROLL_STEPS, realize
+
+MUTATION_WEIGHTS = {"tile": 0.90, "at": 0.05, "unroll": 0.04, "parallel": 0.01}
+
+
+@dataclass
+class Candidate:
+    """One point of the search: a sketch, its decisions, and (once realized) its Steps."""
+    sketch: int
+    decisions: dict
+    steps: tuple = ()
+    key: str = ""
+    schedule: Any = None
+    features: Any = None
+    score: float = 0.0   # the cost model's latest prediction (changes as it learns)
+
+    def record_decisions(self, sketch_desc: str) -> dict:
+        return {"sketch": self.sketch, "sketch_desc": sketch_desc, "decisions": self.decisions}
+
+
+def _prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def mutate_tile(factors: list[int], extent: int, rng: random.Random) -> list[int] | None:
+    """Move one prime factor between two levels of a split (the outermost level is
+    ``extent / prod(factors)``); None if no legal move was found."""
+    levels = [extent // math.prod(factors)] + list(factors)
+    for _ in range(8):
+        src = rng.randrange(len(levels))
+        if levels[src] == 1:
+            continue
+        p = rng.choice(_prime_factors(levels[src]))
+        dst = rng.randrange(len(levels) - 1)
+        dst = dst + 1 if dst >= src else dst
+        new = list(levels)
+        new[src] //= p
+        new[dst] *= p
+        if new[-1] <= MAX_INNERMOST:
+            return new[1:]
+    return None
+
+
+def mutate(decisions: dict, extents: dict, rng: random.Random) -> dict | None:
+    """A copy of ``decisions`` with one decision changed; None if nothing could change.
+    ``extents`` maps each tile key to the extent of the axis it splits."""
+    kinds: dict[str, list[str]] = {"tile": [], "at": [], "unroll": [], "parallel": []}
+    for k in decisions:
+        kind = k.split(":", 1)[0]
+        if kind in ("tile", "rfactor", "rfvec", "rfser"):
+            kinds["tile"].append(k)
+        elif kind in ("at", "fuse"):
+            kinds["at"].append(k)
+        elif kind in kinds:
+            kinds[kind].append(k)
+    present = [k for k in MUTATION_WEIGHTS if kinds[k]]
+    if not present:
+        return None
+    kind = rng.choices(present, [MUTATION_WEIGHTS[k] for k in present])[0]
+    key = rng.choice(kinds[kind])
+    new = dict(decisions)
+    if key.startswith("tile:") and key in extents:
+        moved = mutate_tile(decisions[key], extents[key], rng)
+        if moved is None:
+            return None
+        new[key] = moved
+    elif key.startswith("unroll:"):
+        new[key] = rng.choice([u for u in UNROLL_STEPS if u != decisions[key]])
+    elif key.startswith("fuse:"):
+        new[key] = 3 - decisions[key]
+    else:
+        del new[key]          # at / parallel / rfactor: realize samples a fresh value
+    return new
+
+
+@dataclass
+class EvolutionarySearch:
+    """Runs the generations for one task. Candidates are realized once per state key
+    (illegal ones cached as None), with their features, so re-scoring after the model
+    learns costs one prediction."""
+    sketches: list
+    workload: Any
+    target: Any
+    score: Callable[[list], None]       # fills .score of a list of realized candidates
+    featurize: Callable[[Any], Any]     # features of a realized schedule; ScheduleError if
+    rng: random.Random                  # lowering rejects it
+    population: int = 2048
+    generations: int = 4
+    mutation_prob: float = 0.85
+    cache: dict = field(default_factory=dict)   # key -> realized Candidate, or None
+
+    def realize(self, cand: Candidate) -> Candidate | None:
+        """Fill steps/key (and reuse a cached realization); None if illegal."""
+        from tvmlite.search.measure.inputs import state_key
+        try:
+            s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
+                              self.rng, self.target)
+        except ScheduleError:
+            return None
+        key = state_key(self.workload.key, s.steps)
+        if key in self.cache:
+            return self.cache[key]
+        try:    # lowering checks what steps cannot (e.g. a compute location's coverage)
+            feats = self.featurize(s)
+        except ScheduleError:
+            self.cache[key] = None
+            return None
+        cand = Candidate(cand.sketch, used, tuple(s.steps), key, s, feats)
+        self.cache[key] = cand
+        return cand
+
+    def sample(self, n: int) -> list[Candidate]:
+        """Up to ``n`` distinct random legal candidates (a bounded number of attempts)."""
+        out: dict[str, Candidate] = {}
+        for _ in range(4 * n + 16):
+            if len(out) >= n:
+                break
+            c = self.realize(Candidate(self.rng.randrange(len(self.sketches)), {}))
+            if c is not None and c.key not in out:
+                out[c.key] = c
+        return list(out.values())
+
+    def _extents(self, cand: Candidate) -> dict:
+        s = cand.schedule
+        out = {}
+        for k in cand.decisions:
+            if k.startswith("tile:"):
+                stage, axis = k[5:].split(".", 1)
+                for st in s.state.stages:
+                    if st.name == stage:
+                        out[k] = next(it.extent for it in st.roots if it.name == axis)
+        return out
+
+    def evolve(self, seeds: list[Candidate], measured: set, n_out: int) -> list[Candidate]:
+        """The ``n_out`` best-scored unmeasured candidates found by evolving ``seeds``."""
+        pop = [c for c in seeds if c is not None]
+        best: list = []       # heap of (score, tiebreak, key) over unmeasured candidates
+        seen: set = set()
+        counter = 0
+        for gen in range(self.generations + 1):
+            self.score(pop)
+            for c in pop:
+                if c.key not in measured and c.key not in seen:
+                    seen.add(c.key)
+                    counter += 1
+                    item = (c.score, -counter, c.key)
+                    if len(best) < n_out:
+                        heapq.heappush(best, item)
+                    elif item > best[0]:
+                        heapq.heapreplace(best, item)
+            if gen == self.generations or not pop:
+                break
+            pop = self._next_generation(pop)
+        ranked = sorted(best, reverse=True)
+        return [self.cache[k] for _, _, k in ranked]
+
+    def _next_generation(self, pop: list[Candidate]) -> list[Candidate]:
+        scores = [max(c.score, 0.0) for c in pop]
+        low = min(scores)
+        weights = [s - low + 1e-9 for s in scores]
+        children: dict[str, Candidate] = {}
+        for _ in range(2 * self.population):
+            if len(children) >= self.population:
+                break
+            parent = self.rng.choices(pop, weights)[0]
+            child = parent
+            if self.rng.random() < self.mutation_prob:
+                new = mutate(parent.decisions, self._extents(parent), self.rng)
+                if new is not None:
+                    child = self.realize(Candidate(parent.sketch, new)) or parent
+            children.setdefault(child.key, child)
+        return list(children.values())

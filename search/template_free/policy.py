@@ -1,0 +1,152 @@
+"""The template-free search policy of one task: which candidates to measure next.
+
+Each round (Ansor's ``SketchPolicy``): sample a random population from the sketches, add
+the best measured candidates as seeds, evolve it under the cost model, and return the
+best-predicted candidates never measured, with an eps-greedy share of purely random
+ones so the model also sees programs it would not pick. After measuring, the model is
+retrained on every measured program of the task (throughput, 0 for failures).
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Sequence
+
+import numpy as np
+
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.state import ScheduleError
+
+from tvmlite.search.template_free.evolution import Candidate, EvolutionarySearch
+from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.template_free.sketch import generate_sketches
+
+
+INIT_MIN = 64          # random samples seeding each round's evolution, at least ...
+INIT_FRACTION = 4      # ... or a quarter of the population (generations fill it by mutation)
+
+
+class SketchPolicy:
+    """Proposes batches for one workload and learns from their measurements."""
+
+    def __init__(self, workload: Any, target: Any, model: Any, options: Any,
+                 seed: int = 0, rules: Sequence[Any] | None = None):
+        from tvmlite.search.template_free.sketch import RULES
+        self.workload, self.target, self.model, self.options = workload, target, model, options
+        self.rng = random.Random(seed)
+        self.sketches = generate_sketches(workload, rules if rules is not None else RULES)
+        if not self.sketches:
+            raise ValueError(f"no sketch for workload {workload.name}: every rule declined")
+        self.search = EvolutionarySearch(
+            self.sketches, workload, target, self._score, self._featurize, self.rng,
+            options.population, options.generations, options.mutation_prob)
+        self.measured: dict[str, float] = {}      # state key -> throughput (0 = failed)
+        self.best_seeds: list[Candidate] = []
+
+    # -- model ---------------------------------------------------------------------------
+    def _featurize(self, s: Schedule) -> np.ndarray:
+        from tvmlite.search.model.features import schedule_features
+        return schedule_features(s, list(self.workload.tensors), self.target)
+
+    def _score(self, cands: list) -> None:
+        if cands:
+            for c, p in zip(cands, self.model.predict([c.features for c in cands])):
+                c.score = float(p)
+
+    # -- rounds --------------------------------------------------------------------------
+    def next_batch(self, n: int) -> list[MeasureInput]:
+        """Up to ``n`` candidates never measured (fewer when the space is exhausted)."""
+        opts = self.options
+        measured = set(self.measured)
+        keep = {c.key for c in self.best_seeds}   # bound memory: realized schedules are big
+        self.search.cache = {k: c for k, c in self.search.cache.items() if c is None or k in keep}
+        if not getattr(self.model, "trained", True):
+            # as Ansor: a model that has not learnt anything yet cannot guide evolution,
+            # so the first rounds measure random samples (and cost little to propose)
+            fresh = self.search.sample(2 * n)
+            picks = []
+        else:
+            fresh = self.search.sample(max(INIT_MIN, opts.population // INIT_FRACTION))
+            n_random = min(n, max(int(round(n * opts.eps_greedy)), 0))
+            picks = self.search.evolve(fresh + self.best_seeds, measured, n - n_random)
+        chosen = {c.key: c for c in picks}
+        pool = [c for c in fresh if c.key not in measured and c.key not in chosen]
+        self.rng.shuffle(pool)
+        for c in pool:
+            if len(chosen) >= n:
+                break
+            chosen[c.key] = c
+        return [self._input(c) for c in list(chosen.values())[:n]]
+
+    def _input(self, cand: Candidate) -> MeasureInput:
+        desc = str(self.sketches[cand.sketch])
+        return MeasureInput(self.workload, cand.steps, cand.record_decisions(desc))
+
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[Any]) -> None:
+        """Learn from measured candidates (this round's or a log's): the model keeps
+        every program it was given, so it gets only the new ones."""
+        flops = self.workload.flops
+        xs, ys = [], []
+        for inp, res in zip(inputs, results):
+            if inp.key in self.measured:
+                continue
+            thr = flops / res.mean_cost / 1e9 if res.ok else 0.0   # GFLOP/s
+            self.measured[inp.key] = thr
+            cand = self.search.cache.get(inp.key) or self._from_steps(inp)
+            if cand is None:
+                continue
+            xs.append(cand.features)
+            ys.append(thr)
+            if thr > 0 and cand.sketch >= 0:
+                self._keep_best(cand, thr)
+        if xs:
+            self.model.update(xs, ys, [self.workload.key] * len(ys))
+
+    def _keep_best(self, cand: Candidate, thr: float) -> None:
+        cand.score = thr
+        self.best_seeds.append(cand)
+        self.best_seeds.sort(key=lambda c: -self.measured.get(c.key, 0.0))
+        del self.best_seeds[self.options.seeds_from_best:]
+
+    def _from_steps(self, inp: MeasureInput) -> Candidate | None:
+        """A candidate for a logged record: its decisions when they match a sketch of this
+        version (so it can seed evolution), else just its Steps (for the model)."""
+        d = inp.decisions if isinstance(inp.decisions, dict) else {}
+        desc, decisions = d.get("sketch_desc"), d.get("decisions")
+        for i, sk in enumerate(self.sketches):
+            if str(sk) == desc and isinstance(decisions, dict):
+                cand = self.search.realize(Candidate(i, dict(decisions)))
+                if cand is not None and cand.key == inp.key:
+                    return cand
+        try:
+            s = Schedule.from_steps(self.workload.outputs, inp.steps)
+            return Candidate(-1, {}, tuple(inp.steps), inp.key, s, self._featurize(s))
+        except ScheduleError:
+            return None
+
+    @property
+    def best_throughput(self) -> float:
+        return max(self.measured.values(), default=0.0)
+
+
+
+def pretrain_from_logs(model: Any, logs: Sequence[Any], target: Any) -> int:
+    """Teach ``model`` from existing logs (any workloads: transfer learning), before a
+    search starts; returns the number of programs it learnt from. Records whose Steps no
+    longer apply are skipped; throughputs are normalized per workload by the model."""
+    from tvmlite.search.model.features import schedule_features
+    from tvmlite.search.records.record import load_records, target_matches
+    xs, ys, groups = [], [], []
+    for log in logs:
+        for rec in load_records(log):
+            if not target_matches(rec.target, target):
+                continue
+            try:
+                s = Schedule.from_steps(rec.workload.outputs, rec.steps)
+                xs.append(schedule_features(s, list(rec.workload.tensors), target))
+            except ScheduleError:
+                continue
+            ys.append(rec.gflops)
+            groups.append(rec.workload.key)
+    if xs:
+        model.pretrain(xs, ys, groups)
+    return len(xs)

@@ -1,0 +1,484 @@
+"""Sketches: the high-level structure of a schedule, with every number left open.
+
+As in Ansor, sketch rules walk the stages from the output back to the inputs and, for each
+stage, every rule whose condition holds proposes one or more ways to continue (a rule may
+end the walk's branching for that stage, as always-inline does). A sketch is the sequence
+of structural *actions* taken: inline a stage, add a cache-write stage, rfactor, tile a
+stage "SSRSRS", fuse a tiled stage into its consumer's tile.
+
+``realize(sketch, decisions, rng)`` turns a sketch into a real Schedule. Every open number
+-- tile sizes, where a stage is computed, how many outer loops run in parallel, the
+auto-unroll step -- is read from ``decisions`` (a plain dict, stored in tuning records);
+a missing or no-longer-valid decision is sampled with ``rng`` and written back. So random
+sampling is ``realize(sketch, {}, rng)`` and a mutation is "change one decision, realize
+again": the search never edits Steps directly, and every candidate it builds is a Step
+list that the core checked.
+
+Decision keys: ``tile:<stage>.<axis>`` (inner factors, outermost first), ``fuse:<stage>``
+(tile level 1 or 2 where it joins its consumer), ``rfactor:<stage>``, ``rfvec:<stage>``
+and ``rfser:<stage>`` (factor, vector split and vector chunks per thread inside the
+reduction of an rfactor), ``at:<stage>`` (index into the stage's candidate compute
+locations; 0 = root, then inline where allowed), ``parallel:<stage>`` (outer loops fused
+into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step).
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.state import ScheduleError, State
+
+from tvmlite.search.template_free import dag
+
+UNROLL_STEPS = (0, 16, 64, 512)
+MAX_INNERMOST = 64         # largest innermost tile (Ansor's max_innermost_split_factor)
+SERIAL_PROB = 0.1          # share of sampled stages left serial (no parallel loop)
+WHOLE_VECTOR_PROB = 0.8    # share of sampled vectorized tiles that are whole vectors
+BLOCK_TRIES = 16           # redraws of fresh tiles whose register block overflows
+SPATIAL_LEVELS = 4         # "SSRSRS": four spatial levels ...
+REDUCE_LEVELS = 2          # ... and two reduce levels
+
+
+# -- actions ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Inline:
+    stage: str
+
+
+@dataclass(frozen=True)
+class CacheWrite:
+    stage: str
+
+
+@dataclass(frozen=True)
+class CacheRead:
+    """A tile-local copy of ``tensor`` for ``stage`` (its place is a compute location)."""
+    stage: str
+    tensor: str
+
+
+@dataclass(frozen=True)
+class Rfactor:
+    stage: str
+
+
+@dataclass(frozen=True)
+class Tile:
+    """Multi-level tiling "SSRSRS" of a stage's spatial and reduce axes."""
+    stage: str
+
+
+@dataclass(frozen=True)
+class FuseInto:
+    """Tile ``consumer`` like ``stage``'s outer levels and compute ``stage`` in that tile."""
+    stage: str
+    consumer: str
+
+
+@dataclass(frozen=True)
+class Sketch:
+    actions: tuple
+    description: str
+
+    def __str__(self) -> str:
+        return self.description
+
+
+# -- rules ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Rule:
+    """A sketch rule: ``condition(state, stage)`` says whether it applies; ``apply``
+    returns the action lists it proposes; ``exclusive`` rules stop other rules on the
+    stage (always-inline leaves nothing else to decide)."""
+    name: str
+    condition: Callable[[State, str], bool]
+    apply: Callable[[State, str], list]
+    exclusive: bool = False
+
+
+def _tile_with_fusion(state: State, name: str) -> list:
+    return [[Tile(name), FuseInto(name, dag.fusible_consumer(state, name))]]
+
+
+RULES: tuple = (
+    Rule("always-inline", dag.strictly_inlinable, lambda s, n: [[Inline(n)]], exclusive=True),
+    Rule("multi-level-tiling-with-fusion",
+         lambda s, n: dag.has_data_reuse(s, n) and dag.fusible_consumer(s, n) is not None,
+         _tile_with_fusion, exclusive=True),
+    Rule("add-cache-read", lambda s, n: bool(dag.packable_inputs(s, n)),
+         lambda s, n: [[CacheRead(n, t)] for t in dag.packable_inputs(s, n)]),
+    Rule("add-cache-write",
+         lambda s, n: dag.has_data_reuse(s, n) and dag.fusible_consumer(s, n) is None
+         and s.stage(n).scope != "local",
+         lambda s, n: [[CacheWrite(n)]]),
+    Rule("multi-level-tiling", lambda s, n: dag.has_data_reuse(s, n),
+         lambda s, n: [[Tile(n)]], exclusive=True),
+    Rule("add-rfactor", dag.needs_rfactor, lambda s, n: [[Rfactor(n)]]),
+)
+
+
+def _structural(s: Schedule, action: Any) -> None:
+    """Apply what changes the stage set, with placeholder numbers (names are all the
+    sketch walk needs)."""
+    if isinstance(action, Inline):
+        s[action.stage].compute_inline()
+    elif isinstance(action, CacheWrite):
+        s.cache_write(s.tensor(action.stage), "local")
+    elif isinstance(action, CacheRead):
+        s.cache_read(s.tensor(action.tensor), "local", [s.tensor(action.stage)])
+    elif isinstance(action, Rfactor):
+        _apply_rfactor(s, action.stage, {}, random.Random(0))
+
+
+def generate_sketches(workload: Any, rules: Sequence[Rule] = RULES,
+                      max_sketches: int = 16) -> list[Sketch]:
+    """Every sketch the rules produce for ``workload`` (at most ``max_sketches``).
+
+    A rule that adds a stage (cache write, rfactor) leaves the walk on the same position,
+    so the new stage is considered next, as in Ansor. A stage no rule claims is skipped:
+    the annotation step still parallelizes, vectorizes and unrolls it.
+    """
+    done: list[Sketch] = []
+    base = workload.schedule()
+    stack = [(base, (), (), len(base.state.stages) - 1)]
+    while stack and len(done) < max_sketches:
+        s, actions, used, pos = stack.pop()
+        if pos < 0:
+            done.append(Sketch(actions, "; ".join(used) or "skip"))
+            continue
+        name = s.state.stages[pos].name
+        if s.state.stage(name).attach is not None or any(
+                isinstance(a, (Tile, FuseInto)) and a.stage == name for a in actions):
+            stack.append((s, actions, used, pos - 1))
+            continue
+        branches = []
+        for rule in rules:
+            if not rule.condition(s.state, name):
+                continue
+            for proposal in rule.apply(s.state, name):
+                s2 = s.copy()
+                for a in proposal:
+                    _structural(s2, a)
+                grew = len(s2.state.stages) - len(s.state.stages)
+                nxt = pos + grew if grew else pos - 1
+                branches.append((s2, actions + tuple(proposal), used + (f"{rule.name}({name})",),
+                                 nxt))
+            if rule.exclusive:
+                break
+        else:
+            branches.append((s, actions, used, pos - 1))   # skip
+        stack.extend(reversed(branches))
+    return done
+
+
+# -- realization -------------------------------------------------------------------------
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def sample_factors(extent: int, parts: int, rng: random.Random,
+                   max_innermost: int = MAX_INNERMOST, multiple_of: int = 1) -> list[int]:
+    """A random factorization ``extent = outer * f1 * ... * f_{parts-1}``; returns the
+    inner factors (outermost first), the innermost at most ``max_innermost`` and, when
+    the extent allows it, a multiple of ``multiple_of``."""
+    rest, inner = extent, []
+    for level in range(parts - 1):
+        options = _divisors(rest)
+        if level == 0:
+            options = [d for d in options if d <= max_innermost] or [1]
+            options = [d for d in options if d % multiple_of == 0] or options
+        f = rng.choice(options)
+        inner.append(f)
+        rest //= f
+    return inner[::-1]
+
+
+def _valid_factors(value: Any, extent: int, parts: int) -> bool:
+    return (isinstance(value, list) and len(value) == parts - 1
+            and all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in value)
+            and extent % math.prod(value) == 0 and value[-1] <= MAX_INNERMOST)
+
+
+def _int_in(v: Any, lo: int, hi: int) -> bool:
+    """Is ``v`` an int (not a bool) in [lo, hi]? Decisions come from logs a user may edit."""
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _decide(decisions: dict, key: str, valid: Callable[[Any], bool],
+            sample: Callable[[], Any]) -> Any:
+    value = decisions.get(key)
+    if not valid(value):
+        value = sample()
+        decisions[key] = value
+    return value
+
+
+def _split_levels(s: Schedule, stage: str, axis: str, factors: list[int]) -> list[str]:
+    """Split ``axis`` into len(factors)+1 loops with the given inner factors."""
+    loops, rest = [], axis
+    for i in range(len(factors)):
+        outer, rest = s[stage].split(rest, factor=math.prod(factors[i:]))
+        loops.append(outer.name)
+    return loops + [rest.name]
+
+
+def register_block(st: Any, decisions: dict, lanes: int) -> int:
+    """Vector registers the innermost spatial tiles of a tiled stage keep live: the product
+    of the innermost tile of every spatial axis, the vectorized (last) one counted in
+    vectors of ``lanes``."""
+    spatial = [it for it in st.roots if it.kind == "spatial" and it.extent > 1]
+    block = 1
+    for i, it in enumerate(spatial):
+        f = decisions.get(f"tile:{st.name}.{it.name}")
+        inner = f[-1] if f else 1
+        block *= -(-inner // lanes) if i == len(spatial) - 1 else inner
+    return block
+
+
+def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
+                lanes: int, registers: int) -> dict:
+    """SSRSRS tiling; returns {axis: [loop names per level]} for a fused consumer.
+
+    Two priors shape the tiles sampled fresh (mutations still reach any size):
+    - The innermost tile of the last spatial axis becomes the vectorized loop. Sampled
+      uniformly, its size is mostly not a multiple of the vector width (or 1: no vector
+      at all); in the random rounds of 12 suite cases such programs ran at a median 5-15%
+      of the round's best against 20-55% for whole-vector tiles, which held the best
+      program in 9 cases of 12. So it is whole vectors ``WHOLE_VECTOR_PROB`` of the time
+      (as a BLAS picks its micro-kernel width).
+    - The innermost tiles of all spatial axes are the register block. In the 200-trial
+      logs of 17 suite cases, no program whose block exceeds the register file ran at more
+      than 0.49x of its case's best, and such programs were 5-30% of the trials (28% for a
+      3-D conv). So the tiles are redrawn (up to ``BLOCK_TRIES`` times) until the block
+      fits in ``registers`` vectors."""
+    st = s.state.stage(stage)
+    vector_axis = next((it.name for it in reversed(st.roots)
+                        if it.kind == "spatial" and it.extent > 1), None)
+    parts = {it.name: SPATIAL_LEVELS if it.kind == "spatial" else REDUCE_LEVELS
+             for it in st.roots}
+    fresh = [it for it in st.roots if it.extent > 1 and not _valid_factors(
+        decisions.get(f"tile:{stage}.{it.name}"), it.extent, parts[it.name])]
+
+    def draw(axes: list) -> None:
+        for it in axes:
+            whole = it.name == vector_axis and rng.random() < WHOLE_VECTOR_PROB
+            decisions[f"tile:{stage}.{it.name}"] = sample_factors(
+                it.extent, parts[it.name], rng, multiple_of=lanes if whole else 1)
+
+    draw([it for it in fresh if it.kind != "spatial"])
+    for _ in range(BLOCK_TRIES):
+        draw([it for it in fresh if it.kind == "spatial"])
+        if register_block(st, decisions, lanes) <= registers:
+            break
+    levels: list[list[str]] = [[] for _ in range(SPATIAL_LEVELS + REDUCE_LEVELS)]
+    spatial_slots, reduce_slots = (0, 1, 3, 5), (2, 4)
+    per_axis = {}
+    for it in st.roots:
+        slots = spatial_slots if it.kind == "spatial" else reduce_slots
+        if it.extent == 1:
+            levels[slots[0]].append(it.name)
+            continue
+        names = _split_levels(s, stage, it.name, decisions[f"tile:{stage}.{it.name}"])
+        per_axis[it.name] = names
+        for slot, n in zip(slots, names):
+            levels[slot].append(n)
+    s[stage].reorder(*[n for level in levels for n in level])
+    return per_axis
+
+
+def _apply_fuse(s: Schedule, stage: str, consumer: str, decisions: dict,
+                rng: random.Random) -> None:
+    producer = s.state.stage(stage)
+    cons = s.state.stage(consumer)
+    level = _decide(decisions, f"fuse:{stage}", lambda v: v in (1, 2), lambda: rng.choice((1, 2)))
+    outer: list[list[str]] = [[] for _ in range(level)]
+    inner: list[str] = []
+    spatial = [it for it in producer.roots if it.kind == "spatial"]
+    for p_it, c_it in zip(spatial, cons.roots):
+        f = decisions.get(f"tile:{stage}.{p_it.name}")
+        if f is None:                      # extent 1: nothing to tile
+            outer[0].append(c_it.name)
+            continue
+        names = _split_levels(s, consumer, c_it.name, _consumer_factors(f, level))
+        for lv in range(level):
+            outer[lv].append(names[lv])
+        inner.append(names[level])
+    order = [n for lv in outer for n in lv] + inner
+    s[consumer].reorder(*order)
+    s[stage].compute_at(s[consumer], outer[-1][-1])
+
+
+def _consumer_factors(f: list[int], level: int) -> list[int]:
+    """Inner factors that cut a consumer axis like the producer's first ``level`` levels:
+    [S1, S2*S3] for level 2, [S1*S2*S3] for level 1."""
+    if level == 2:
+        return [f[0], f[1] * f[2]]
+    return [math.prod(f)]
+
+
+def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random) -> None:
+    """Split the innermost reduce axis, rfactor its inner part into a spatial axis of the
+    new ``<stage>_rf`` stage, and cut that axis into (parallel outer, serial chunks inside
+    the reduction loops, vector inner)."""
+    st = s.state.stage(stage)
+    red = [it for it in st.roots if it.kind == "reduce"][-1]
+    factor = _decide(decisions, f"rfactor:{stage}",
+                     lambda v: _int_in(v, 1, red.extent),
+                     lambda: rng.choice([d for d in _divisors(red.extent) if d <= 4096]))
+    ko, ki = s[stage].split(red.name, factor=factor)
+    rf = s.rfactor(s.tensor(stage), ki, 0)
+    rf_stage = s.state.stage(rf.name)
+    spatial = rf_stage.roots[0]
+    vec = _decide(decisions, f"rfvec:{stage}",
+                  lambda v: _int_in(v, 1, MAX_INNERMOST) and factor % v == 0,
+                  lambda: rng.choice([d for d in _divisors(factor) if d <= MAX_INNERMOST]))
+    outer, inner = s[rf.name].split(spatial.name, factor=vec)
+    chunks = factor // vec
+    serial = _decide(decisions, f"rfser:{stage}",
+                     lambda v: _int_in(v, 1, chunks) and chunks % v == 0,
+                     lambda: rng.choice(_divisors(chunks)))
+    reduces = [it.name for it in rf_stage.roots if it.kind == "reduce"]
+    others = [it.name for it in rf_stage.roots[1:] if it.kind == "spatial"]
+    # ``serial`` vector chunks inside the reduction: each thread then walks ``serial *
+    # vec`` contiguous elements per step of the reduction instead of ``vec`` (a 2-D
+    # reduction read in 256-byte pieces a page apart defeats the prefetchers)
+    chunk = list(s[rf.name].split(outer, factor=serial)) if serial > 1 else [outer]
+    s[rf.name].reorder(chunk[0], *others, *reduces, *chunk[1:], inner)
+
+
+def _location_candidates(state: State, stage: str) -> list:
+    """Where a stage no rule placed may be computed: 0 = root, then ``"inline"`` if the
+    stage can be inlined, then inside a loop of a consumer, or of any stage that consumer
+    is computed in (up to its attach loop), outermost first."""
+    out: list = [None] + (["inline"] if dag.inlinable(state, stage) else [])
+    for c in dag.consumers(state, stage):
+        chain = []
+        cs = state.stage(c)
+        leaves = cs.leaves[:-1] if len(cs.leaves) > 1 else cs.leaves
+        chain.append([(c, it.name) for it in leaves])
+        while isinstance(cs.attach, tuple):
+            host, loop = cs.attach
+            cs = state.stage(host)
+            upto = [it.name for it in cs.leaves]
+            chain.append([(host, n) for n in upto[:upto.index(loop) + 1]])
+        for level in reversed(chain):
+            out.extend(x for x in level if x not in out)
+    return out
+
+
+def _sample_location(cands: list, rng: random.Random) -> int:
+    """An index into ``cands``. A stage that may be inlined (padding) goes to the root or
+    inline a third of the time each, else to a loop: drawn uniformly, most of a conv's
+    dozens of loops sit inside the reduction, where a padded copy is made again for every
+    step of it, and the random rounds would measure mostly those."""
+    if len(cands) > 1 and cands[1] == "inline":
+        u = rng.random()
+        if u < 2 / 3 or len(cands) == 2:
+            return 0 if u < 1 / 3 else 1
+        return rng.randrange(2, len(cands))
+    return rng.randrange(len(cands))
+
+
+def _annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
+              placed: set) -> None:
+    """Compute locations, then parallel, vectorize and auto-unroll for every stage."""
+    for st in reversed(s.state.stages):
+        if st.name in placed or st.attach is not None or st.name in s.state.outputs:
+            continue
+        cands = _location_candidates(s.state, st.name)
+        idx = _decide(decisions, f"at:{st.name}",
+                      lambda v, n=len(cands): _int_in(v, 0, n - 1),
+                      lambda c=cands: _sample_location(c, rng))
+        if cands[idx] == "inline":
+            s[st.name].compute_inline()
+        elif idx:
+            c, loop = cands[idx]
+            s[st.name].compute_at(s[c], loop)
+    for st in s.state.stages:
+        if st.attach == "inline":
+            continue
+        st = s.state.stage(st.name)
+        if st.attach is None:
+            _parallelize(s, st.name, decisions, rng, target)
+        st = s.state.stage(st.name)
+        last = st.leaves[-1]
+        if last.kind == "spatial" and last.extent > 1 and last.annotation == "none":
+            s[st.name].vectorize(last.name)
+        step = _decide(decisions, f"unroll:{st.name}", lambda v: v in UNROLL_STEPS,
+                       lambda: rng.choice(UNROLL_STEPS))
+        st = s.state.stage(st.name)
+        if step and st.leaves[0].annotation in ("none", "parallel"):
+            s[st.name].pragma(st.leaves[0].name, "auto_unroll_max_step", step)
+
+
+def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
+                 target: Any) -> None:
+    """Fuse the outermost spatial loops (up to the first reduce or vectorized loop, never
+    the innermost) and run the fused loop in parallel."""
+    st = s.state.stage(stage)
+    outer = []
+    for it in st.leaves[:-1]:
+        if it.kind != "spatial" or it.annotation != "none":
+            break
+        outer.append(it)
+    if not outer or math.prod(it.extent for it in outer) < 2:
+        return
+
+    def sample() -> int:
+        # the fewest loops giving every core work, or one more, as Ansor's InitParallel;
+        # now and then none at all, which wins for kernels shorter than a thread wake-up
+        if rng.random() < SERIAL_PROB:
+            return 0
+        need = next((k for k in range(1, len(outer) + 1)
+                     if math.prod(it.extent for it in outer[:k]) >= 4 * target.cores), len(outer))
+        return rng.choice(sorted({need, min(need + 1, len(outer))}))
+
+    k = _decide(decisions, f"parallel:{stage}",
+                lambda v: _int_in(v, 0, len(outer)),
+                sample)
+    if k == 0:
+        return
+    loops = [it.name for it in outer[:k]]
+    fused = s[stage].fuse(*loops) if len(loops) > 1 else s[stage].leaf_iter_vars[0]
+    s[stage].parallel(fused)
+
+
+def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.Random,
+            target: Any) -> tuple[Schedule, dict]:
+    """(schedule, the complete decisions used); ScheduleError if the combination is
+    illegal (the caller samples another)."""
+    decisions = dict(decisions or {})
+    s = workload.schedule()
+    placed: set = set()
+    for a in sketch.actions:
+        if isinstance(a, Tile):
+            _apply_tile(s, a.stage, decisions, rng,
+                        target.vector_lanes(s.state.stage(a.stage).op.dtype),
+                        target.vector_registers)
+            placed.add(a.stage)
+        elif isinstance(a, FuseInto):
+            _apply_fuse(s, a.stage, a.consumer, decisions, rng)
+        elif isinstance(a, Rfactor):
+            _apply_rfactor(s, a.stage, decisions, rng)
+            placed.add(a.stage)
+        else:
+            _structural(s, a)
+    _annotate(s, decisions, rng, target, placed)
+    used = {k: v for k, v in decisions.items() if _used(k, s)}
+    return s, used
+
+
+def _used(key: str, s: Schedule) -> bool:
+    stage = key.split(":", 1)[1].split(".", 1)[0]
+    return any(st.name == stage for st in s.state.stages) or key.startswith("rf")
+
+
+__all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
+           "UNROLL_STEPS", "register_block", "Inline", "CacheRead", "CacheWrite", "Rfactor",
+           "Tile", "FuseInto", "ScheduleError"]

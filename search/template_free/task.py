@@ -1,0 +1,189 @@
+"""``SearchTask``: tune one workload with the template-free search, and use the result.
+
+```python
+task = search.SearchTask(func=tvmlite.ops.matmul, args=(512, 512, 512, "float32"))
+task.tune(trials=200, log_file="matmul.jsonl")
+s, args = task.apply_best("matmul.jsonl")
+```
+
+``trials`` is the budget of measurements of this workload *in the log*: records already
+there (an interrupted run, an earlier call) count, so running the same call again after
+a crash or Ctrl-C finishes the budget without measuring anything twice.
+"""
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any, Callable, Sequence
+
+from tvmlite.schedule.schedule import Schedule
+
+from tvmlite.search.options import TuningOptions
+from tvmlite.search.result import Trial, TuneResult
+from tvmlite.search.records.workload import Workload
+
+TUNER = "template-free"
+
+
+def make_workload(func: Any = None, args: Sequence[Any] = (), kwargs: dict | None = None,
+                  workload: Any = None, name: str | None = None) -> Workload:
+    """A Workload from an operator of the library, a user function returning tensors
+    (inputs first, output last), an op name, or a ready Workload."""
+    from tvmlite.ops import OPS
+    if workload is not None:
+        if not isinstance(workload, Workload):
+            raise TypeError(f"workload must be a search.Workload, got {type(workload).__name__}")
+        return workload
+    kwargs = dict(kwargs or {})
+    if isinstance(func, str):
+        return Workload.from_op(func, *args, **kwargs)
+    if not callable(func):
+        raise TypeError("SearchTask needs func= (an operator such as tvmlite.ops.matmul, or a "
+                        "function returning [inputs..., output]) or workload=")
+    for op_name, fn in OPS.items():
+        if fn is func:
+            return Workload.from_op(op_name, *args, **kwargs)
+    tensors = func(*args, **kwargs)
+    try:
+        bound = inspect.signature(func).bind(*args, **kwargs)
+        bound.apply_defaults()
+        named = {k: v for k, v in bound.arguments.items()
+                 if isinstance(v, (int, float, str, bool)) or v is None}
+    except (TypeError, ValueError):
+        named = {}
+    return Workload.from_tensors(tensors, name=name or func.__name__, args=named)
+
+
+class SearchTask:
+    """A workload on a target, tuned by sketches + evolutionary search + cost model."""
+
+    def __init__(self, func: Any = None, args: Sequence[Any] = (), target: Any = None,
+                 workload: Any = None, kwargs: dict | None = None, name: str | None = None,
+                 rules: Sequence[Any] | None = None):
+        from tvmlite.target.target import Target
+        if not isinstance(args, (tuple, list)):
+            raise TypeError(f"SearchTask(args=...) must be a tuple of the operator's "
+                            f"arguments, got {type(args).__name__}")
+        self.workload = make_workload(func, args, kwargs, workload, name)
+        self.target = target or Target.host()
+        self.rules = rules
+
+    @classmethod
+    def from_tensors(cls, tensors: Sequence[Any], name: str = "custom",
+                     target: Any = None) -> "SearchTask":
+        return cls(workload=Workload.from_tensors(tensors, name=name), target=target)
+
+    def __repr__(self) -> str:
+        return f"SearchTask({self.workload.name}, key={self.workload.key[:8]})"
+
+    def policy(self, options: TuningOptions, model: Any = None) -> Any:
+        from tvmlite.search.model.cost_model import XGBModel
+        from tvmlite.search.template_free.policy import SketchPolicy
+        return SketchPolicy(self.workload, self.target, model or XGBModel(seed=options.seed),
+                            options, seed=options.seed, rules=self.rules)
+
+    def tune(self, trials: int, log_file: Any = None, options: TuningOptions | None = None,
+             callback: Callable[[Trial], None] | None = None, model: Any = None) -> TuneResult:
+        """Measure until the log holds ``trials`` measurements of this workload (or the
+        search runs out of new candidates, or early stopping triggers)."""
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise ValueError(f"tune(trials=...) must be a positive int, got {trials!r}")
+        options = options or TuningOptions()
+        if not isinstance(options, TuningOptions):
+            raise TypeError("tune(options=...) must be a search.TuningOptions")
+        with options.measurer(log_file, self.target, TUNER) as measurer:
+            return run_tuning([self], [trials], measurer, options, callback,
+                              models=[model] if model else None)[0]
+
+    def apply_best(self, log_file: Any) -> tuple[Schedule, list]:
+        """(schedule, kernel arguments) of the best valid record in ``log_file``."""
+        from tvmlite.search.records.record import best_record
+        rec = best_record(log_file, self.workload, self.target)
+        if rec is None:
+            raise LookupError(f"no valid record of {self.workload.name} "
+                              f"(key {self.workload.key[:8]}) in {log_file}; tune it first")
+        return Schedule.from_steps(self.workload.outputs, rec.steps), list(self.workload.tensors)
+
+
+def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: Any,
+               options: TuningOptions, callback: Callable[[Trial], None] | None = None,
+               models: Sequence[Any] | None = None, choose: Callable | None = None,
+               total: int | None = None) -> list[TuneResult]:
+    """Round after round, let ``choose(active, results, done)`` pick a task (None stops;
+    default: round-robin over tasks with budget left), ask its policy for a batch,
+    measure it, and feed it back.
+
+    The log's earlier records of each workload train its model first and count toward
+    its budget (resume); ``total`` caps the measurements of all tasks together."""
+    start = time.perf_counter()
+    policies = [t.policy(options, m) for t, m in
+                zip(tasks, models or [None] * len(tasks))]
+    results = [TuneResult(t.workload) for t in tasks]
+    done = [0] * len(tasks)
+    stale = [0] * len(tasks)
+    exhausted = [False] * len(tasks)
+    for i, (task, pol) in enumerate(zip(tasks, policies)):
+        old = [r for r in measurer.known.values() if r.workload.key == task.workload.key]
+        old.sort(key=lambda r: r.result.timestamp)
+        if old:
+            from tvmlite.search.measure.inputs import MeasureInput
+            pol.update([MeasureInput(r.workload, r.steps, r.decisions) for r in old],
+                       [r.result for r in old])
+            done[i] = len(old)
+            results[i].best = min((r for r in old if r.result.ok), key=lambda r: r.mean_cost,
+                                  default=None)
+
+    def active(i: int) -> bool:
+        over = options.early_stopping is not None and stale[i] >= options.early_stopping
+        return done[i] < budgets[i] and not exhausted[i] and not over
+
+    turn = 0
+    while any(active(i) for i in range(len(tasks))):
+        if choose is not None:
+            picked = choose([active(j) for j in range(len(tasks))], results, list(done))
+            if picked is None:
+                break
+            i = picked
+        else:
+            order = [(turn + j) % len(tasks) for j in range(len(tasks))]
+            i = next(j for j in order if active(j))
+            turn = i + 1
+        t0 = time.perf_counter()
+        room = budgets[i] - done[i]
+        if total is not None:
+            room = min(room, total - sum(done))
+        if room <= 0:
+            break
+        batch = policies[i].next_batch(min(options.measures_per_round, room))
+        t1 = time.perf_counter()
+        results[i].search_seconds += t1 - t0
+        if not batch:
+            exhausted[i] = True
+            continue
+        measured = measurer.measure(batch)
+        results[i].measure_seconds += time.perf_counter() - t1
+        policies[i].update(batch, measured)
+        _account(results[i], batch, measured, measurer, done, stale, i, start, callback)
+    return results
+
+
+def _account(res: TuneResult, batch: list, measured: list, measurer: Any, done: list,
+             stale: list, i: int, start: float, callback: Any) -> None:
+    for inp, r in zip(batch, measured):
+        done[i] += 1
+        res.measured += 1
+        res.errors[r.error_no.name] += 1
+        rec = measurer.known.get(inp.key)
+        improved = rec is not None and r.ok and (res.best is None or
+                                                 rec.mean_cost < res.best.mean_cost)
+        if improved:
+            res.best = rec
+            stale[i] = 0
+        else:
+            stale[i] += 1
+        trial = Trial(done[i], time.perf_counter() - start,
+                      rec.gflops if rec is not None and r.ok else 0.0, res.best_gflops,
+                      r.error_no.name)
+        res.trials.append(trial)
+        if callback is not None:
+            callback(trial)

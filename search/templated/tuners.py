@@ -1,0 +1,352 @@
+"""Tuners for templated tasks: which configs of a space to measure next (ask/tell).
+
+Every tuner answers ``next_batch(n)`` with configs it never proposed before (by index)
+and learns from ``update(configs, results)``; ``tune`` runs that loop through a Measurer,
+so records land in the same JSON-lines log as every other measurement, and resumes: the
+log's records of this template and workload are fed to ``update`` first and count toward
+``n_trial``, so nothing is measured twice.
+
+- ``RandomTuner``: uniform, without repeats. ``GridSearchTuner``: index order.
+- ``GATuner``: a genetic algorithm over knob choices (fitness-weighted parents, uniform
+  crossover, per-knob mutation, elites kept as parents).
+- ``XGBTuner``: the shared XGBoost cost model (rank loss) on knob values, loop-nest
+  features or intensity-curve features; simulated annealing over the space picks a plan
+  of the best-predicted unmeasured configs, optionally thinned for diversity; replanned
+  every ``plan_size`` measurements; a share of random picks keeps the model honest.
+
+A config the template cannot build (a ScheduleError while applying its Steps) counts as
+an INVALID_SCHEDULE trial but is not logged: it has no Steps to record.
+"""
+from __future__ import annotations
+
+import abc
+import os
+import random
+import time
+import warnings
+from collections.abc import Iterable
+from typing import Any, Callable, Sequence
+
+
+from tvmlite.schedule.state import ScheduleError
+
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
+from tvmlite.search.options import TuningOptions
+from tvmlite.search.records.record import Record, RecordWarning, load_records
+from tvmlite.search.templated.space import Config, SpaceError
+from tvmlite.search.result import Trial, TuneResult
+from tvmlite.search.templated.task import TemplatedTask
+
+__all__ = ["Tuner", "RandomTuner", "GridSearchTuner", "GATuner",
+           "SmallHistoryWarning", "MIN_HISTORY"]
+
+MIN_HISTORY = 64           # records below which a transferred history is called small
+EPS_GREEDY = 0.05          # share of an XGBTuner batch picked at random
+SA_POINTS = 128            # parallel walkers of simulated annealing
+SA_EVALUATIONS = {"knob": 12_800, "itervar": 2_000, "curve": 2_000}  # model queries per plan
+SA_EARLY_STOP = 30         # annealing steps without a new top config before stopping
+
+
+class SmallHistoryWarning(UserWarning):
+    """load_history got fewer usable records than min_records; they are used anyway."""
+
+
+def _int_at_least(v: Any, what: str, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ValueError(f"{what} must be an int >= {lo}, got {v!r}")
+    return v
+
+
+class Tuner(abc.ABC):
+    """Ask/tell over the configs of ``task.space``; subclasses implement ``_propose``."""
+    name = "tuner"      # the record's tuner field
+    _learns = False     # whether load_history can teach it anything
+
+    def __init__(self, task: TemplatedTask, seed: int = 0):
+        if not isinstance(task, TemplatedTask):
+            raise TypeError(f"{type(self).__name__}(task=...) takes a TemplatedTask "
+                            f"(search.templated.create(name, args)), got {type(task).__name__}")
+        self.task, self.space = task, task.space
+        self.seed = _int_at_least(seed, f"{type(self).__name__}(seed=...)", 0)
+        self.rng = random.Random(seed)
+        self.visited: set[int] = set()          # indices proposed or measured
+        self.throughput: dict[int, float] = {}  # index -> GFLOP/s measured (0 = failed)
+
+    # -- ask / tell -----------------------------------------------------------------------
+    def next_batch(self, n: int) -> list[Config]:
+        """Up to ``n`` configs never proposed before (fewer once the space runs out)."""
+        _int_at_least(n, "next_batch(n=...)")
+        out: list[Config] = []
+        for c in self._propose(n):
+            if c.index not in self.visited and len(out) < n:
+                self.visited.add(c.index)
+                out.append(c)
+        return out
+
+    @abc.abstractmethod
+    def _propose(self, n: int) -> list[Config]:
+        """Candidates for the next batch (the caller drops visited ones)."""
+
+    def update(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
+        """Learn from measured configs (this run's or a log's)."""
+        if len(configs) != len(results):
+            raise ValueError(f"update: {len(configs)} configs but {len(results)} results")
+        new = []
+        for c, r in zip(configs, results):
+            if c.index in self.throughput:
+                continue
+            thr = self.task.workload.flops / r.mean_cost / 1e9 if r.ok else 0.0
+            self.visited.add(c.index)
+            self.throughput[c.index] = thr
+            new.append((c, thr))
+        if new:
+            self._learn(new)
+
+    def _learn(self, measured: list[tuple[Config, float]]) -> None:
+        """Hook for tuners that learn; ``measured`` is (config, GFLOP/s) of new results."""
+
+    def has_next(self) -> bool:
+        return len(self.visited) < len(self.space)
+
+    def _random_unvisited(self, n: int, taken: set | None = None) -> list[Config]:
+        """``n`` distinct random configs outside ``visited`` (and ``taken``)."""
+        taken = set(taken or ()) | self.visited
+        left = len(self.space) - len(taken)
+        if left <= 4 * n:   # nearly exhausted: list what is left
+            rest = [i for i in range(len(self.space)) if i not in taken]
+            return [self.space.get(i) for i in self.rng.sample(rest, min(n, len(rest)))]
+        out: dict[int, Config] = {}
+        while len(out) < n:
+            c = self.space.random_config(self.rng)
+            if c.index not in taken:
+                out.setdefault(c.index, c)
+        return list(out.values())
+
+    # -- transfer -------------------------------------------------------------------------
+    def load_history(self, records: str | os.PathLike | Iterable[Record],
+                     min_records: int = MIN_HISTORY) -> int:
+        """Learn from earlier records (other workloads, other runs) before tuning; returns
+        how many were used. Fewer than ``min_records`` usable records are still used, with
+        a SmallHistoryWarning. Tuners that do not learn say so with the same warning."""
+        if isinstance(records, (str, os.PathLike)):
+            records = load_records(records)
+        records = list(records) if isinstance(records, Iterable) else [None]
+        if not all(isinstance(r, Record) for r in records):
+            raise TypeError("load_history(records=...) takes a log path or a list of "
+                            "search.record.Record")
+        _int_at_least(min_records, "load_history(min_records=...)", 0)
+        used = self._use_history(records)
+        if used < min_records:
+            what = "" if self._learns else f"; {type(self).__name__} does not learn from history"
+            warnings.warn(f"load_history: {used} usable record(s) of {len(records)}, fewer "
+                          f"than min_records={min_records}: a small history, used as it is "
+                          f"(the model may mislead the first rounds){what}",
+                          SmallHistoryWarning, stacklevel=2)
+        return used
+
+    def _use_history(self, records: list[Record]) -> int:
+        return 0
+
+    def _history_configs(self, records: list[Record]) -> list[tuple[Config, Record]]:
+        """Records of this template whose config fits this space (any workload)."""
+        out = []
+        for r in records:
+            d = r.decisions
+            if isinstance(d, dict) and d.get("template") == self.task.name:
+                try:
+                    out.append((Config.from_json(self.space, d.get("config")), r))
+                except SpaceError:
+                    continue
+        return out
+
+    # -- the tuning loop --------------------------------------------------------------------
+    def tune(self, n_trial: int, log_file: Any = None, options: TuningOptions | None = None,
+             callback: Callable[[Trial], None] | None = None,
+             early_stopping: int | None = None) -> TuneResult:
+        """Measure until the log holds ``n_trial`` measurements of this template and
+        workload, the space runs out, or ``early_stopping`` trials pass without a better
+        config (default: ``options.early_stopping``)."""
+        _int_at_least(n_trial, "tune(n_trial=...)")
+        options = TuningOptions() if options is None else options
+        if not isinstance(options, TuningOptions):
+            raise TypeError(f"tune(options=...) must be a search.TuningOptions, got "
+                            f"{type(options).__name__}")
+        stop = options.early_stopping if early_stopping is None else \
+            _int_at_least(early_stopping, "tune(early_stopping=...)")
+        start = time.perf_counter()
+        res = TuneResult(self.task.workload)
+        with options.measurer(log_file, self.task.target, self.name) as measurer:
+            done = self._resume(measurer, res)
+            stale = 0
+            while done < n_trial and self.has_next() and (stop is None or stale < stop):
+                t0 = time.perf_counter()
+                configs = self.next_batch(min(options.measures_per_round, n_trial - done))
+                t1 = time.perf_counter()
+                res.search_seconds += t1 - t0
+                if not configs:
+                    break
+                results, records = self._measure(configs, measurer)
+                res.measure_seconds += time.perf_counter() - t1
+                self.update(configs, results)
+                for r, rec in zip(results, records):
+                    done += 1
+                    res.measured += 1
+                    res.errors[r.error_no.name] += 1
+                    better = rec is not None and r.ok and \
+                        (res.best is None or rec.mean_cost < res.best.mean_cost)
+                    res.best = rec if better else res.best
+                    stale = 0 if better else stale + 1
+                    trial = Trial(done, time.perf_counter() - start,
+                                  rec.gflops if rec is not None and r.ok else 0.0,
+                                  res.best_gflops, r.error_no.name)
+                    res.trials.append(trial)
+                    if callback is not None:
+                        callback(trial)
+        return res
+
+    def _resume(self, measurer: Any, res: TuneResult) -> int:
+        """Feed the log's records of this task to ``update``; return how many there are."""
+        old, stale = [], 0
+        for rec in measurer.known.values():
+            try:
+                config = self.task.config_of(rec)
+            except SpaceError:
+                stale += 1
+                continue
+            if config is not None:
+                old.append((rec.result.timestamp, config, rec))
+        if stale:
+            warnings.warn(f"tune: {stale} record(s) of template {self.task.name!r} in the log "
+                          "do not fit its current space; ignored", RecordWarning, stacklevel=3)
+        old.sort(key=lambda t: t[0])
+        self.update([c for _, c, _ in old], [r.result for _, _, r in old])
+        res.best = min((r for _, _, r in old if r.result.ok), key=lambda r: r.mean_cost,
+                       default=None)
+        return len(old)
+
+    def _measure(self, configs: list[Config], measurer: Any) -> tuple[list, list]:
+        """Results and records in config order; a config the template cannot build
+        becomes an INVALID_SCHEDULE result without a record."""
+        inputs, results = {}, {}
+        for i, c in enumerate(configs):
+            try:
+                inputs[i] = self.task.measure_input(c)
+            except ScheduleError as err:
+                results[i] = MeasureResult(error_no=MeasureErrorNo.INVALID_SCHEDULE,
+                                           error_msg=str(err)[:2000])
+        for i, r in zip(inputs, measurer.measure(list(inputs.values()))):
+            results[i] = r
+        records = [measurer.known.get(inputs[i].key) if i in inputs else None
+                   for i in range(len(configs))]
+        return [results[i] for i in range(len(configs))], records
+
+
+class RandomTuner(Tuner):
+    """Uniformly random configs, never one twice."""
+    name = "random"
+
+    def _propose(self, n: int) -> list[Config]:
+        return self._random_unvisited(n)
+
+
+class GridSearchTuner(Tuner):
+    """Configs in index order (the first knob varies fastest)."""
+    name = "grid"
+
+    def __init__(self, task: TemplatedTask, seed: int = 0):
+        super().__init__(task, seed)
+        self._cursor = 0
+
+    def _propose(self, n: int) -> list[Config]:
+        out = []
+        while len(out) < n and self._cursor < len(self.space):
+            if self._cursor not in self.visited:
+                out.append(self.space.get(self._cursor))
+            self._cursor += 1
+        return out
+
+
+class GATuner(Tuner):
+    """A genetic algorithm on knob choices. Each generation of ``pop_size`` children comes
+    from parents drawn in proportion to their throughput (over the best of their
+    workload), among the last generation and the ``elite_num`` best ever; a child takes
+    each knob from either parent and mutates it with ``mutation_prob``."""
+    name = "ga"
+    _learns = True
+
+    def __init__(self, task: TemplatedTask, pop_size: int = 100, elite_num: int = 3,
+                 mutation_prob: float = 0.1, seed: int = 0):
+        super().__init__(task, seed)
+        self.pop_size = min(_int_at_least(pop_size, "GATuner(pop_size=...)", 2),
+                            len(self.space))
+        self.elite_num = _int_at_least(elite_num, "GATuner(elite_num=...)")
+        if self.elite_num > pop_size:
+            raise ValueError(f"GATuner(elite_num={elite_num}) must be at most pop_size={pop_size}")
+        if isinstance(mutation_prob, bool) or not isinstance(mutation_prob, (int, float)) \
+                or not 0 <= mutation_prob <= 1:
+            raise ValueError(f"GATuner(mutation_prob=...) must be in [0, 1], got {mutation_prob!r}")
+        self.mutation_prob = float(mutation_prob)
+        self._pending: list[Config] = []
+        self._generation: list[tuple[tuple, float]] = []   # (choices, fitness) measured
+        self._elites: list[tuple[float, tuple]] = []       # (fitness, choices), best first
+        self._best = 0.0
+
+    def _propose(self, n: int) -> list[Config]:
+        out: list[Config] = []
+        while len(out) < n:
+            if not self._pending:
+                self._pending = self._next_generation()
+                if not self._pending:
+                    break
+            c = self._pending.pop(0)
+            if c.index not in self.visited:
+                out.append(c)
+        return out
+
+    def _learn(self, measured: list[tuple[Config, float]]) -> None:
+        self._best = max([self._best] + [t for _, t in measured])
+        self._add_parents([(c.choices, t / self._best if self._best else 0.0)
+                           for c, t in measured])
+
+    def _add_parents(self, genes: list[tuple[tuple, float]]) -> None:
+        self._generation = (self._generation + genes)[-self.pop_size:]
+        pool = {ch: f for f, ch in self._elites}
+        pool.update({ch: f for ch, f in genes})
+        self._elites = sorted(((f, ch) for ch, f in pool.items()), reverse=True)[:self.elite_num]
+
+    def _next_generation(self) -> list[Config]:
+        parents = {ch: f for ch, f in self._generation}
+        parents.update({ch: f for f, ch in self._elites})
+        if not parents or not any(parents.values()):
+            return self._random_unvisited(self.pop_size)
+        genes, weights = list(parents), [f + 1e-6 for f in parents.values()]
+        sizes = [len(k) for k in self.space.knobs.values()]
+        children: dict[int, Config] = {}
+        for _ in range(20 * self.pop_size):
+            if len(children) >= self.pop_size:
+                break
+            a, b = self.rng.choices(genes, weights, k=2)
+            child = [x if self.rng.random() < 0.5 else y for x, y in zip(a, b)]
+            for k, n in enumerate(sizes):
+                if n > 1 and self.rng.random() < self.mutation_prob:
+                    child[k] = self.rng.randrange(n)
+            c = self.space.from_choices(child)
+            if c.index not in self.visited:
+                children.setdefault(c.index, c)
+        missing = self.pop_size - len(children)
+        if missing > 0 and self.has_next():
+            for c in self._random_unvisited(missing, set(children)):
+                children[c.index] = c
+        return list(children.values())
+
+    def _use_history(self, records: list[Record]) -> int:
+        """Configs of this template that fit the space become parents, with their
+        throughput over the best of their workload as fitness."""
+        pairs = self._history_configs(records)
+        best: dict[str, float] = {}
+        for _, r in pairs:
+            best[r.workload.key] = max(best.get(r.workload.key, 0.0), r.gflops)
+        genes = [(c.choices, r.gflops / best[r.workload.key] if best[r.workload.key] else 0.0)
+                 for c, r in pairs]
+        self._add_parents(sorted(genes, key=lambda g: g[1])[-self.pop_size:])
+        return len(pairs)

@@ -1,0 +1,339 @@
+"""The ``tvmlite`` command line: target, tune, replay, compare, log, show.
+
+Everything here is argument handling and printing; the work is done by the library
+(search, replay, compare, peak), so the command line adds nothing a script cannot do.
+Three kinds of failure, three exit codes, never a traceback for a user's mistake:
+
+- a bad command line (unknown operator, bad KEY=VALUE, missing log, bad --trials) is a
+  usage error: the command's usage and what to do, exit 2;
+- a library error (ValueError, TypeError, LookupError, OSError, compile errors) is
+  ``tvmlite: error: <message>``, exit 1: the library's messages already name the fix;
+- Ctrl-C stops cleanly (every measured record is already in the log), exit 130.
+
+Map: the parser · commands (target, replay, compare, log, show) · main. Shared argument
+handling is in ``cli_args.py``, the tune command and its summary in ``cli_tune.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+from tvmlite.cli.args import (LIBRARY_ERRORS, UsageError, _existing_log, _options, _positive_int,
+                              _seconds, _seed, parse_params, parse_value, signature)
+from tvmlite.cli.tune import cmd_tune, tune_summary
+
+__all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",
+           "signature", "tune_summary"]
+
+# -- the parser --------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tvmlite", description="A TVM-style compute/schedule "
+                                "autotuner for CPUs that generates C.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(parent: Any, name: str, func: Callable, text: str) -> argparse.ArgumentParser:
+        c = parent.add_parser(name, help=text, description=text)
+        c.set_defaults(func=func, parser=c)
+        return c
+
+    c = command(sub, "target", cmd_target, "describe this CPU: ISA, vector width, cores, "
+                "caches, compiler and flags")
+    c.add_argument("--json", action="store_true", help="print the target as JSON (as stored "
+                   "in tuning records; with --peak, plus a 'peak' entry)")
+    c.add_argument("--peak", action="store_true", help="measure the fp32 FMA peak of this "
+                   "CPU (takes seconds) and cache it for tuning summaries")
+    c.add_argument("--peak-seconds", type=_seconds, default=1.0, help="seconds per peak run")
+    c.add_argument("--peak-runs", type=_positive_int, default=5, help="peak runs (median)")
+
+    c = command(sub, "tune", cmd_tune, "tune one operator (or your own compute) and log "
+                "every measurement")
+    c.add_argument("op", nargs="?", metavar="OP", help="an operator of tvmlite.ops")
+    c.add_argument("params", nargs="*", metavar="KEY=VALUE", help="the operator's arguments")
+    c.add_argument("--workload", metavar="FILE.py:FUNCTION", help="tune a compute you wrote: "
+                   "FUNCTION(KEY=VALUE...) returns [inputs..., output]")
+    _tuning_args(c)
+    c.add_argument("--log", required=True, metavar="FILE", help="the tuning log (JSON lines)")
+    c.add_argument("--search", choices=("template-free", "templated"), default="template-free",
+                   help="sketches + evolution (default) or the operator's template")
+    c.add_argument("--tuner", choices=("xgb", "ga", "random", "grid"),
+                   help="templated tuner (default xgb)")
+    c.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
+    c.add_argument("--resume", action="store_true", help="continue a tuning already in "
+                   "--log: its records count toward --trials and are not measured again")
+
+    c = command(sub, "replay", cmd_replay, "export the best record of every workload of a "
+                "log as deployable kernels (.c .h .so + manifest.json)")
+    c.add_argument("log", metavar="LOG")
+    c.add_argument("--out", required=True, metavar="DIR")
+
+    c = command(sub, "compare", cmd_compare, "templated against template-free search: same "
+                "operator, budget and seeds; writes curves.csv, curves.png, report.md")
+    c.add_argument("op", metavar="OP", help="an operator with a template")
+    c.add_argument("params", nargs="*", metavar="KEY=VALUE")
+    _tuning_args(c)
+    c.add_argument("--seeds", type=_positive_int, default=3, help="runs per method (default 3)")
+    c.add_argument("--out", required=True, metavar="DIR")
+    c.add_argument("--tuner", choices=("xgb", "ga", "random", "grid"), default="xgb",
+                   help="templated tuner (default xgb)")
+
+    log = command(sub, "log", None, "inspect and combine tuning logs")
+    logsub = log.add_subparsers(dest="log_command", metavar="SUBCOMMAND", required=True)
+    c = command(logsub, "show", cmd_log_show, "a table of a log's records")
+    c.add_argument("log", metavar="LOG")
+    c.add_argument("--limit", type=_positive_int, metavar="N")
+    c = command(logsub, "best", cmd_log_best, "the fastest record per workload and CPU")
+    c.add_argument("log", metavar="LOG")
+    c = command(logsub, "merge", cmd_log_merge, "append the records of logs to OUT (no "
+                "duplicates)")
+    c.add_argument("out", metavar="OUT")
+    c.add_argument("inputs", nargs="+", metavar="IN")
+    c = command(logsub, "distill", cmd_log_distill, "keep only the best records")
+    c.add_argument("log", metavar="LOG")
+    c.add_argument("--out", required=True, metavar="OUT")
+
+    c = command(sub, "show", cmd_show, "a record's loop nest (default: the best) or its C")
+    c.add_argument("log", metavar="LOG")
+    which = c.add_mutually_exclusive_group()
+    which.add_argument("--index", type=_positive_int, metavar="N",
+                       help="the record on line N (as `tvmlite log show` numbers them)")
+    which.add_argument("--workload", metavar="KEY", help="the best record of this workload "
+                       "(a key prefix or a workload name)")
+    c.add_argument("--c", action="store_true", help="print the C source instead")
+    return p
+
+
+def _tuning_args(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--trials", type=_positive_int, required=True, metavar="N",
+                   help="measurements per run (a resumed log's records count)")
+    c.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="per candidate: "
+                   "limit of its build and of its run (default 30 s build, 10 s run)")
+    c.add_argument("--quiet", action="store_true", help="no progress, only the summary")
+    c.add_argument("--population", type=_positive_int, metavar="P", help="advanced: "
+                   "candidates per round (evolution population; GA population / XGB plan "
+                   "size); small values make quick test runs")
+    c.add_argument("--batch", type=_positive_int, metavar="B", help="advanced: "
+                   "measurements per round (default 64)")
+
+
+# -- target ------------------------------------------------------------------------------------
+
+def cmd_target(args: argparse.Namespace) -> int:
+    from tvmlite.target import peak as peaks
+    from tvmlite.target.target import Target
+    target = Target.host()
+    measured = peaks.measure_peak(target, seconds=args.peak_seconds, runs=args.peak_runs) \
+        if args.peak else peaks.cached_peak(target)
+    if args.json:
+        d = target.to_json()
+        if args.peak:
+            d["peak"] = measured.to_json()
+        print(json.dumps(d, indent=2))
+        return 0
+    print(target.describe())
+    if measured is not None:
+        print(f"peak:      {measured.gflops:.1f} GFLOP/s fp32 FMA (measured, {measured.threads} "
+              f"bound threads; runs {', '.join(f'{r:.1f}' for r in measured.runs)})")
+    else:
+        print(f"peak:      ~{target.peak_gflops_estimate():.1f} GFLOP/s fp32 (estimated; "
+              "`tvmlite target --peak` measures it)")
+    return 0
+
+
+# -- replay and compare ------------------------------------------------------------------------
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from tvmlite.search.records.deploy import replay
+    report = replay(_existing_log(args.log), args.out)
+    print(report)
+    if not report.kernels:
+        print(f"tvmlite: error: nothing exported from {args.log}: no record was valid here",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from tvmlite.ops import OPS
+    from tvmlite.cli.progress import Progress
+
+    from tvmlite.cli.compare import compare
+    if args.op not in OPS:
+        raise UsageError(f"unknown operator {args.op!r}; operators: {', '.join(OPS)}")
+    import tvmlite.schedules  # noqa: F401 -- registers the templates
+    from tvmlite.search.templated.task import TEMPLATES
+    if args.op not in TEMPLATES:
+        raise UsageError(f"operator {args.op!r} has no template to compare with (templates: "
+                         f"{', '.join(sorted(TEMPLATES))}); `tvmlite tune {args.op} ...` "
+                         "tunes it template-free")
+    kwargs = parse_params(args.params, OPS[args.op], args.op)
+    bars: dict = {}
+
+    def on_trial(method: str, seed: int, trial: Any) -> None:
+        if (method, seed) not in bars:
+            bars[method, seed] = Progress(args.trials, sys.stderr,
+                                          "quiet" if args.quiet else None,
+                                          label=f"{method} seed {seed}")
+        bars[method, seed](trial)
+
+    def on_run(run: Any) -> None:
+        bar = bars.pop((run.method, run.seed), None)
+        if bar is not None:
+            bar.close()
+        if not args.quiet:
+            print(f"{run.method} seed {run.seed}: best {run.final_gflops:.2f} GFLOP/s after "
+                  f"{len(run.trials)} trial(s) in {run.seconds:.1f}s", file=sys.stderr)
+    try:
+        result = compare(args.op, kwargs, args.trials, args.seeds, args.out, args.tuner,
+                         _options(args), args.population, on_trial, on_run)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: the runs so far are logged in {args.out}; compare starts "
+              "from empty logs, so run it again with another --out", file=sys.stderr)
+        return 130
+    finally:
+        for bar in bars.values():
+            bar.close()
+    print(result.table)
+    print(f"wrote {result.csv}, {result.png}, {result.report}")
+    return 0
+
+
+# -- log and show ------------------------------------------------------------------------------
+
+def cmd_log_show(args: argparse.Namespace) -> int:
+    from tvmlite.search.records import logs
+    print(logs.show(_existing_log(args.log), args.limit))
+    return 0
+
+
+def cmd_log_best(args: argparse.Namespace) -> int:
+    from tvmlite.search.records import logs
+    records = logs.best(_existing_log(args.log))
+    print(f"{'workload':<28} {'GFLOP/s':>10} {'mean ms':>11}  {'tuner':<14} target")
+    for r in records:
+        print(f"{r.workload.name + ' ' + r.workload.key[:8]:<28} {r.gflops:10.3f} "
+              f"{r.mean_cost * 1e3:11.4f}  {r.tuner or '-':<14} {r.target.arch} "
+              f"{' '.join(r.target.features)}")
+    if not records:
+        print("(no valid records)")
+    return 0
+
+
+def cmd_log_merge(args: argparse.Namespace) -> int:
+    from tvmlite.search.records import logs
+    n = logs.merge([_existing_log(p) for p in args.inputs], args.out)
+    print(f"appended {n} new record(s) to {args.out}")
+    return 0
+
+
+def cmd_log_distill(args: argparse.Namespace) -> int:
+    from tvmlite.search.records import logs
+    n = logs.distill(_existing_log(args.log), args.out)
+    print(f"wrote {n} best record(s) (one per workload and CPU) to {args.out}")
+    return 0
+
+
+def _pick_record(log: str, index: int | None, workload: str | None) -> tuple[int, Any]:
+    """(line, record): the record on line ``index``, else the best of ``workload`` (key
+    prefix or name), else the best of the log's only workload."""
+    from tvmlite.search.records.record import best_record, iter_records
+    lines = list(iter_records(log))
+    if index is not None:
+        for line, rec in lines:
+            if line == index:
+                return line, rec
+        raise LookupError(f"line {index} of {log} holds no valid record (`tvmlite log show "
+                          f"{shlex.quote(log)}` lists the lines)")
+    found = {r.workload.key: r.workload for _, r in lines}
+    if workload is not None:
+        keys = [k for k, w in found.items() if w.name == workload] or \
+            [k for k in found if k.startswith(workload.lower())]
+        if len(keys) != 1:
+            raise LookupError(f"--workload {workload!r} matches {len(keys)} workloads of "
+                              f"{log}; choose one of: " + _list_workloads(found))
+    elif len(found) > 1:
+        raise LookupError(f"{log} holds {len(found)} workloads; choose one with --workload "
+                          f"KEY: " + _list_workloads(found))
+    else:
+        keys = list(found)
+    if not keys:
+        raise LookupError(f"{log} holds no valid record")
+    best = best_record([r for _, r in lines], keys[0])
+    if best is None:
+        raise LookupError(f"no record of {found[keys[0]].name} in {log} ran correctly; "
+                          f"`tvmlite log show {shlex.quote(log)}` lists the errors")
+    return next(line for line, r in lines if r is best), best
+
+
+def _list_workloads(found: dict) -> str:
+    return ", ".join(f"{k[:8]} ({w.name})" for k, w in found.items())
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    import tvmlite
+    from tvmlite.runtime.module import generate_c
+    from tvmlite.schedule.schedule import Schedule
+    from tvmlite.target.target import Target
+    line, rec = _pick_record(_existing_log(args.log), args.index, args.workload)
+    wl, target = rec.workload, Target.host()
+    s = Schedule.from_steps(wl.outputs, rec.steps)
+    outcome = f"{rec.gflops:.2f} GFLOP/s, {rec.mean_cost * 1e3:.4g} ms" if rec.result.ok \
+        else rec.result.error_no.name
+    comment = "//" if args.c else "#"
+    print(f"{comment} {wl!r}, line {line} of {args.log}: {outcome}, tuner "
+          f"{rec.tuner or '-'}, tuned on {rec.target.arch}")
+    for step in rec.steps:
+        print(f"{comment} {step}")
+    if args.c:
+        print(generate_c(s, list(wl.tensors), target, wl.name)[1])
+    else:
+        print(tvmlite.lower(s, list(wl.tensors), wl.name,
+                            vector_bytes=target.vector_bits // 8))
+    return 0
+
+
+# -- main --------------------------------------------------------------------------------------
+
+def _show_warning(message: Any, category: type, filename: str, lineno: int,
+                  file: Any = None, line: Any = None) -> None:
+    print(f"tvmlite: warning: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (0 ok, 1 error, 2 usage, 130 Ctrl-C)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        # KEY=VALUE after an option (`tune matmul --trials 8 M=64`) still counts
+        pairs = [e for e in extra if "=" in e and not e.startswith("-")]
+        if extra and (not hasattr(args, "params") or len(pairs) != len(extra)):
+            args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if pairs:
+            args.params = list(args.params) + pairs
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 2
+    args.argv = argv
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return args.func(args)
+        except UsageError as err:
+            args.parser.print_usage(sys.stderr)
+            print(f"{args.parser.prog}: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("\ntvmlite: interrupted", file=sys.stderr)
+            return 130
+        except LIBRARY_ERRORS as err:
+            print(f"tvmlite: error: {err}", file=sys.stderr)
+            return 1

@@ -1,0 +1,366 @@
+"""Tensor expressions: the algorithm half of tvmlite, written as in TVM's ``te``.
+
+A ``compute`` is a pure function from output coordinates to a value; reductions
+(``te.sum``/``te.max``/``te.min``) may appear only at the top of a compute body, so
+each stage is either elementwise-like or one reduction. Tensors compare by identity;
+names become C identifiers, so they must be valid identifiers.
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from tvmlite.ir.expr import (BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select, TensorRead,
+                             Var, as_expr, binop, check_dtype, const, is_float, walk)
+
+__all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
+           "all", "any", "const", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf",
+           "cast", "floordiv", "floormod", "Tensor", "IterVar",
+           "PlaceholderOp", "ComputeOp"]
+
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+MAX_ELEMENTS = 2**34  # a sane bound on one tensor's size; bigger is surely a mistake
+
+
+# Names become C identifiers: C keywords, the C library functions kernels call and our
+# own prefix would break or hijack the generated code.
+RESERVED = frozenset("""auto break case char const continue default do double else enum
+extern float for goto if inline int long register restrict return short signed sizeof static
+struct switch typedef union unsigned void volatile while free malloc aligned_alloc main
+int32_t int64_t NULL""".split())
+
+
+def check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not IDENT.match(name):
+        raise ValueError(f"{what} must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 64 "
+                         f"characters), got {name!r}")
+    if name in RESERVED or name.startswith(("tvmlite_", "__")):
+        raise ValueError(f"{what} {name!r} is reserved in the generated C (a C keyword, a "
+                         f"library function, or a leading '_'/'tvmlite_'); pick another name")
+    return name
+
+
+def check_shape(shape: Any, what: str) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{what}: shape must be a tuple of positive ints, got {shape!r}") from None
+    total = 1
+    for d in dims:
+        if isinstance(d, Const):
+            d = d.value
+        if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
+            raise ValueError(f"{what}: shape must be a tuple of positive ints, got {shape!r}")
+        total *= d
+    if total > MAX_ELEMENTS:
+        raise ValueError(f"{what}: shape {shape} has {total} elements, more than {MAX_ELEMENTS}")
+    return tuple(int(d.value) if isinstance(d, Const) else int(d) for d in dims)
+
+
+@dataclass(frozen=True, eq=False)
+class IterVar:
+    """An axis of a compute: ``var`` ranges over ``[min, min + extent)``."""
+    var: Var
+    extent: int
+    kind: str  # "spatial" or "reduce"
+    min: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    @property
+    def dom(self) -> tuple[int, int]:
+        return (self.min, self.extent)
+
+    # an IterVar takes part in expressions as its variable
+    def __add__(self, o): return self.var + o
+    def __radd__(self, o): return o + self.var
+    def __sub__(self, o): return self.var - o
+    def __rsub__(self, o): return o - self.var
+    def __mul__(self, o): return self.var * o
+    def __rmul__(self, o): return o * self.var
+    def __floordiv__(self, o): return self.var // o
+    def __mod__(self, o): return self.var % o
+    def __neg__(self): return -self.var
+    def __truediv__(self, o): return self.var / o
+    def __rfloordiv__(self, o): return o // self.var
+    def __rmod__(self, o): return o % self.var
+    def __eq__(self, o): return self.var == o  # type: ignore[override]
+    def __ne__(self, o): return self.var != o  # type: ignore[override]
+    __hash__ = object.__hash__
+
+    def astype(self, dtype: str) -> Expr:
+        return self.var.astype(dtype)
+
+    def __lt__(self, o): return self.var < o
+    def __le__(self, o): return self.var <= o
+    def __gt__(self, o): return self.var > o
+    def __ge__(self, o): return self.var >= o
+
+    def __repr__(self) -> str:
+        return f"IterVar({self.name}, [{self.min}, {self.min + self.extent}), {self.kind})"
+
+
+class Tensor:
+    """The output of an operation; ``T[i, j]`` reads it inside another compute."""
+
+    def __init__(self, op: "PlaceholderOp | ComputeOp"):
+        self.op = op
+
+    name = property(lambda self: self.op.name)
+    shape = property(lambda self: self.op.shape)
+    dtype = property(lambda self: self.op.dtype)
+    ndim = property(lambda self: len(self.op.shape))
+
+    def __getitem__(self, index: Any) -> TensorRead:
+        idx = index if isinstance(index, tuple) else (index,)
+        if len(idx) != len(self.shape):
+            raise IndexError(f"tensor {self.name} has {len(self.shape)} dimensions, "
+                             f"indexed with {len(idx)}")
+        exprs = tuple(as_expr(i) for i in idx)
+        for e in exprs:
+            if is_float(e.dtype):
+                raise TypeError(f"index of {self.name} must be an integer, got {e} ({e.dtype})")
+        return TensorRead(self, exprs)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype})"
+
+
+class PlaceholderOp:
+    """An input tensor."""
+
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: str):
+        self.name, self.shape, self.dtype = name, shape, dtype
+        self.axis: tuple[IterVar, ...] = ()
+        self.reduce_axis: tuple[IterVar, ...] = ()
+        self.input_tensors: tuple[Tensor, ...] = ()
+        self._out = Tensor(self)
+
+    def output(self, i: int = 0) -> Tensor:
+        return self._out
+
+    def __repr__(self) -> str:
+        return f"placeholder({self.name}, {self.shape}, {self.dtype})"
+
+
+class ComputeOp:
+    """``out[axis] = body``; ``body`` is a Reduce over ``reduce_axis`` or a plain expr."""
+
+    def __init__(self, name: str, axis: tuple[IterVar, ...], body: Expr, tag: str = "",
+                 attrs: dict | None = None):
+        self.name, self.axis, self.body, self.tag = name, axis, body, tag
+        self.attrs = dict(attrs or {})
+        self.shape = tuple(iv.extent for iv in axis)
+        self.dtype = body.dtype
+        self.reduce_axis: tuple[IterVar, ...] = body.axes if isinstance(body, Reduce) else ()
+        seen: dict[int, Tensor] = {}  # by identity: two tensors may share a name
+        for node in walk(body):
+            if isinstance(node, TensorRead) and id(node.tensor) not in seen:
+                seen[id(node.tensor)] = node.tensor
+        self.input_tensors = tuple(seen.values())
+        self._out = Tensor(self)
+
+    def output(self, i: int = 0) -> Tensor:
+        return self._out
+
+    def __repr__(self) -> str:
+        return f"compute({self.name}, {self.shape}, {self.dtype})"
+
+
+def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input of the given shape and dtype."""
+    check_name(name, "placeholder name")
+    check_dtype(dtype, f"placeholder {name}: dtype")
+    if dtype == "bool":
+        raise TypeError(f"placeholder {name}: bool tensors are not supported")
+    return PlaceholderOp(name, check_shape(shape, f"placeholder {name}"), dtype).output(0)
+
+
+def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
+    """A reduction axis over ``range(lo, hi)`` given as ``(lo, hi)`` (or just ``hi``)."""
+    check_name(name, "reduce_axis name")
+    lo, hi = (0, dom) if isinstance(dom, int) else tuple(dom)
+    if not builtins.all(isinstance(x, int) and not isinstance(x, bool) for x in (lo, hi)) or hi <= lo:
+        raise ValueError(f"reduce_axis {name}: dom must be (lo, hi) ints with lo < hi, got {dom!r}")
+    return IterVar(Var(name), hi - lo, "reduce", lo)
+
+
+def compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str = "compute",
+            tag: str = "", attrs: dict | None = None) -> Tensor:
+    """A new tensor whose element at the output coordinates is ``fcompute(*coords)``.
+
+    Axis names come from the lambda's argument names, so loops print as ``i``, ``j``.
+    """
+    check_name(name, "compute name")
+    shape = check_shape(shape, f"compute {name}")
+    params = inspect.signature(fcompute).parameters.values()
+    if builtins.any(p.kind == p.VAR_POSITIONAL for p in params):
+        names = [f"i{d}" for d in range(len(shape))]
+    else:
+        names = [p.name for p in params]
+    if len(names) != len(shape):
+        raise ValueError(f"compute {name}: the function takes {len(names)} arguments but the "
+                         f"shape {shape} has {len(shape)} dimensions")
+    axis = tuple(IterVar(Var(check_name(n, f"compute {name}: axis name")), d, "spatial")
+                 for n, d in zip(names, shape))
+    body = as_expr(fcompute(*axis))
+    if body.dtype == "bool":
+        body = Cast("int32", body)
+    check_body(name, axis, body)
+    return ComputeOp(name, axis, body, tag, attrs).output(0)
+
+
+def check_body(name: str, axis: tuple[IterVar, ...], body: Expr) -> None:
+    reduces = [n for n in walk(body) if isinstance(n, Reduce)]
+    if reduces and not (isinstance(body, Reduce) and len(reduces) == 1):
+        raise ValueError(f"compute {name}: a reduction must be the whole body (write the "
+                         "reduction as its own compute and use it in the next one)")
+    known = {iv.name for iv in axis}
+    if isinstance(body, Reduce):
+        for iv in body.axes:
+            if iv.name in known:
+                raise ValueError(f"compute {name}: axis name {iv.name!r} is used twice")
+            known.add(iv.name)
+    for node in walk(body):
+        if isinstance(node, Var) and node.name not in known:
+            raise ValueError(f"compute {name}: variable {node.name!r} is not an axis of this "
+                             "compute (reduce axes must be passed to te.sum/max/min)")
+
+
+def _reduce(combiner: str, expr: Any, axis: Any, where: Any) -> Reduce:
+    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    for a in axes:
+        if not isinstance(a, IterVar) or a.kind != "reduce":
+            raise TypeError(f"te.{combiner}: axis must be te.reduce_axis(...) values, got {a!r}")
+    if not axes:
+        raise ValueError(f"te.{combiner}: needs at least one reduce axis")
+    cond = None if where is None else as_expr(where)
+    return Reduce(combiner, as_expr(expr), axes, cond)
+
+
+def sum(expr: Any, axis: Any, where: Any = None) -> Reduce:  # noqa: A001 - TVM's name
+    """Sum of ``expr`` over the reduce axis (or axes)."""
+    return _reduce("sum", expr, axis, where)
+
+
+def max(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> Expr:  # noqa: A001
+    """``te.max(x, axis=k)`` reduces; ``te.max(a, b)`` is the larger of two values."""
+    if axis is None and isinstance(b, IterVar) and b.kind == "reduce":
+        axis, b = b, None  # te.max(x, k): TVM's positional reduction
+    if axis is not None:
+        return _reduce("max", a, axis, where)
+    if b is None:
+        raise TypeError("te.max: give two values, or one value and axis=")
+    return binop("max", a, b)
+
+
+def min(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> Expr:  # noqa: A001
+    """``te.min(x, axis=k)`` reduces; ``te.min(a, b)`` is the smaller of two values."""
+    if axis is None and isinstance(b, IterVar) and b.kind == "reduce":
+        axis, b = b, None
+    if axis is not None:
+        return _reduce("min", a, axis, where)
+    if b is None:
+        raise TypeError("te.min: give two values, or one value and axis=")
+    return binop("min", a, b)
+
+
+def if_then_else(cond: Any, then: Any, other: Any) -> Select:
+    c = as_expr(cond)
+    if c.dtype != "bool":
+        raise TypeError(f"if_then_else: condition must be a comparison, got {c} ({c.dtype})")
+    if isinstance(then, Expr) or not isinstance(other, Expr):
+        t = as_expr(then)
+        o = as_expr(other, t)
+    else:
+        o = as_expr(other)
+        t = as_expr(then, o)
+    if t.dtype != o.dtype:
+        raise TypeError(f"if_then_else: branches have dtypes {t.dtype} and {o.dtype}; cast one")
+    return Select(c, t, o)
+
+
+def all(*conds: Any) -> Expr:  # noqa: A001 - TVM's name
+    """Logical and of conditions."""
+    return _fold("and", conds)
+
+
+def any(*conds: Any) -> Expr:  # noqa: A001 - TVM's name
+    """Logical or of conditions."""
+    return _fold("or", conds)
+
+
+def _fold(op: str, conds: tuple) -> Expr:
+    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+        conds = tuple(conds[0])
+    if not conds:
+        raise ValueError(f"te.{'all' if op == 'and' else 'any'}: needs at least one condition")
+    out = as_expr(conds[0])
+    for c in conds[1:]:
+        out = BinOp(op, out, as_expr(c))
+    return out
+
+
+def _unary(func: str) -> Callable[[Any], Expr]:
+    def fn(x: Any) -> Expr:
+        e = as_expr(x)
+        if func == "abs" and not is_float(e.dtype):
+            return Select(Cmp("<", e, Const(0, e.dtype)), binop("-", 0, e), e)
+        if not is_float(e.dtype):
+            raise TypeError(f"te.{func}: needs a float argument, got {e.dtype}; cast it first")
+        return Call(func, e)
+    fn.__name__ = func
+    fn.__doc__ = f"Elementwise {func} of a float expression."
+    return fn
+
+
+exp, log, sqrt, tanh, sigmoid, erf = (_unary(f) for f in ("exp", "log", "sqrt", "tanh",
+                                                           "sigmoid", "erf"))
+abs = _unary("abs")  # noqa: A001 - TVM's name
+
+
+def cast(x: Any, dtype: str) -> Expr:
+    return Cast(check_dtype(dtype), as_expr(x))
+
+
+def floordiv(a: Any, b: Any) -> Expr:
+    return binop("//", a, b)
+
+
+def floormod(a: Any, b: Any) -> Expr:
+    return binop("%", a, b)
+
+
+def logical_not(a: Any) -> Expr:
+    return Not(as_expr(a))
+
+
+def collect_ops(outputs: Sequence[Tensor]) -> list:
+    """All operations that the outputs depend on, in topological order (inputs first)."""
+    order: list = []
+    state: dict[int, int] = {}
+
+    def visit(t: Tensor) -> None:
+        op = t.op
+        mark = state.get(id(op))
+        if mark == 2:
+            return
+        if mark == 1:
+            raise ValueError(f"the compute graph has a cycle through {op.name}")
+        state[id(op)] = 1
+        for inp in op.input_tensors:
+            visit(inp)
+        state[id(op)] = 2
+        order.append(op)
+
+    for t in outputs:
+        visit(t)
+    return order
+
