@@ -18,7 +18,7 @@ from tvmlite.target import peak
 from tvmlite.cli.progress import Progress
 from tvmlite.target.target import Target
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MM = ["matmul", "M=16", "N=16", "K=16"]
 QUICK = ["--population", "8"]
 

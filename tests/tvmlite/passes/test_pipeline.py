@@ -2,7 +2,7 @@
 division for perfect splits, regions of compute_at), its argument checks, and golden
 snapshots of three canonical schedules (IR text and C). Every schedule is also run.
 
-Golden files live in tests/tvmlite/golden; ``TVMLITE_UPDATE_GOLDEN=1 pytest ...``
+Golden files live in tests/tvmlite/passes/golden; ``TVMLITE_UPDATE_GOLDEN=1 pytest ...``
 rewrites them. They are generated with a fixed vector width (32 bytes) so they do not
 depend on the machine.
 """

@@ -18,7 +18,7 @@ from tvmlite.ops import OPS
 from tvmlite.search.records.compute_json import MAX_DEPTH, MAX_NODES
 from tvmlite.search.records.workload import Workload, WorkloadError, workload_key
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 CASES = [
     ("matmul", dict(M=8, N=8, K=8)),

@@ -200,7 +200,7 @@ def test_fast_enough_for_the_search():
 
 def test_ranks_held_out_real_measurements_of_one_task(tmp_path):
     """240 random schedules of a conv2d (1x14x14x32 -> 32, 3x3), measured single-threaded
-    on the development machine (tests/search/data): trained on 70%, the model orders the
+    on the development machine (tests/search/model/data): trained on 70%, the model orders the
     other 30% far better than chance (0.81-0.87 over splits when recorded)."""
     import gzip
     import pathlib

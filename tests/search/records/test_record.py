@@ -22,7 +22,7 @@ from tvmlite.search.records.record import (FORMAT_VERSION, MAX_LINE, Record, Rec
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WL = Workload.from_op("matmul", 8, 8, 8)
 WL2 = Workload.from_op("matmul", 16, 16, 16)
 
