@@ -26,10 +26,12 @@ import sys
 import tempfile
 import time
 import weakref
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+from tvmlite.target.target import Target
 
 __all__ = ["LocalRunner"]
 
@@ -152,7 +154,7 @@ def _kill(proc: subprocess.Popen, stderr: Any) -> None:
         f.close()
 
 
-class LocalRunner:
+class LocalRunner(Runner):
     """Measures built candidates in an isolated worker; see the module docstring.
 
     ``number`` calls make one repeat (``min_repeat_ms`` raises it until a repeat lasts
@@ -187,10 +189,26 @@ class LocalRunner:
         self._flush_bytes: int | None = None
 
     # -- public ----------------------------------------------------------------------
-    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
-            reference: Callable[[Any], BuildResult] | None = None) -> list[MeasureResult]:
-        """One MeasureResult per input, in order. Failed builds keep their error; the
-        rest are checked against ``reference(workload)`` (if check_correctness) and timed."""
+    name = "local"
+    emulated = False
+
+    def check_target(self, target: Any) -> None:
+        """This machine runs code for its own architecture and ISA features only."""
+        host = Target.host()
+        if target.arch != host.arch or not set(target.features) <= set(host.features):
+            missing = sorted(set(target.features) - set(host.features))
+            raise RunnerError(
+                f"the local runner cannot run code for target {target.arch}"
+                f"{' with ' + ', '.join(missing) if missing else ''}: this machine is "
+                f"{host.arch}; use an emulated runner (--runner qemu) or a runner on a "
+                f"machine of that target")
+
+    def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
+                 reference: Callable[[Any], BuildResult] | None = None
+                 ) -> Iterator[tuple[int, MeasureResult]]:
+        """Candidates one by one, in order (timing needs the cores to itself). Failed
+        builds keep their error; the rest are checked against ``reference(workload)``
+        (if check_correctness) and timed."""
         inputs, builds = list(inputs), list(builds)
         if len(inputs) != len(builds):
             raise ValueError(f"LocalRunner.run: got {len(inputs)} inputs but {len(builds)} "
@@ -199,7 +217,8 @@ class LocalRunner:
             raise ValueError("LocalRunner.run(reference=...) is needed to check correctness: "
                              "pass builder.build_reference, or LocalRunner(check_correctness="
                              "False)")
-        return [self._run_one(inp, b, reference) for inp, b in zip(inputs, builds)]
+        for i, (inp, b) in enumerate(zip(inputs, builds)):
+            yield i, self._run_one(inp, b, reference)
 
     @property
     def worker_pid(self) -> int | None:
@@ -216,12 +235,6 @@ class LocalRunner:
             self._ref_dir = None
         self._checks.clear()
         self._refs_ready.clear()
-
-    def __enter__(self) -> "LocalRunner":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # -- one candidate -----------------------------------------------------------------
     def _run_one(self, inp: MeasureInput, build: BuildResult,

@@ -1,0 +1,63 @@
+"""The runner seam: *where* candidates are measured, apart from *what* they are compiled
+for (the Target).
+
+Every runner (this machine's ``LocalRunner``, an emulated one for another architecture,
+one spread over a Dask cluster) takes candidates that a builder has already compiled and
+answers with one ``MeasureResult`` each. ``iter_run`` yields them as they finish, in any
+order, so the ``Measurer`` can append each record to the log the moment it exists and a
+runner with several machines can time several candidates at once. ``check_target`` is
+asked before any tuning starts, so a runner that cannot execute the target's code is
+refused up front instead of failing every candidate.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any, Callable, Iterator, Sequence
+
+from tvmlite.search.measure.builder import BuildResult
+from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
+
+__all__ = ["Runner", "RunnerError"]
+
+
+class RunnerError(ValueError):
+    """This runner cannot measure what it was given (wrong target, unreachable cluster)."""
+
+
+class Runner(abc.ABC):
+    """Measures built candidates. Subclasses set ``name`` (stored in records, e.g.
+    ``"local"``, ``"qemu-aarch64"``, ``"dask://host:8786"``) and ``emulated`` (True when
+    timings say nothing about speed: such records never count as a best)."""
+
+    name: str = "local"
+    emulated: bool = False
+
+    @abc.abstractmethod
+    def check_target(self, target: Any) -> None:
+        """Raise RunnerError, naming the target and what would run it, if this runner
+        cannot execute code compiled for ``target``."""
+
+    @abc.abstractmethod
+    def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
+                 reference: Callable[[Any], BuildResult] | None = None
+                 ) -> Iterator[tuple[int, MeasureResult]]:
+        """Yield ``(index into inputs, result)`` as each candidate finishes, every index
+        exactly once, in any order. Failed builds keep their error; the rest are checked
+        against ``reference(workload)`` when the runner checks correctness, then timed."""
+
+    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
+            reference: Callable[[Any], BuildResult] | None = None) -> list[MeasureResult]:
+        """One MeasureResult per input, in input order."""
+        results: list[MeasureResult | None] = [None] * len(inputs)
+        for i, res in self.iter_run(inputs, builds, reference):
+            results[i] = res
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Release workers, processes and temporary files."""
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
