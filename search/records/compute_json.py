@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from tvmlite import te
+from tvmlite.checks import check_int
 from tvmlite.te.tensor import check_body
 from tvmlite.ir.expr import (ARITH_OPS, CMP_OPS, DTYPES, FLOAT_DTYPES, INT_DTYPES, LOGIC_OPS,
                              UNARY_FUNCS, BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select,
@@ -93,9 +94,7 @@ def _dtype(v: Any, where: str, allow_bool: bool) -> str:
 
 
 def _int(v: Any, where: str, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise WorkloadError(f"{where} must be an int in [{lo}, {hi}], got {_short(v)}")
-    return v
+    return check_int(v, where, lo, hi, error=WorkloadError)
 
 
 def _list(v: Any, where: str, lo: int, hi: int) -> list:

@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from tvmlite.checks import check_int, is_int
 from tvmlite.schedule.schedule import LoopAxis, Schedule
 from tvmlite.te.tensor import IterVar
 
@@ -160,10 +161,7 @@ def _short(v: Any) -> str:
 
 
 def _int_arg(v: Any, what: str, lo: int, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
-        bound = f"an int >= {lo}" if hi is None else f"an int in [{lo}, {hi}]"
-        raise SpaceError(f"{what} must be {bound}, got {_short(v)}")
-    return v
+    return check_int(v, what, lo, hi, error=SpaceError)
 
 
 # -- split enumeration -----------------------------------------------------------------
@@ -258,7 +256,7 @@ def _check_candidate_sizes(cands: Any, extent: int, parts: int, name: str) -> tu
 # -- the define_* API -------------------------------------------------------------------
 
 def _extent(axis: Any, schedule: Schedule | None, name: str) -> int:
-    if isinstance(axis, int) and not isinstance(axis, bool):
+    if is_int(axis):
         return _int_arg(axis, f"define_split({name!r}): axis extent", 1)
     if isinstance(axis, IterVar):
         return axis.extent

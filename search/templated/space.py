@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from tvmlite.checks import is_int
 from tvmlite.schedule.schedule import Schedule
 
 from tvmlite.search.templated.knobs import (ANNOTATE_POLICIES, MAX_ANNOTATE_AXES, MAX_SPLIT_OUTPUTS,
@@ -167,8 +168,7 @@ class ConfigSpace(_Definer):
         """The config choosing entity ``choices[k]`` of the k-th knob."""
         sizes = self._sizes
         if (not isinstance(choices, (list, tuple)) or len(choices) != len(sizes) or not all(
-                isinstance(c, int) and not isinstance(c, bool) and 0 <= c < n
-                for c, n in zip(choices, sizes))):
+                is_int(c, 0, n - 1) for c, n in zip(choices, sizes))):
             raise SpaceError(f"choices must be one entity index per knob, within "
                              f"{list(sizes)}, got {_short(choices)}")
         return Config(self, tuple(choices))

@@ -19,9 +19,10 @@ from tvmlite.runtime.arrays import ALIGNMENT, is_aligned
 from tvmlite.passes.pipeline import LoweredFunc, lower
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.target.target import Target
+from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, DTYPE_INFO
 
-NP_DTYPE = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
-CPTR = {"float32": "float *", "float64": "double *", "int32": "int32_t *", "int64": "int64_t *"}
+NP_DTYPE = {d: np.dtype(DTYPE_INFO[d].numpy) for d in BUFFER_DTYPES}
+CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
 
 
 class MisalignedWarning(UserWarning):

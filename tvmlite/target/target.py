@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tvmlite.checks import check_int
+from tvmlite.ir.dtypes import BUFFER_DTYPES, ITEMSIZE
+
 __all__ = ["Target", "CompilerNotFoundError"]
 
 _ARCHES = ("x86_64", "aarch64")
 _FEATURE_RE = re.compile(r"^[a-z0-9_]+$")
-_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 # Flags every kernel is built with. gnu11, not c11: strict ISO mode turns off FMA
 # contraction in gcc (-ffp-contract=off), which halves the throughput of a matmul.
 # -O2, not -O3: our C is already unrolled and vectorized explicitly, and GCC 12.2's -O3
@@ -91,9 +93,7 @@ class Target:
                              f"matching {_FEATURE_RE.pattern}")
         object.__setattr__(self, "features", tuple(sorted(set(self.features))))
         for name in ("vector_bits", "cores"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"Target.{name} must be a positive int, got {v!r}")
+            check_int(getattr(self, name), f"Target.{name}", 1)
         if self.vector_bits % 64:
             raise ValueError(f"Target.vector_bits={self.vector_bits} must be a multiple of 64")
         for item in self.caches:
@@ -127,10 +127,10 @@ class Target:
     # ------------------------------------------------------------------ queries
     def vector_lanes(self, dtype: str) -> int:
         """Elements of ``dtype`` in one native vector register."""
-        if dtype not in _ITEMSIZE:
+        if dtype not in BUFFER_DTYPES:
             raise ValueError(f"vector_lanes(dtype={dtype!r}): dtype must be one of "
-                             f"{sorted(_ITEMSIZE)}")
-        return max(1, self.vector_bits // (8 * _ITEMSIZE[dtype]))
+                             f"{sorted(BUFFER_DTYPES)}")
+        return max(1, self.vector_bits // (8 * ITEMSIZE[dtype]))
 
     @property
     def vector_registers(self) -> int:
