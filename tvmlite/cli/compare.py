@@ -302,7 +302,7 @@ def _loop_nest(rec: Any) -> str:
     wl = rec.workload
     s = Schedule.from_steps(wl.outputs, rec.steps)
     func = tvmlite.lower(s, list(wl.tensors), wl.name,
-                         vector_bytes=Target.host().vector_bits // 8)
+                         vector_bytes=Target.host().vector_bytes)
     steps = "\n".join(f"# {st}" for st in rec.steps) or "# (no steps: the unscheduled program)"
     return f"{steps}\n{func}"
 
