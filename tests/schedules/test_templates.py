@@ -5,6 +5,7 @@ operator names with the operators' exact signatures, their workloads are the ope
 own, and their Steps replay without the template."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import random
 import warnings
@@ -189,6 +190,39 @@ def test_bad_arguments_name_the_argument():
 
 
 def test_no_fallback_warning_leaks_from_space_collection():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        templated.create("norm2", (4, 16))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = templated.create("norm2", (4, 16))
+    assert [str(w.message) for w in caught] == []
+    assert len(task.space) > 1 and task.space.fallback().is_fallback
+
+
+def _avx2_like(host: tvmlite.Target) -> tvmlite.Target:
+    """The host with AVX2's shape: 256-bit vectors, 16 vector registers."""
+    features = tuple(f for f in host.features if not f.startswith(("avx512", "amx")))
+    return dataclasses.replace(host, features=features, vector_bits=256)
+
+
+def test_register_blocks_are_sized_from_the_target():
+    host = tvmlite.Target.host()
+    wide = templated.create("matmul", (16, 128, 8), target=host).space
+    narrow = templated.create("matmul", (16, 128, 8), target=_avx2_like(host)).space
+    assert narrow.target.vector_registers == 16
+    lanes = narrow.target.vector_lanes("float32")
+    cols = {e.size[-1] for e in narrow.knobs["tile_x"].entities}
+    rows = {e.size[-1] for e in narrow.knobs["tile_y"].entities}
+    assert cols == {lanes, 2 * lanes}                 # whole vectors, 2 of 16 registers
+    assert max(rows) == 8                             # half the registers hold the rows
+    assert narrow.fallback()["tile_x"].size[-1] == lanes
+    if host.vector_registers == 32 and host.vector_bits == 512:
+        assert {e.size[-1] for e in wide.knobs["tile_x"].entities} == {16, 32, 64}
+        assert max(e.size[-1] for e in wide.knobs["tile_y"].entities) == 16
+    dense = templated.create("dense", (4, 32, 8), target=_avx2_like(host)).space
+    assert max(e.size[-1] for e in dense.knobs["tile_y"].entities) == 2   # 2 x 2 of 16
+
+
+def test_a_space_for_another_target_still_builds_correct_code():
+    task = templated.create("matmul", (8, 32, 8), target=_avx2_like(tvmlite.Target.host()))
+    for config in _configs(task.space, 4):
+        s, tensors = task.instantiate(config)
+        testing.check_schedule(s, tensors, lambda a, b: a @ b, rtol=1e-4, atol=1e-4)

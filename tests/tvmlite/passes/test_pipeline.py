@@ -3,7 +3,7 @@ division for perfect splits, regions of compute_at), its argument checks, and go
 snapshots of three canonical schedules (IR text and C). Every schedule is also run.
 
 Golden files live in tests/tvmlite/passes/golden; ``TVMLITE_UPDATE_GOLDEN=1 pytest ...``
-rewrites them. They are generated with a fixed vector width (32 bytes) so they do not
+rewrites those that differ and fails for each (review the diff, then rerun). They are generated with a fixed vector width (32 bytes) so they do not
 depend on the machine.
 """
 from __future__ import annotations
@@ -337,10 +337,15 @@ GOLDEN_CASES = {"matmul_naive_8": golden_naive_matmul,
 
 
 def _compare_golden(path: Path, text: str) -> None:
-    if os.environ.get("TVMLITE_UPDATE_GOLDEN") == "1":
+    """Compare ``text`` with the snapshot. With TVMLITE_UPDATE_GOLDEN=1 a differing or
+    missing snapshot is rewritten and the test still fails (a run that changed a
+    snapshot never passes); the next run, with or without the variable, compares."""
+    if os.environ.get("TVMLITE_UPDATE_GOLDEN") == "1" and (
+            not path.exists() or path.read_text() != text):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        return
+        pytest.fail(f"rewrote the golden snapshot {path.name}: review `git diff {path}`, "
+                    "then rerun (the comparison passes once the snapshot is current)")
     if not path.exists():
         pytest.fail(f"golden file {path} is missing: run with TVMLITE_UPDATE_GOLDEN=1")
     want = path.read_text()
@@ -361,3 +366,16 @@ def test_golden_snapshot(name):
     mod = Module(func, source, cdecl(func, outputs), compile_shared(source, target), target,
                  outputs)
     run(mod, tensors, ref, atol=1e-4)
+
+
+def test_golden_update_rewrites_and_still_fails(tmp_path, monkeypatch):
+    path = tmp_path / "snap.txt"
+    path.write_text("old\n")
+    monkeypatch.setenv("TVMLITE_UPDATE_GOLDEN", "1")
+    with pytest.raises(pytest.fail.Exception, match="rewrote the golden snapshot"):
+        _compare_golden(path, "new\n")
+    assert path.read_text() == "new\n"
+    _compare_golden(path, "new\n")              # current now: the comparison passes
+    monkeypatch.delenv("TVMLITE_UPDATE_GOLDEN")
+    with pytest.raises(AssertionError, match="differs from the golden snapshot"):
+        _compare_golden(path, "other\n")
