@@ -5,7 +5,6 @@ from __future__ import annotations
 import pathlib
 import subprocess
 
-
 from tvmlite import Target
 
 SRC = pathlib.Path(__file__).with_name("gcc_o3_guarded_reduction.c")
