@@ -19,6 +19,7 @@ import tvmlite
 from tvmlite import ScheduleError, ops, te
 from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import cdecl, generate
+from tvmlite.passes.pipeline import loop_nest
 from tvmlite.runtime.module import Module
 from tvmlite.testing.check import check_module as run
 from tvmlite.testing.check import check_schedule as check
@@ -207,6 +208,23 @@ def test_vectorized_loop_becomes_ramps_with_a_scalar_tail():
     assert "C[ramp(i * 20, 1, 8)] = A[ramp(i * 20, 1, 8)] * x8(3.0f)" in text
     assert "C[ramp(i * 20 + 8, 1, 8)]" in text
     assert "for j_t in range(4):" in text
+    check(s, [A, C], lambda a: a * 3)
+
+
+def test_vectors_default_to_the_hosts_width_and_auto_unroll_counts_in_them():
+    A = te.placeholder((4, 64), name="A")
+    C = te.compute((4, 64), lambda i, j: A[i, j] * 3, name="C")
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    s[C].vectorize(j)
+    s[C].pragma(i, "auto_unroll_max_step", 16)
+    host = tvmlite.Target.host().vector_bytes
+    assert str(tvmlite.lower(s, [A, C])) == str(tvmlite.lower(s, [A, C], vector_bytes=host))
+    # the i nest is 4 rows x 64 float32: 16 steps of 64-byte vectors, 64 of 16-byte ones
+    assert "unroll for i" in str(loop_nest(s, [A, C], vector_bytes=64))
+    assert "unroll for i" not in str(loop_nest(s, [A, C], vector_bytes=16))
+    with pytest.raises(ValueError, match="vector_bytes"):
+        tvmlite.lower(s, [A, C], vector_bytes=0)
     check(s, [A, C], lambda a: a * 3)
 
 
