@@ -19,11 +19,10 @@ from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Loa
 from tvmlite.passes.pipeline import LoweredFunc
 from tvmlite.ir.simplify import bound
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
+from tvmlite.ir.dtypes import ALIGNMENT, CTYPE, DTYPE_INFO, ITEMSIZE, round_up_to_alignment
 
-CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
-         "bool": "int32_t"}
-SHORT = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
-MASK_OF = {"float32": "int32", "float64": "int64", "int32": "int32", "int64": "int64"}
+SHORT = {name: d.short for name, d in DTYPE_INFO.items()}
+MASK_OF = {name: d.mask for name, d in DTYPE_INFO.items()}
 STACK_LIMIT = 64 * 1024
 FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
          "abs": "fabs"}
@@ -214,12 +213,12 @@ class CodeGen:
             self.promoted[b.name] = lanes
             self.stmt(s.body, depth + 1)
             del self.promoted[b.name]
-        elif n * _itemsize(b.dtype) <= STACK_LIMIT:
-            self.emit(f"{ct} {b.name}[{n}] __attribute__((aligned(64)));", depth + 1)
+        elif n * ITEMSIZE[b.dtype] <= STACK_LIMIT:
+            self.emit(f"{ct} {b.name}[{n}] __attribute__((aligned({ALIGNMENT})));", depth + 1)
             self.stmt(s.body, depth + 1)
         else:
-            self.emit(f"{ct}* restrict {b.name} = ({ct}*)aligned_alloc(64, "
-                      f"{_round64(n * _itemsize(b.dtype))});", depth + 1)
+            self.emit(f"{ct}* restrict {b.name} = ({ct}*)aligned_alloc({ALIGNMENT}, "
+                      f"{round_up_to_alignment(n * ITEMSIZE[b.dtype])});", depth + 1)
             self.emit(f"if ({b.name} == NULL) {{ tvmlite_status = -1; }} else {{", depth + 1)
             self.stmt(s.body, depth + 2)
             self.emit(f"free({b.name});", depth + 2)
@@ -231,11 +230,11 @@ class CodeGen:
         out = []
         for dtype, lanes in sorted(self.vtypes):
             ct = CTYPE[dtype]
-            nbytes = lanes * _itemsize(dtype)
+            nbytes = lanes * ITEMSIZE[dtype]
             name = f"tvmlite_{SHORT[dtype]}x{lanes}"
             out.append(f"typedef {ct} {name} __attribute__((vector_size({nbytes})));")
             out.append(f"typedef {ct} {name}_u __attribute__((vector_size({nbytes}), "
-                       f"aligned({_itemsize(dtype)}), may_alias));")
+                       f"aligned({ITEMSIZE[dtype]}), may_alias));")
         return out
 
     def helper_defs(self) -> list:
@@ -301,7 +300,7 @@ def promotable(s: Allocate) -> int:
     from tvmlite.ir.expr import walk
     from tvmlite.ir.stmt import walk_stmts
     b = s.buffer
-    if b.size * _itemsize(b.dtype) > MAX_PROMOTED_BYTES:
+    if b.size * ITEMSIZE[b.dtype] > MAX_PROMOTED_BYTES:
         return 0
     idx = []
     for st in walk_stmts(s.body):
@@ -322,14 +321,6 @@ def promotable(s: Allocate) -> int:
         return 0
     L = lanes.pop()
     return L if b.size % L == 0 and all(i.base.value % L == 0 for i in idx) else 0
-
-
-def _itemsize(dtype: str) -> int:
-    return {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "bool": 4}[dtype]
-
-
-def _round64(n: int) -> int:
-    return (n + 63) // 64 * 64
 
 
 def _const(e: Const) -> str:
@@ -364,8 +355,8 @@ def generate(func: LoweredFunc, outputs: Iterable[str], openmp: bool = True) -> 
     g.emit("int32_t tvmlite_status = 0;", 1)
     for b in func.allocs:
         ct = CTYPE[b.dtype]
-        g.emit(f"{ct}* restrict {b.name} = ({ct}*)aligned_alloc(64, "
-               f"{_round64(max(b.size, 1) * _itemsize(b.dtype))});", 1)
+        g.emit(f"{ct}* restrict {b.name} = ({ct}*)aligned_alloc({ALIGNMENT}, "
+               f"{round_up_to_alignment(max(b.size, 1) * ITEMSIZE[b.dtype])});", 1)
     if func.allocs:
         missing = " || ".join(f"{b.name} == NULL" for b in func.allocs)
         g.emit(f"if ({missing}) {{", 1)

@@ -30,7 +30,8 @@ from tvmlite import ops, te
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.search.templated.task import template
 
-from tvmlite.schedules.linalg import MAX_COLS, MAX_K_INNER, MAX_ROWS, define_vector_split, unroll_if
+from tvmlite.schedules.linalg import (MAX_K_INNER, define_vector_split, max_cols, max_rows,
+                                      unroll_if)
 
 PAD_CHOICES = ["outer", "inline"]
 # Reduction loop orders: input-channel blocks outermost (the weight block stays hot)
@@ -107,8 +108,8 @@ def conv2d_nhwc(cfg: Any, N: int, H: int, W: int, CI: int, CO: int, kernel: Any,
                                         groups, dtype)
     s = te.create_schedule(out.op)
     OW = out.shape[2]
-    define_vector_split(cfg, "tile_f", CO, 2, dtype, MAX_COLS)
-    cfg.define_split("tile_w", OW, num_outputs=2, max_factor=MAX_ROWS)
+    define_vector_split(cfg, "tile_f", CO, 2, dtype, max_cols(cfg, dtype))
+    cfg.define_split("tile_w", OW, num_outputs=2, max_factor=max_rows(cfg))
     define_channel_knobs(cfg, CI // groups)
     has_pad = define_pad(cfg, s, data, 3)
     local = s.cache_write(out, "local")
@@ -139,9 +140,9 @@ def conv2d_nchw(cfg: Any, N: int, CI: int, H: int, W: int, CO: int, kernel: Any,
                                         groups, dtype)
     s = te.create_schedule(out.op)
     _, _, OH, OW = out.shape
-    cfg.define_split("tile_f", CO, num_outputs=2, max_factor=MAX_ROWS)
+    cfg.define_split("tile_f", CO, num_outputs=2, max_factor=max_rows(cfg))
     cfg.define_split("tile_h", OH, num_outputs=2, max_factor=4)
-    define_vector_split(cfg, "tile_w", OW, 2, dtype, MAX_COLS)
+    define_vector_split(cfg, "tile_w", OW, 2, dtype, max_cols(cfg, dtype))
     define_channel_knobs(cfg, CI // groups)
     has_pad = define_pad(cfg, s, data, 3)
     local = s.cache_write(out, "local")
@@ -175,7 +176,7 @@ def depthwise_conv2d_nhwc(cfg: Any, N: int, H: int, W: int, C: int, kernel: Any,
                                                   dilation, multiplier, dtype)
     s = te.create_schedule(out.op)
     _, _, OW, CM = out.shape
-    define_vector_split(cfg, "tile_c", CM, 2, dtype, MAX_COLS)
+    define_vector_split(cfg, "tile_c", CM, 2, dtype, max_cols(cfg, dtype))
     cfg.define_split("tile_w", OW, num_outputs=2, max_factor=8)
     cfg.define_knob("unroll_inner", [True, False])
     has_pad = define_pad(cfg, s, data, 3, PAD_CHOICES[::-1])
@@ -208,7 +209,7 @@ def depthwise_conv2d_nchw(cfg: Any, N: int, C: int, H: int, W: int, kernel: Any,
     s = te.create_schedule(out.op)
     _, _, OH, OW = out.shape
     cfg.define_split("tile_h", OH, num_outputs=2, max_factor=8)
-    define_vector_split(cfg, "tile_w", OW, 2, dtype, MAX_COLS)
+    define_vector_split(cfg, "tile_w", OW, 2, dtype, max_cols(cfg, dtype))
     cfg.define_knob("unroll_inner", [True, False])
     has_pad = define_pad(cfg, s, data, 3)
     local = s.cache_write(out, "local")
@@ -240,11 +241,11 @@ def conv1d(cfg: Any, N: int, L: int, CI: int, CO: int, kernel: Any, stride: Any 
     s = te.create_schedule(out.op)
     OL = out.shape[1] if layout == "NLC" else out.shape[2]
     if layout == "NLC":
-        define_vector_split(cfg, "tile_f", CO, 2, dtype, MAX_COLS)
-        cfg.define_split("tile_l", OL, num_outputs=2, max_factor=MAX_ROWS)
+        define_vector_split(cfg, "tile_f", CO, 2, dtype, max_cols(cfg, dtype))
+        cfg.define_split("tile_l", OL, num_outputs=2, max_factor=max_rows(cfg))
     else:
-        cfg.define_split("tile_f", CO, num_outputs=2, max_factor=MAX_ROWS)
-        define_vector_split(cfg, "tile_l", OL, 2, dtype, MAX_COLS)
+        cfg.define_split("tile_f", CO, num_outputs=2, max_factor=max_rows(cfg))
+        define_vector_split(cfg, "tile_l", OL, 2, dtype, max_cols(cfg, dtype))
     define_channel_knobs(cfg, CI)
     has_pad = define_pad(cfg, s, data, 2)
     local = s.cache_write(out, "local")

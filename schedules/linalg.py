@@ -17,30 +17,54 @@ outputs keeps one k-vector accumulator each; the lanes are summed once per outpu
 Each template builds its compute with ``tvmlite.ops`` unchanged, so its workload (the
 key of its records) is the one the template-free search tunes too.
 
-Map: sizes and vector splits (``lanes``, ``define_vector_split``) · shared block
+Block sizes come from the target the template is tuned for (``cfg.target``): a vector
+is ``target.vector_lanes(dtype)`` elements, and the register block is sized so its
+accumulators fit the target's vector registers (``max_rows``, ``max_cols``,
+``dense_block``).
+
+Map: sizes and vector splits (``lanes``, ``max_rows``, ``max_cols``, ``dense_block``,
+``define_vector_split``) · shared block
 helpers (``unroll_if``, ``define_gemm_knobs``, ``gemm_block``, ``pack_panel``) · matmul ·
 batch_matmul · dense.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tvmlite import ops, te
-from tvmlite.ir.expr import ITEMSIZE
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.search.templated.task import template
 
-MAX_ROWS = 16      # register-block rows: with one vector of columns, 16 accumulators
-MAX_COLS = 64      # register-block columns: four AVX-512 vectors of float32
-MAX_K_INNER = 16   # unrolled reduction steps per block iteration
-DENSE_BLOCK = 4    # dense: outputs per block side, each with its own k-vector accumulator
-VECTOR_BYTES = 64  # one AVX-512 register (two AVX2 ones): the unit of a vector loop
+# Unrolled reduction steps per block iteration. Not a register fact (each unrolled step
+# reuses the same accumulators); it bounds the unrolled body's code size, as
+# passes/unroll.py's MAX_COPIES bounds any unrolled loop.
+MAX_K_INNER = 16
 
 
-def lanes(dtype: str) -> int:
-    """Elements of ``dtype`` in VECTOR_BYTES. A fixed width, not the host's, so a
-    template's space (and the configs in its records) is the same on every machine."""
-    return VECTOR_BYTES // ITEMSIZE[dtype]
+def lanes(cfg: Any, dtype: str) -> int:
+    """Elements of ``dtype`` in one vector register of the template's target."""
+    return cfg.target.vector_lanes(dtype)
+
+
+def max_rows(cfg: Any) -> int:
+    """Register-block rows: with one vector of columns, one accumulator per row in half
+    the vector registers (16 of AVX-512's 32, 8 of AVX2's 16); the other half holds the
+    column vectors loaded and the row values broadcast."""
+    return cfg.target.vector_registers // 2
+
+
+def max_cols(cfg: Any, dtype: str) -> int:
+    """Register-block columns: an eighth of the vector registers as vectors of ``dtype``
+    (4 x 16 float32 with AVX-512, 2 x 8 with AVX2), so a block of a few rows by this many
+    columns still fits the register file."""
+    return max(1, cfg.target.vector_registers // 8) * lanes(cfg, dtype)
+
+
+def dense_block(cfg: Any) -> int:
+    """dense: outputs per block side, each with its own k-vector accumulator; the
+    ``side x side`` accumulators take at most half the vector registers (4 x 4 of 32)."""
+    return max(1, math.isqrt(cfg.target.vector_registers // 2))
 
 
 def _factorizations(n: int, parts: int) -> list[tuple]:
@@ -63,11 +87,11 @@ def define_vector_split(cfg: Any, name: str, extent: int, parts: int, dtype: str
                         max_factor: int) -> None:
     """A split whose innermost loop is vectorized. Its choices are the exact
     factorizations whose innermost factor is a whole number of vectors
-    (``lanes(dtype)``); when the extent has none (56 = 7 * 8), those whose innermost
+    (``lanes(cfg, dtype)``); when the extent has none (56 = 7 * 8), those whose innermost
     factor is a shorter power of two >= 2 (a narrower vector, no tail); when it has
     none of those either (an odd extent), every exact factorization."""
     sizes = [z for z in _factorizations(extent, parts) if z[-1] <= max_factor]
-    n = lanes(dtype)
+    n = lanes(cfg, dtype)
     vec = [z for z in sizes if z[-1] % n == 0] or \
         [z for z in sizes if z[-1] >= 2 and _tail_free(z[-1], n)]
     if vec:
@@ -87,8 +111,8 @@ def define_gemm_knobs(cfg: Any, rows: int, cols: int, red: int, dtype: str) -> N
     """The knobs of a GEMM-like block: rows and columns split in three (outer, cache
     block, register block), the reduction in two (outer, unrolled inner), and whether to
     unroll that inner part. Defined on extents only, so no knob depends on another."""
-    cfg.define_split("tile_y", rows, num_outputs=3, max_factor=MAX_ROWS)
-    define_vector_split(cfg, "tile_x", cols, 3, dtype, MAX_COLS)
+    cfg.define_split("tile_y", rows, num_outputs=3, max_factor=max_rows(cfg))
+    define_vector_split(cfg, "tile_x", cols, 3, dtype, max_cols(cfg, dtype))
     cfg.define_split("tile_k", red, num_outputs=2, max_factor=MAX_K_INNER)
     cfg.define_knob("unroll_k", [True, False])
 
@@ -173,9 +197,9 @@ def dense(cfg: Any, N: int, K: int, M: int, dtype: str = "float32", bias: bool =
     """
     tensors = ops.dense(N, K, M, dtype, bias, relu)
     out = tensors[-1]
-    cfg.define_split("tile_y", N, num_outputs=2, max_factor=DENSE_BLOCK)
-    cfg.define_split("tile_x", M, num_outputs=2, max_factor=DENSE_BLOCK)
-    define_vector_split(cfg, "tile_k", K, 2, dtype, 2 * lanes(dtype))
+    cfg.define_split("tile_y", N, num_outputs=2, max_factor=dense_block(cfg))
+    cfg.define_split("tile_x", M, num_outputs=2, max_factor=dense_block(cfg))
+    define_vector_split(cfg, "tile_k", K, 2, dtype, 2 * lanes(cfg, dtype))
     cfg.define_knob("unroll_block", [True, False])
     cfg.define_knob("weight_outer", [True, False])
     s = te.create_schedule(out.op)

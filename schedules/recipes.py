@@ -8,6 +8,7 @@ outside the unrolled row loop), vectorized columns, parallel panels.
 from __future__ import annotations
 
 from tvmlite import te
+from tvmlite.checks import check_int
 from tvmlite.schedule.schedule import Schedule
 
 
@@ -16,8 +17,7 @@ def gemm_packed(M: int, N: int, K: int, block_cols: int, block_rows: int = 8,
     """(schedule, [A, B, C]) for ``C = A @ B``; ``N`` must be a multiple of block_cols."""
     for name, value in (("M", M), ("N", N), ("K", K), ("block_cols", block_cols),
                         ("block_rows", block_rows), ("k_unroll", k_unroll)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"gemm_packed: {name} must be a positive int, got {value!r}")
+        check_int(value, f"gemm_packed: {name}", 1)
     if N % block_cols:
         raise ValueError(f"gemm_packed: N={N} must be a multiple of block_cols={block_cols}")
     bn = block_cols

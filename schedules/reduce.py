@@ -23,7 +23,7 @@ from tvmlite import ops, te
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.search.templated.task import template
 
-from tvmlite.schedules.linalg import MAX_COLS, define_vector_split, unroll_if
+from tvmlite.schedules.linalg import define_vector_split, max_cols, unroll_if
 
 # auto_unroll_max_step of the row loop: unroll every loop nest of at most this many
 # steps inside it (16: the lane-combining loops; 64: short rows entirely; 0: nothing).
@@ -49,8 +49,8 @@ def _lane_reduce(s: Schedule, cfg: Any, stage: str, out: te.Tensor, row: Any) ->
 def softmax(cfg: Any, N: int, M: int, dtype: str = "float32") -> tuple[Schedule, list]:
     """Row max, exp, row sum and division, each row in one parallel iteration."""
     data, out = ops.softmax(N, M, dtype)
-    define_vector_split(cfg, "tile_k", M, 2, dtype, MAX_COLS)
-    define_vector_split(cfg, "tile_j", M, 2, dtype, MAX_COLS)
+    define_vector_split(cfg, "tile_k", M, 2, dtype, max_cols(cfg, dtype))
+    define_vector_split(cfg, "tile_j", M, 2, dtype, max_cols(cfg, dtype))
     cfg.define_knob("expv", ["at_row", "inline"])
     cfg.define_knob("auto_unroll", AUTO_UNROLL)
     s = te.create_schedule(out.op)
@@ -79,7 +79,7 @@ def norm2(cfg: Any, N: int, M: int, dtype: str = "float32") -> tuple[Schedule, l
     partial sums are added, then the square root taken."""
     (A, out) = ops.norm2(N, M, dtype)
     cfg.define_split("tile_rows", N, num_outputs=2)
-    define_vector_split(cfg, "tile_cols", M, 2, dtype, MAX_COLS)
+    define_vector_split(cfg, "tile_cols", M, 2, dtype, max_cols(cfg, dtype))
     cfg.define_knob("unroll_cols", [True, False])
     s = te.create_schedule(out.op)
     ri, _ = s["sumsq"].op.reduce_axis

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tvmlite.checks import check_int, check_number
+
 
 @dataclass(frozen=True)
 class TuningOptions:
@@ -38,22 +40,15 @@ class TuningOptions:
             v = getattr(self, f.name)
             if f.name in positive_ints + nonneg_ints:
                 lo = 1 if f.name in positive_ints else 0
-                if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                    raise ValueError(f"TuningOptions.{f.name} must be an int >= {lo}, got {v!r}")
+                check_int(v, f"TuningOptions.{f.name}", lo)
             elif f.name in ("mutation_prob", "eps_greedy"):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-                    raise ValueError(f"TuningOptions.{f.name} must be in [0, 1], got {v!r}")
+                check_number(v, f"TuningOptions.{f.name}", 0, 1)
             elif f.name in ("build_timeout", "run_timeout"):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-                    raise ValueError(f"TuningOptions.{f.name} must be a positive number of "
-                                     f"seconds, got {v!r}")
+                check_number(v, f"TuningOptions.{f.name} (seconds)", 0, lo_open=True)
             elif f.name == "min_repeat_ms":
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                    raise ValueError(f"TuningOptions.min_repeat_ms must be >= 0, got {v!r}")
+                check_number(v, "TuningOptions.min_repeat_ms", 0)
             elif f.name in ("early_stopping", "n_parallel", "n_threads"):
-                if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                    raise ValueError(f"TuningOptions.{f.name} must be None or an int >= 1, "
-                                     f"got {v!r}")
+                check_int(v, f"TuningOptions.{f.name}", 1, allow_none=True)
             elif f.name in ("flush_cache", "check_correctness") and not isinstance(v, bool):
                 raise ValueError(f"TuningOptions.{f.name} must be True or False, got {v!r}")
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from tvmlite import te
+from tvmlite.checks import check_int, check_number
 from tvmlite.codegen_c import CompileError, CompileTimeoutError, compile_shared
 from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.schedule import Schedule
@@ -90,13 +91,9 @@ class LocalBuilder:
         if target is not None and not isinstance(target, Target):
             raise TypeError(f"LocalBuilder(target=...) must be a tvmlite.target.Target or "
                             f"None for this machine, got {type(target).__name__}")
-        if n_parallel is not None and (isinstance(n_parallel, bool)
-                                       or not isinstance(n_parallel, int) or n_parallel < 1):
-            raise ValueError(f"LocalBuilder(n_parallel={n_parallel!r}): use a positive int, "
-                             f"or None for one build per core")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"LocalBuilder(timeout={timeout!r}): use a positive number of "
-                             f"seconds")
+        check_int(n_parallel, "LocalBuilder(n_parallel=...) (None: one build per core)", 1,
+                  allow_none=True)
+        check_number(timeout, "LocalBuilder(timeout=...) in seconds", 0, lo_open=True)
         self._target, self._n_parallel = target, n_parallel
         self.timeout, self.cache_dir = float(timeout), cache_dir
         self._references: dict[str, BuildResult] = {}

@@ -28,6 +28,7 @@ import time
 import weakref
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from tvmlite.checks import check_int, check_number
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
@@ -167,18 +168,11 @@ class LocalRunner(Runner):
                  timeout: float = 10.0, flush_cache: bool = False,
                  check_correctness: bool = True, n_threads: int | None = None, seed: int = 0):
         for name, val, low in (("number", number, 1), ("repeat", repeat, 1), ("seed", seed, 0)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < low:
-                raise ValueError(f"LocalRunner({name}={val!r}): use an int >= {low}")
-        if n_threads is not None and (isinstance(n_threads, bool)
-                                      or not isinstance(n_threads, int) or n_threads < 1):
-            raise ValueError(f"LocalRunner(n_threads={n_threads!r}): use a positive int, or "
-                             f"None for OpenMP's default (all cores)")
-        for name, val in (("min_repeat_ms", min_repeat_ms), ("timeout", timeout)):
-            if isinstance(val, bool) or not isinstance(val, (int, float)) or val < 0 \
-                    or (name == "timeout" and val == 0):
-                raise ValueError(f"LocalRunner({name}={val!r}): use a "
-                                 f"{'positive' if name == 'timeout' else 'non-negative'} "
-                                 f"number")
+            check_int(val, f"LocalRunner({name}=...)", low)
+        check_int(n_threads, "LocalRunner(n_threads=...) (None: OpenMP's default, all cores)",
+                  1, allow_none=True)
+        check_number(min_repeat_ms, "LocalRunner(min_repeat_ms=...)", 0)
+        check_number(timeout, "LocalRunner(timeout=...) in seconds", 0, lo_open=True)
         self.number, self.repeat, self.min_repeat_ms = number, repeat, float(min_repeat_ms)
         self.timeout, self.flush_cache = float(timeout), bool(flush_cache)
         self.check_correctness, self.n_threads, self.seed = bool(check_correctness), n_threads, seed

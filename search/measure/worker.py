@@ -29,9 +29,9 @@ import numpy as np
 
 from tvmlite.runtime.arrays import asaligned, full
 from tvmlite.codegen_c.loader import load_library
+from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE
 
-CPTR = {"float32": "float *", "float64": "double *", "int32": "int32_t *",
-        "int64": "int64_t *"}
+CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
 INT_SENTINEL = -123456   # what unwritten integer outputs hold (as in tvmlite.testing)
 MAX_NUMBER = 1 << 24
 _REFS: dict[str, tuple[list, list]] = {}   # ref path prefix -> (inputs, outputs)

@@ -26,7 +26,7 @@ How the columns map to Ansor's per-store features (auto_scheduler/feature.cc):
   lines, then unique bytes; zero-padded): access one-hot (read, write, read-write),
   bytes (executions x element size x distinct accesses), unique bytes (footprint over all
   enclosing loops), lines (one line per iteration of the innermost loop that moves the
-  address, shared by ``64 / (stride * itemsize)`` iterations, divided by the extents of
+  address, shared by ``line / (stride * itemsize)`` iterations, divided by the extents of
   inner loops that do not move it), unique lines (footprint split into contiguous runs),
   reuse one-hot (loop multiple read, serial multiple read-write, none), reuse distance in
   iterations and bytes, reuse count, and the stride (elements) of the innermost loop that
@@ -48,7 +48,8 @@ Simplified against Ansor: footprints are per-dimension boxes (union of accesses 
 min/max, holes counted when a dimension is strided); a non-affine index term (``//``,
 ``%``, ``min``) is a box of its interval bounds, varying with its innermost variable;
 reuse and arithmetic intensity see only the accesses of the store itself, not of other
-stores in the same loops; cache lines are 64 bytes and alignment is ignored.
+stores in the same loops; cache lines are the target's ``cache_line_bytes`` and alignment
+is ignored.
 
 Map: column names · ``extract`` / ``schedule_features`` · op counting (``_count``) ·
 affine index analysis (``_dim_terms``, ``_footprint``, ``_unique_lines``,
@@ -70,7 +71,6 @@ from tvmlite.target.target import Target
 
 __all__ = ["FEATURE_NAMES", "N_FEATURES", "MAX_BUFFERS", "extract", "schedule_features"]
 
-CACHE_LINE_BYTES = 64
 MAX_BUFFERS = 5
 CURVE_POINTS = 10
 
@@ -136,7 +136,7 @@ def extract(func: LoweredFunc, target: Target) -> np.ndarray:
 
 def schedule_features(s: Any, args: Any, target: Target) -> np.ndarray:
     """``extract(loop_nest(s, args), target)``; a ScheduleError of lowering propagates."""
-    return extract(loop_nest(s, args), target)
+    return extract(loop_nest(s, args, vector_bytes=target.vector_bytes), target)
 
 
 # -- arithmetic counting ---------------------------------------------------------------
@@ -233,9 +233,9 @@ def _footprint(accesses: list, shape: tuple, lv: int) -> tuple[int, list, list]:
     return total, counts, spans
 
 
-def _unique_lines(counts: list, spans: list, shape: tuple, itemsize: int) -> float:
+def _unique_lines(counts: list, spans: list, shape: tuple, itemsize: int, line: int) -> float:
     """Lines of a footprint box: a contiguous run (inner dims that are dense and whole, plus
-    the first dense partial one) covers ceil(run bytes / 64) lines, and every other dim
+    the first dense partial one) covers ceil(run bytes / ``line``) lines, and every other dim
     repeats it. A strided dim right outside whole inner dims (a stride-2 convolution
     window) shares lines between neighbours: at most its address span in lines."""
     run, d = 1, len(shape) - 1
@@ -246,9 +246,9 @@ def _unique_lines(counts: list, spans: list, shape: tuple, itemsize: int) -> flo
         d -= 1
         if not whole:
             break
-    lines = -(-run * itemsize // CACHE_LINE_BYTES)
+    lines = -(-run * itemsize // line)
     if d >= 0 and whole:  # dim d is strided; inner dims are whole, so run is its row size
-        lines = min(counts[d] * lines, -(-spans[d] * run * itemsize // CACHE_LINE_BYTES))
+        lines = min(counts[d] * lines, -(-spans[d] * run * itemsize // line))
         d -= 1
     for dd in range(d + 1):
         lines *= counts[dd]
@@ -382,7 +382,7 @@ class _Walk:
                 row[_COL[f"{short}_num"]] = len(lvs)
             row[_COL[f"{short}_pos_{pos}"]] = 1.0
             if short == "vec" and lvs:
-                lanes = max(1, self.target.vector_bits // (8 * ITEMSIZE[s.buffer.dtype]))
+                lanes = self.target.vector_lanes(s.buffer.dtype)
                 row[_COL["vec_hw_vectors"]] = loops[lvs[-1]].extent / lanes
             if short == "parallel" and lvs:
                 row[_COL["parallel_per_core"]] = prod / self.target.cores
@@ -412,7 +412,8 @@ class _Walk:
             f["bytes"] = outer * item * (n_acc + (1 if read and write else 0))
             elems, counts, spans = fp[0]
             f["unique_bytes"] = elems * item
-            f["unique_lines"] = _unique_lines(counts, spans, shape, item)
+            line = self.target.cache_line_bytes
+            f["unique_lines"] = _unique_lines(counts, spans, shape, item, line)
             stride, still = 0, 1
             for lv in range(n - 1, -1, -1):
                 stride = _address_stride(accesses, rowstride, lv)
@@ -420,7 +421,7 @@ class _Walk:
                     break
                 still *= exts[lv]
             f["stride"] = stride
-            f["lines"] = max(1.0, outer / still * min(1.0, stride * item / CACHE_LINE_BYTES))
+            f["lines"] = max(1.0, outer / still * min(1.0, stride * item / line))
             self.reuse(f, name, accesses, exts, mem)
             feats.append((-f["bytes"], -f["lines"], -f["unique_bytes"], order, f))
         feats.sort(key=lambda x: x[:4])

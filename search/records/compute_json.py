@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from tvmlite import te
+from tvmlite.checks import check_int, is_int
 from tvmlite.te.tensor import check_body
 from tvmlite.ir.expr import (ARITH_OPS, CMP_OPS, DTYPES, FLOAT_DTYPES, INT_DTYPES, LOGIC_OPS,
                              UNARY_FUNCS, BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select,
@@ -93,9 +94,7 @@ def _dtype(v: Any, where: str, allow_bool: bool) -> str:
 
 
 def _int(v: Any, where: str, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise WorkloadError(f"{where} must be an int in [{lo}, {hi}], got {_short(v)}")
-    return v
+    return check_int(v, where, lo, hi, error=WorkloadError)
 
 
 def _list(v: Any, where: str, lo: int, hi: int) -> list:
@@ -320,7 +319,7 @@ def _expr(n: dict, built: list, where: str) -> Expr:
         return te.cast(sub("value"), _dtype(n["dtype"], f"{where}: cast", allow_bool=True))
     if kind == "read":
         t = n["tensor"]
-        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < len(built):
+        if not is_int(t, 0, len(built) - 1):
             raise WorkloadError(f"{where}: read of op {_short(t)}: a read must name an earlier "
                                 f"op (0 to {len(built) - 1})")
         indices = tuple(_expr(x, built, where) for x in n["indices"])
@@ -347,14 +346,12 @@ def _const_in(v: Any, dtype: str, where: str) -> Any:
             return float(v)
         if isinstance(v, float) and math.isfinite(v):
             return v
-        if isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 2**53:
+        if is_int(v, -2**53, 2**53):
             return float(v)
     elif dtype == "bool":
         if isinstance(v, bool):
             return v
-    elif isinstance(v, int) and not isinstance(v, bool):
-        lo, hi = _INT_RANGE[dtype]
-        if lo <= v <= hi:
-            return v
+    elif is_int(v, *_INT_RANGE[dtype]):
+        return v
     raise WorkloadError(f"{where}: {_short(v)} is not a valid {dtype} constant (floats: a "
                         f"finite number or one of {_NONFINITE})")

@@ -11,6 +11,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tvmlite.checks import check_int
+
 from tvmlite.search.records.record import (Record, RecordError, RecordWriter, iter_records,
                                            load_records)
 
@@ -22,9 +24,7 @@ _HEADER = f"{'line':>6}  {'workload':<28} {'tuner':<14} {'GFLOP/s':>10} {'mean m
 def show(path: str | os.PathLike, limit: int | None = None) -> str:
     """A table of the log's records (the first ``limit`` of them, if given): line number,
     workload name and key prefix, tuner, GFLOP/s, mean milliseconds and error code."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                              or limit < 1):
-        raise RecordError(f"show: limit must be a positive int or None, got {limit!r}")
+    check_int(limit, "show: limit", 1, error=RecordError, allow_none=True)
     rows, more = [_HEADER], 0
     for lineno, r in iter_records(path):
         if limit is not None and len(rows) > limit:

@@ -15,6 +15,8 @@ import math
 import random
 from typing import Any, Callable, Sequence
 
+from tvmlite.checks import check_int
+
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.template_free.task import TUNER, SearchTask, run_tuning
 from tvmlite.search.result import Trial, TuneResult
@@ -45,9 +47,7 @@ class TaskScheduler:
              callback: Callable[[int, Trial], None] | None = None) -> list[TuneResult]:
         """Spend ``trials`` measurements in total (the log's earlier records of these
         workloads count); ``callback(task_index, trial)`` sees every measurement."""
-        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-            raise ValueError(f"TaskScheduler.tune(trials=...) must be a positive int, "
-                             f"got {trials!r}")
+        check_int(trials, "TaskScheduler.tune(trials=...)", 1)
         options = options or TuningOptions()
         self._total = trials
         cb = None if callback is None else (lambda t: callback(self.rounds[-1], t))

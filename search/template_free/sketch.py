@@ -28,6 +28,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from tvmlite.checks import is_int   # decisions come from logs a user may edit
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
 
@@ -201,13 +202,8 @@ def sample_factors(extent: int, parts: int, rng: random.Random,
 
 def _valid_factors(value: Any, extent: int, parts: int) -> bool:
     return (isinstance(value, list) and len(value) == parts - 1
-            and all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in value)
+            and all(is_int(f, 1) for f in value)
             and extent % math.prod(value) == 0 and value[-1] <= MAX_INNERMOST)
-
-
-def _int_in(v: Any, lo: int, hi: int) -> bool:
-    """Is ``v`` an int (not a bool) in [lo, hi]? Decisions come from logs a user may edit."""
-    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
 
 
 def _decide(decisions: dict, key: str, valid: Callable[[Any], bool],
@@ -329,19 +325,19 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random)
     st = s.state.stage(stage)
     red = [it for it in st.roots if it.kind == "reduce"][-1]
     factor = _decide(decisions, f"rfactor:{stage}",
-                     lambda v: _int_in(v, 1, red.extent),
+                     lambda v: is_int(v, 1, red.extent),
                      lambda: rng.choice([d for d in _divisors(red.extent) if d <= 4096]))
     ko, ki = s[stage].split(red.name, factor=factor)
     rf = s.rfactor(s.tensor(stage), ki, 0)
     rf_stage = s.state.stage(rf.name)
     spatial = rf_stage.roots[0]
     vec = _decide(decisions, f"rfvec:{stage}",
-                  lambda v: _int_in(v, 1, MAX_INNERMOST) and factor % v == 0,
+                  lambda v: is_int(v, 1, MAX_INNERMOST) and factor % v == 0,
                   lambda: rng.choice([d for d in _divisors(factor) if d <= MAX_INNERMOST]))
     outer, inner = s[rf.name].split(spatial.name, factor=vec)
     chunks = factor // vec
     serial = _decide(decisions, f"rfser:{stage}",
-                     lambda v: _int_in(v, 1, chunks) and chunks % v == 0,
+                     lambda v: is_int(v, 1, chunks) and chunks % v == 0,
                      lambda: rng.choice(_divisors(chunks)))
     reduces = [it.name for it in rf_stage.roots if it.kind == "reduce"]
     others = [it.name for it in rf_stage.roots[1:] if it.kind == "spatial"]
@@ -393,7 +389,7 @@ def _annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
             continue
         cands = _location_candidates(s.state, st.name)
         idx = _decide(decisions, f"at:{st.name}",
-                      lambda v, n=len(cands): _int_in(v, 0, n - 1),
+                      lambda v, n=len(cands): is_int(v, 0, n - 1),
                       lambda c=cands: _sample_location(c, rng))
         if cands[idx] == "inline":
             s[st.name].compute_inline()
@@ -440,7 +436,7 @@ def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
         return rng.choice(sorted({need, min(need + 1, len(outer))}))
 
     k = _decide(decisions, f"parallel:{stage}",
-                lambda v: _int_in(v, 0, len(outer)),
+                lambda v: is_int(v, 0, len(outer)),
                 sample)
     if k == 0:
         return

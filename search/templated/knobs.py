@@ -17,7 +17,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from tvmlite.checks import check_int, is_int
 from tvmlite.schedule.schedule import LoopAxis, Schedule
+from tvmlite.target.target import Target
 from tvmlite.te.tensor import IterVar
 
 
@@ -25,7 +27,6 @@ MAX_ENTITIES = 100_000          # per knob; more means the policy or max_factor 
 MAX_REORDER = 720               # 6! ; longer axis lists get a fixed sample of permutations
 MAX_SPLIT_OUTPUTS = 8
 MAX_ANNOTATE_AXES = 8
-VECTOR_FRIENDLY = (16, 8, 4, 2, 1)   # preferred innermost factors of the fallback split
 ANNOTATE_POLICIES = ("unroll", "vectorize", "try_unroll_vec")
 _ANN_STEP = {"unroll": "unroll", "vec": "vectorize"}
 _ANN_CODE = {"none": 0.0, "unroll": 1.0, "vec": 2.0}
@@ -160,10 +161,7 @@ def _short(v: Any) -> str:
 
 
 def _int_arg(v: Any, what: str, lo: int, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
-        bound = f"an int >= {lo}" if hi is None else f"an int in [{lo}, {hi}]"
-        raise SpaceError(f"{what} must be {bound}, got {_short(v)}")
-    return v
+    return check_int(v, what, lo, hi, error=SpaceError)
 
 
 # -- split enumeration -----------------------------------------------------------------
@@ -219,14 +217,26 @@ def _split_entities(d: tuple, name: str) -> list[tuple]:
     return sizes
 
 
-def _split_fallback(sizes: list[tuple]) -> int:
-    """The innermost factor is the first of VECTOR_FRIENDLY (16, 8, 4, 2, 1: 16 float32
-    lanes fill one AVX-512 or two AVX2 vectors) that some choice has; among those, the
-    outer factors are as equal as possible (least spread of their logarithms); ties go to
-    larger outer factors (more parallel and cache-block work outside)."""
+def vector_friendly(target: Target) -> tuple[int, ...]:
+    """Preferred innermost factors of a fallback split, best first: the target's float32
+    lanes (one whole native vector: 16 with AVX-512, 8 with AVX2), then each half down
+    to 1. A knob does not know its loop's dtype; float32 is the widest lane count any
+    dtype has, so every dtype's vector divides the first choice."""
+    n, out = target.vector_lanes("float32"), []
+    while n >= 1:
+        out.append(n)
+        n //= 2
+    return tuple(out)
+
+
+def _split_fallback(sizes: list[tuple], friendly: tuple[int, ...]) -> int:
+    """The innermost factor is the first of ``friendly`` (``vector_friendly(target)``)
+    that some choice has; among those, the outer factors are as equal as possible (least
+    spread of their logarithms); ties go to larger outer factors (more parallel and
+    cache-block work outside)."""
     def key(i: int) -> tuple:
         z = sizes[i]
-        rank = VECTOR_FRIENDLY.index(z[-1]) if z[-1] in VECTOR_FRIENDLY else len(VECTOR_FRIENDLY)
+        rank = friendly.index(z[-1]) if z[-1] in friendly else len(friendly)
         logs = [math.log(f) for f in z[:-1]]
         mean = sum(logs) / len(logs)
         spread = round(sum((x - mean) ** 2 for x in logs), 9)
@@ -258,7 +268,7 @@ def _check_candidate_sizes(cands: Any, extent: int, parts: int, name: str) -> tu
 # -- the define_* API -------------------------------------------------------------------
 
 def _extent(axis: Any, schedule: Schedule | None, name: str) -> int:
-    if isinstance(axis, int) and not isinstance(axis, bool):
+    if is_int(axis):
         return _int_arg(axis, f"define_split({name!r}): axis extent", 1)
     if isinstance(axis, IterVar):
         return axis.extent
@@ -293,11 +303,13 @@ def _check_name(name: Any) -> None:
                          f"got {_short(name)}")
 
 
-def _make_knob(name: str, kind: str, d: tuple) -> Knob:
-    """Enumerate a definition's entities and pick its fallback."""
+def _make_knob(name: str, kind: str, d: tuple, friendly: tuple[int, ...]) -> Knob:
+    """Enumerate a definition's entities and pick its fallback (a split's innermost
+    factor: the first of ``friendly`` that it has)."""
     if kind == "split":
         sizes = _split_entities(d, name)
-        return Knob(name, kind, d, tuple(map(SplitEntity, sizes)), _split_fallback(sizes))
+        return Knob(name, kind, d, tuple(map(SplitEntity, sizes)),
+                    _split_fallback(sizes, friendly))
     if kind == "reorder":
         n, cands = d[1], d[3]
         if cands is None:

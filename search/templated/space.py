@@ -21,13 +21,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from tvmlite.checks import is_int
 from tvmlite.schedule.schedule import Schedule
+from tvmlite.target.target import Target
 
 from tvmlite.search.templated.knobs import (ANNOTATE_POLICIES, MAX_ANNOTATE_AXES, MAX_SPLIT_OUTPUTS,
                                             AnnotateEntity, Knob, OtherOptionEntity, ReorderEntity,
                                             SpaceError, SplitEntity, _axes_count, _canon,
                                             _check_candidate_sizes, _check_name, _extent, _int_arg,
-                                            _make_knob, _short)
+                                            _make_knob, _short, vector_friendly)
 
 __all__ = ["SpaceError", "SplitEntity", "ReorderEntity", "AnnotateEntity",
            "OtherOptionEntity", "Knob", "ConfigSpace", "Config"]
@@ -120,16 +122,23 @@ class _Definer(abc.ABC):
 class ConfigSpace(_Definer):
     """Knob definitions, collected by running a template once with this object as
     ``cfg``. Knob order is definition order; in a config's index the first knob varies
-    fastest."""
+    fastest. ``target`` (default: this machine) is what the space is for: templates size
+    their register blocks from ``cfg.target``, so a space is the same on machines of the
+    same vector width and register count, and differs between others."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: Target | None = None) -> None:
+        if target is not None and not isinstance(target, Target):
+            raise SpaceError(f"ConfigSpace(target=...) must be a tvmlite.target.Target, got "
+                             f"{type(target).__name__}")
+        self.target = target if target is not None else Target.host()
+        self._friendly = vector_friendly(self.target)
         self._knobs: dict[str, Knob] = {}
         self._sizes: tuple = ()          # entities per knob, in knob order
 
     def _define(self, name: str, kind: str, definition: tuple) -> None:
         old = self._knobs.get(name)
         if old is None:
-            self._knobs[name] = _make_knob(name, kind, definition)
+            self._knobs[name] = _make_knob(name, kind, definition, self._friendly)
             self._sizes += (len(self._knobs[name]),)
         elif old.definition != definition:
             raise SpaceError(f"knob {name!r} is defined twice, differently: {old.definition} "
@@ -167,8 +176,7 @@ class ConfigSpace(_Definer):
         """The config choosing entity ``choices[k]`` of the k-th knob."""
         sizes = self._sizes
         if (not isinstance(choices, (list, tuple)) or len(choices) != len(sizes) or not all(
-                isinstance(c, int) and not isinstance(c, bool) and 0 <= c < n
-                for c, n in zip(choices, sizes))):
+                is_int(c, 0, n - 1) for c, n in zip(choices, sizes))):
             raise SpaceError(f"choices must be one entity index per knob, within "
                              f"{list(sizes)}, got {_short(choices)}")
         return Config(self, tuple(choices))
@@ -211,6 +219,11 @@ class Config(_Definer):
             index += c * stride
             stride *= n
         object.__setattr__(self, "index", index)
+
+    @property
+    def target(self) -> Target:
+        """The target of the space: what a template sizes its blocks for."""
+        return self.space.target
 
     def _define(self, name: str, kind: str, definition: tuple) -> None:
         knob = self.space._knob(name)

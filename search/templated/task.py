@@ -172,7 +172,7 @@ class TemplatedTask:
                                 f"Target.host()), got {type(target).__name__}")
         self.name, self.args, self._bound = name, args, bound
         self.target = target or Target.host()
-        self.space = ConfigSpace()
+        self.space = ConfigSpace(self.target)
         _, tensors = self.template.run(self.space, bound)
         self.workload = Workload.from_tensors(tensors, name, dict(bound.arguments))
 

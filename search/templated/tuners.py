@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any, Callable, Sequence
 
 
+from tvmlite.checks import check_int, check_number
 from tvmlite.schedule.state import ScheduleError
 
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
@@ -51,12 +52,6 @@ class SmallHistoryWarning(UserWarning):
     """load_history got fewer usable records than min_records; they are used anyway."""
 
 
-def _int_at_least(v: Any, what: str, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{what} must be an int >= {lo}, got {v!r}")
-    return v
-
-
 class Tuner(abc.ABC):
     """Ask/tell over the configs of ``task.space``; subclasses implement ``_propose``."""
     name = "tuner"      # the record's tuner field
@@ -67,7 +62,7 @@ class Tuner(abc.ABC):
             raise TypeError(f"{type(self).__name__}(task=...) takes a TemplatedTask "
                             f"(search.templated.create(name, args)), got {type(task).__name__}")
         self.task, self.space = task, task.space
-        self.seed = _int_at_least(seed, f"{type(self).__name__}(seed=...)", 0)
+        self.seed = check_int(seed, f"{type(self).__name__}(seed=...)", 0)
         self.rng = random.Random(seed)
         self.visited: set[int] = set()          # indices proposed or measured
         self.throughput: dict[int, float] = {}  # index -> GFLOP/s measured (0 = failed)
@@ -75,7 +70,7 @@ class Tuner(abc.ABC):
     # -- ask / tell -----------------------------------------------------------------------
     def next_batch(self, n: int) -> list[Config]:
         """Up to ``n`` configs never proposed before (fewer once the space runs out)."""
-        _int_at_least(n, "next_batch(n=...)")
+        check_int(n, "next_batch(n=...)", 1)
         out: list[Config] = []
         for c in self._propose(n):
             if c.index not in self.visited and len(out) < n:
@@ -134,7 +129,7 @@ class Tuner(abc.ABC):
         if not all(isinstance(r, Record) for r in records):
             raise TypeError("load_history(records=...) takes a log path or a list of "
                             "search.record.Record")
-        _int_at_least(min_records, "load_history(min_records=...)", 0)
+        check_int(min_records, "load_history(min_records=...)", 0)
         used = self._use_history(records)
         if used < min_records:
             what = "" if self._learns else f"; {type(self).__name__} does not learn from history"
@@ -166,13 +161,13 @@ class Tuner(abc.ABC):
         """Measure until the log holds ``n_trial`` measurements of this template and
         workload, the space runs out, or ``early_stopping`` trials pass without a better
         config (default: ``options.early_stopping``)."""
-        _int_at_least(n_trial, "tune(n_trial=...)")
+        check_int(n_trial, "tune(n_trial=...)", 1)
         options = TuningOptions() if options is None else options
         if not isinstance(options, TuningOptions):
             raise TypeError(f"tune(options=...) must be a search.TuningOptions, got "
                             f"{type(options).__name__}")
         stop = options.early_stopping if early_stopping is None else \
-            _int_at_least(early_stopping, "tune(early_stopping=...)")
+            check_int(early_stopping, "tune(early_stopping=...)", 1)
         start = time.perf_counter()
         res = TuneResult(self.task.workload)
         with options.measurer(log_file, self.task.target, self.name) as measurer:
@@ -277,14 +272,12 @@ class GATuner(Tuner):
     def __init__(self, task: TemplatedTask, pop_size: int = 100, elite_num: int = 3,
                  mutation_prob: float = 0.1, seed: int = 0):
         super().__init__(task, seed)
-        self.pop_size = min(_int_at_least(pop_size, "GATuner(pop_size=...)", 2),
+        self.pop_size = min(check_int(pop_size, "GATuner(pop_size=...)", 2),
                             len(self.space))
-        self.elite_num = _int_at_least(elite_num, "GATuner(elite_num=...)")
+        self.elite_num = check_int(elite_num, "GATuner(elite_num=...)", 1)
         if self.elite_num > pop_size:
             raise ValueError(f"GATuner(elite_num={elite_num}) must be at most pop_size={pop_size}")
-        if isinstance(mutation_prob, bool) or not isinstance(mutation_prob, (int, float)) \
-                or not 0 <= mutation_prob <= 1:
-            raise ValueError(f"GATuner(mutation_prob=...) must be in [0, 1], got {mutation_prob!r}")
+        check_number(mutation_prob, "GATuner(mutation_prob=...)", 0, 1)
         self.mutation_prob = float(mutation_prob)
         self._pending: list[Config] = []
         self._generation: list[tuple[tuple, float]] = []   # (choices, fitness) measured

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from tvmlite.checks import check_int, check_number
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 
@@ -22,7 +23,7 @@ from tvmlite.search.templated.space import Config
 from tvmlite.search.templated.task import TemplatedTask
 
 from tvmlite.search.templated.tuners import (EPS_GREEDY, SA_EARLY_STOP, SA_EVALUATIONS, SA_POINTS,
-                                             Tuner, _int_at_least)
+                                             Tuner)
 
 __all__ = ["XGBTuner"]
 
@@ -51,7 +52,7 @@ class XGBTuner(Tuner):
         from tvmlite.search.model.cost_model import XGBModel
         from tvmlite.search.model.features import FEATURE_NAMES
         super().__init__(task, seed)
-        self.plan_size = _int_at_least(plan_size, "XGBTuner(plan_size=...)")
+        self.plan_size = check_int(plan_size, "XGBTuner(plan_size=...)", 1)
         if feature_type not in SA_EVALUATIONS:
             raise ValueError(f"XGBTuner(feature_type=...) must be one of "
                              f"{', '.join(SA_EVALUATIONS)}, got {feature_type!r}")
@@ -61,15 +62,11 @@ class XGBTuner(Tuner):
         if optimizer != "sa":
             raise ValueError(f"XGBTuner(optimizer=...): only 'sa' (simulated annealing) is "
                              f"implemented, got {optimizer!r}")
-        if diversity_filter_ratio is not None and (
-                isinstance(diversity_filter_ratio, bool)
-                or not isinstance(diversity_filter_ratio, (int, float))
-                or diversity_filter_ratio < 1):
-            raise ValueError(f"XGBTuner(diversity_filter_ratio=...) must be None or a number "
-                             f">= 1, got {diversity_filter_ratio!r}")
+        check_number(diversity_filter_ratio, "XGBTuner(diversity_filter_ratio=...)", 1,
+                     allow_none=True)
         self.feature_type, self.diversity = feature_type, diversity_filter_ratio
         if num_threads is not None:
-            _int_at_least(num_threads, "XGBTuner(num_threads=...)")
+            check_int(num_threads, "XGBTuner(num_threads=...)", 1)
         self.model = XGBModel(seed=seed, n_threads=num_threads or 1, loss=losses[loss_type])
         self._features: dict[int, np.ndarray | None] = {}
         self._plan: list[Config] = []

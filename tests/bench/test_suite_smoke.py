@@ -34,7 +34,7 @@ def test_help_runs():
     assert "--quick" in proc.stdout and "--tvm-python" in proc.stdout
 
 
-def test_case_table_matches_the_issue():
+def test_case_table_has_the_suites_cases_per_operator():
     counts = {op: len(shapes) for op, (_, _, _, shapes) in suite.CASES.items()}
     assert counts == {"gmm": 4, "c1d": 4, "c2d": 4, "c3d": 3, "dep": 4, "nrm": 4}
     assert len({suite.case_name(op, shape) for op, shape, _ in ALL}) == len(ALL)

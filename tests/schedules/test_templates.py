@@ -5,6 +5,7 @@ operator names with the operators' exact signatures, their workloads are the ope
 own, and their Steps replay without the template."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import random
 import warnings
@@ -82,6 +83,17 @@ def _configs(space, n: int, seed: int = 0) -> list:
     return list(picked.values())
 
 
+def _avx512_like(host: tvmlite.Target) -> tvmlite.Target:
+    """The host with AVX-512's shape: 512-bit vectors, 32 vector registers."""
+    return dataclasses.replace(host, features=(*host.features, "avx512f"), vector_bits=512)
+
+
+def _avx2_like(host: tvmlite.Target) -> tvmlite.Target:
+    """The host with AVX2's shape: 256-bit vectors, 16 vector registers."""
+    features = tuple(f for f in host.features if not f.startswith(("avx512", "amx")))
+    return dataclasses.replace(host, features=features, vector_bits=256)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_every_sampled_config_builds_and_matches_numpy(case):
     name, args, n = case
@@ -149,14 +161,15 @@ def test_inside_apply_history_best_a_template_uses_the_fastest_record():
 
 
 def test_vector_axes_are_split_into_whole_vectors_when_the_extent_allows():
-    space = templated.create("matmul", (16, 64, 8)).space
+    t = _avx512_like(tvmlite.Target.host())            # 16 float32 lanes, 32 registers
+    space = templated.create("matmul", (16, 64, 8), target=t).space
     assert {e.size[-1] for e in space.knobs["tile_x"].entities} == {16, 32, 64}
     # No whole vector divides 56: shorter powers of two, which leave no scalar tail.
-    narrow = templated.create("matmul", (16, 56, 8)).space
+    narrow = templated.create("matmul", (16, 56, 8), target=t).space
     assert {e.size[-1] for e in narrow.knobs["tile_x"].entities} == {2, 4, 8}
-    odd = templated.create("matmul", (16, 9, 8)).space        # nothing vector-friendly
+    odd = templated.create("matmul", (16, 9, 8), target=t).space   # nothing vector-friendly
     assert {e.size[-1] for e in odd.knobs["tile_x"].entities} == {1, 3, 9}
-    f64 = templated.create("matmul", (16, 24, 8, "float64")).space   # 8 lanes
+    f64 = templated.create("matmul", (16, 24, 8, "float64"), target=t).space   # 8 lanes
     assert {e.size[-1] for e in f64.knobs["tile_x"].entities} == {8, 24}
 
 
@@ -189,6 +202,32 @@ def test_bad_arguments_name_the_argument():
 
 
 def test_no_fallback_warning_leaks_from_space_collection():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        templated.create("norm2", (4, 16))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = templated.create("norm2", (4, 16))
+    assert [str(w.message) for w in caught] == []
+    assert len(task.space) > 1 and task.space.fallback().is_fallback
+
+
+def test_register_blocks_are_sized_from_the_target():
+    host = tvmlite.Target.host()
+    wide = templated.create("matmul", (16, 128, 8), target=_avx512_like(host)).space
+    narrow = templated.create("matmul", (16, 128, 8), target=_avx2_like(host)).space
+    assert narrow.target.vector_registers == 16
+    lanes = narrow.target.vector_lanes("float32")
+    cols = {e.size[-1] for e in narrow.knobs["tile_x"].entities}
+    rows = {e.size[-1] for e in narrow.knobs["tile_y"].entities}
+    assert cols == {lanes, 2 * lanes}                 # whole vectors, 2 of 16 registers
+    assert max(rows) == 8                             # half the registers hold the rows
+    assert narrow.fallback()["tile_x"].size[-1] == lanes
+    assert {e.size[-1] for e in wide.knobs["tile_x"].entities} == {16, 32, 64}
+    assert max(e.size[-1] for e in wide.knobs["tile_y"].entities) == 16
+    dense = templated.create("dense", (4, 32, 8), target=_avx2_like(host)).space
+    assert max(e.size[-1] for e in dense.knobs["tile_y"].entities) == 2   # 2 x 2 of 16
+
+
+def test_a_space_for_another_target_still_builds_correct_code():
+    task = templated.create("matmul", (8, 32, 8), target=_avx2_like(tvmlite.Target.host()))
+    for config in _configs(task.space, 4):
+        s, tensors = task.instantiate(config)
+        testing.check_schedule(s, tensors, lambda a, b: a @ b, rtol=1e-4, atol=1e-4)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tvmlite.checks import is_number
 from tvmlite.codegen_c import CompileError
 from tvmlite.target.target import CompilerNotFoundError
 
@@ -81,22 +82,23 @@ def _example(sig: inspect.Signature) -> str:
     return " ".join(f"{n}=16" for n in names) or "KEY=VALUE"
 
 
-def _number(convert: Callable[[str], Any], ok: Callable[[Any], bool], what: str):
-    """An argparse type: ``convert(text)`` when ``ok`` of it, else a message naming ``what``."""
+def _number(convert: Callable[[str], Any], what: str, lo: float, lo_open: bool = False):
+    """An argparse type: ``convert(text)`` when it is at least ``lo`` (above it with
+    ``lo_open``), as ``tvmlite.checks.is_number`` decides, else a message naming ``what``."""
     def parse(text: str):
         try:
             v = convert(text)
         except ValueError:
             v = None
-        if v is None or not ok(v):
+        if v is None or not is_number(v, lo, lo_open=lo_open):
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
         return v
     return parse
 
 
-_positive_int = _number(int, lambda v: v >= 1, "a positive integer (e.g. 200)")
-_seed = _number(int, lambda v: v >= 0, "a non-negative integer")
-_seconds = _number(float, lambda v: v > 0, "a positive number of seconds")
+_positive_int = _number(int, "a positive integer (e.g. 200)", 1)
+_seed = _number(int, "a non-negative integer", 0)
+_seconds = _number(float, "a positive number of seconds", 0, lo_open=True)
 
 
 def _existing_log(path: str) -> str:

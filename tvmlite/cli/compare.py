@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tvmlite.checks import check_int
+
 __all__ = [
     "CSV_COLUMNS",
     "METHODS",
@@ -156,8 +158,7 @@ def run_compare(op: str, kwargs: dict, trials: int, seeds: int, out_dir: str | P
     from tvmlite.search.options import TuningOptions
     from tvmlite.search.template_free.task import SearchTask
     for name, v in (("trials", trials), ("seeds", seeds)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"compare: {name}={v!r} must be a positive int")
+        check_int(v, f"compare: {name}", 1)
     if tuner not in TUNERS:
         raise ValueError(f"compare: tuner {tuner!r} is unknown: use one of {', '.join(TUNERS)}")
     options = options or TuningOptions()
@@ -301,7 +302,7 @@ def _loop_nest(rec: Any) -> str:
     wl = rec.workload
     s = Schedule.from_steps(wl.outputs, rec.steps)
     func = tvmlite.lower(s, list(wl.tensors), wl.name,
-                         vector_bytes=Target.host().vector_bits // 8)
+                         vector_bytes=Target.host().vector_bytes)
     steps = "\n".join(f"# {st}" for st in rec.steps) or "# (no steps: the unscheduled program)"
     return f"{steps}\n{func}"
 

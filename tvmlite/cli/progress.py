@@ -15,6 +15,8 @@ import os
 import sys
 from typing import Any, TextIO
 
+from tvmlite.checks import check_int
+
 __all__ = ["Progress", "format_seconds"]
 
 
@@ -40,16 +42,13 @@ class Progress:
 
     def __init__(self, total: int, stream: TextIO | None = None, mode: str | None = None,
                  every: int | None = None, label: str = "tuning"):
-        if isinstance(total, bool) or not isinstance(total, int) or total < 1:
-            raise ValueError(f"Progress(total={total!r}): use the trial budget, a positive int")
+        check_int(total, "Progress(total=...), the trial budget,", 1)
         self.stream = stream if stream is not None else sys.stderr
         if mode is None:
             mode = "bar" if _is_terminal(self.stream) else "lines"
         if mode not in self.MODES:
             raise ValueError(f"Progress(mode={mode!r}): use one of {', '.join(self.MODES)}")
-        if every is not None and (isinstance(every, bool) or not isinstance(every, int)
-                                  or every < 1):
-            raise ValueError(f"Progress(every={every!r}): use a positive int (trials per line)")
+        check_int(every, "Progress(every=...), trials per line,", 1, allow_none=True)
         self.total, self.mode, self.label = total, mode, label
         self.every = every or max(1, total // 10)
         self.first: int | None = None     # index of the first trial of this run

@@ -14,10 +14,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterator
 
-DTYPES = ("float32", "float64", "int32", "int64", "bool")
-FLOAT_DTYPES = ("float32", "float64")
-INT_DTYPES = ("int32", "int64")
-ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "bool": 1}
+from tvmlite.ir.dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES, ITEMSIZE  # noqa: F401 (re-exported)
+
 UNARY_FUNCS = ("exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf")
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "min", "max")
 LOGIC_OPS = ("and", "or")

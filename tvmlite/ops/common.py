@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Sequence
 
+from tvmlite.checks import check_int, is_int
 from tvmlite import te
 from tvmlite.ir.expr import Expr
 
@@ -17,20 +18,17 @@ OP_DTYPES = ("float32", "float64", "int32", "int64")
 
 def positive(op: str, name: str, value: Any) -> int:
     """``value`` as a positive int, or a ValueError naming ``op`` and ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{op}: {name} must be a positive int, got {value!r}")
-    return value
+    return check_int(value, f"{op}: {name}", 1)
 
 
 def non_negative(op: str, name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{op}: {name} must be a non-negative int, got {value!r}")
-    return value
+    """``value`` as a non-negative int, or a ValueError naming ``op`` and ``name``."""
+    return check_int(value, f"{op}: {name}", 0)
 
 
 def tuple_arg(op: str, name: str, value: Any, n: int, allow_zero: bool = False) -> tuple[int, ...]:
     """An int or an ``n``-tuple of ints (one per spatial dimension) as an ``n``-tuple."""
-    vals = (value,) * n if isinstance(value, int) and not isinstance(value, bool) else value
+    vals = (value,) * n if is_int(value) else value
     if not isinstance(vals, (tuple, list)) or len(vals) != n:
         raise ValueError(f"{op}: {name} must be an int or a tuple of {n} ints, got {value!r}")
     check = non_negative if allow_zero else positive
@@ -45,7 +43,7 @@ def dtype_arg(op: str, dtype: Any, floats_only: bool = False) -> str:
 
 
 def shape_arg(op: str, shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, int) and not isinstance(shape, bool):
+    if is_int(shape):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)) or not shape:
         raise ValueError(f"{op}: shape must be a non-empty tuple of positive ints, got {shape!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tvmlite import te
+from tvmlite.checks import is_int
 from tvmlite.ops.common import dtype_arg, named, positive, shape_arg
 
 
@@ -40,7 +41,7 @@ def bias_add(shape: Any, axis: int = 1, dtype: str = "float32") -> list[te.Tenso
     op = "bias_add"
     shape = shape_arg(op, shape)
     dtype_arg(op, dtype)
-    if isinstance(axis, bool) or not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+    if not is_int(axis, -len(shape), len(shape) - 1):
         raise ValueError(f"{op}: axis must be an int in [{-len(shape)}, {len(shape)}) for "
                          f"shape {shape}, got {axis!r}")
     axis %= len(shape)

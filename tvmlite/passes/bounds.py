@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 
 from tvmlite.ir.expr import BinOp, Cmp, Const, Expr, TensorRead, Var, rebuild, substitute, walk
 from tvmlite.schedule.state import ScheduleError, Split, Stage, State
+from tvmlite.ir.names import RESERVED
 from tvmlite.ir.simplify import INF, bound, from_linear, linear, simplify
 
-C_RESERVED = frozenset("""auto break case char const continue default do double else enum
-extern float for goto if inline int long register restrict return short signed sizeof static
-struct switch typedef union unsigned void volatile while _Bool _Complex _Imaginary""".split())
 
 
 @dataclass
@@ -53,7 +51,7 @@ def inline_reads(e: Expr, state: State) -> Expr:
 def infer(state: State, reserved: set) -> dict:
     """StageInfo for every non-inlined stage, keyed by stage name."""
     infos: dict = {}
-    used_names = set(reserved) | set(C_RESERVED)
+    used_names = set(reserved) | set(RESERVED)
     for st in reversed(state.stages):
         if st.attach == "inline":
             continue

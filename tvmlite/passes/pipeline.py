@@ -1,7 +1,9 @@
 """``lower()``: schedule -> loop IR, as one list of passes in order.
 
 Set ``debug=True`` (or ``tvmlite.lower(..., debug=True)``) to print the IR after each
-pass. Every pass is a pure function in ``tvmlite/passes/``.
+pass. Every pass is a pure function in ``tvmlite/passes/``. Vector loops are cut into the
+target's native vectors: ``vector_bytes`` (default: this machine's,
+``Target.host().vector_bytes``; pass ``target.vector_bytes`` to lower for another).
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from tvmlite.checks import check_int
 from tvmlite.passes import bounds, nest
 from tvmlite.passes.flatten import flatten
 from tvmlite.passes.simplify_stmt import simplify_stmt
@@ -17,9 +20,8 @@ from tvmlite.passes.vectorize import vectorize
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.ir.stmt import Buffer, Stmt
+from tvmlite.target.target import Target
 from tvmlite.te.tensor import IDENT, Tensor
-
-DEFAULT_VECTOR_BYTES = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,21 +70,27 @@ def check_args(s: Schedule, args: Sequence[Any]) -> list:
 
 
 def lower(s: Schedule, args: Sequence[Any], name: str = "default_function",
-          vector_bytes: int = DEFAULT_VECTOR_BYTES, debug: bool = False) -> LoweredFunc:
-    """The loop IR of schedule ``s`` as a kernel taking ``args``."""
+          vector_bytes: int | None = None, debug: bool = False) -> LoweredFunc:
+    """The loop IR of schedule ``s`` as a kernel taking ``args``, its vector loops cut into
+    ``vector_bytes``-wide vectors (None: this machine's)."""
     return _lower(s, args, name, vector_bytes, debug, until="vectorize")
 
 
-def loop_nest(s: Schedule, args: Sequence[Any], name: str = "default_function") -> LoweredFunc:
+def loop_nest(s: Schedule, args: Sequence[Any], name: str = "default_function",
+              vector_bytes: int | None = None) -> LoweredFunc:
     """The loop IR before unrolling, flattening and vectorizing: every loop still a ``For``
     with its kind and auto-unroll limit, every access still multi-dimensional. This is what
     the cost model's features read: several times cheaper than ``lower`` (no unrolled
-    copies), and it keeps the loop structure the features describe."""
-    return _lower(s, args, name, DEFAULT_VECTOR_BYTES, False, until="auto_unroll")
+    copies), and it keeps the loop structure the features describe. ``vector_bytes`` (the
+    features' target's, None: this machine's) decides which nests auto-unroll marks."""
+    return _lower(s, args, name, vector_bytes, False, until="auto_unroll")
 
 
-def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int, debug: bool,
+def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None, debug: bool,
            until: str) -> LoweredFunc:
+    if vector_bytes is None:
+        vector_bytes = Target.host().vector_bytes
+    check_int(vector_bytes, "lower: vector_bytes (bytes in one native vector)", 1)
     if not isinstance(s, Schedule):
         raise TypeError(f"lower: expected a Schedule (te.create_schedule), got {type(s).__name__}")
     if not isinstance(name, str) or not IDENT.match(name):

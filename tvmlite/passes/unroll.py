@@ -5,6 +5,8 @@ Inside a loop carrying ``auto_unroll_max_step = n``, every serial loop nest whos
 total step count (statements it becomes, a vectorized loop counting as its native
 vectors) is at most n is unrolled too. Explicit unrolling is capped at ``MAX_COPIES``
 native statements: a bigger loop is left serial rather than exploding compile time.
+Every function takes ``vector_bytes``, the target's native vector (``Target.vector_bytes``):
+the unit a vectorized loop's steps are counted in.
 """
 from __future__ import annotations
 
@@ -13,13 +15,12 @@ from tvmlite.ir.stmt import (Allocate, For, IfThenElse, Seq, Stmt, Store, map_ex
                              walk_stmts)
 
 MAX_COPIES = 1024
-VECTOR_BYTES = 64   # what a "step" of a vectorized loop is measured in (one native vector)
 
 
-def steps(s: Stmt, vector_bytes: int = VECTOR_BYTES) -> int:
+def steps(s: Stmt, vector_bytes: int) -> int:
     """Statements the nest becomes once unrolled, counting a vectorized loop as the
     native vectors it is cut into: the measure of generated code size (and of lowering
-    and compile time), so a 64-lane loop counts four times a 16-lane one."""
+    and compile time), so on a 64-byte vector a 64-lane float32 loop counts four times a 16-lane one."""
     if isinstance(s, Store):
         return 1
     if isinstance(s, For):
@@ -37,7 +38,7 @@ def steps(s: Stmt, vector_bytes: int = VECTOR_BYTES) -> int:
     return 1
 
 
-def mark_auto_unroll(s: Stmt, limit: int = 0, vector_bytes: int = VECTOR_BYTES) -> Stmt:
+def mark_auto_unroll(s: Stmt, limit: int, vector_bytes: int) -> Stmt:
     """Turn serial loops under an auto_unroll_max_step pragma into unroll loops."""
     if isinstance(s, For) and s.unroll_limit:
         limit = max(limit, s.unroll_limit)
@@ -47,7 +48,7 @@ def mark_auto_unroll(s: Stmt, limit: int = 0, vector_bytes: int = VECTOR_BYTES) 
     return s
 
 
-def unroll(s: Stmt, vector_bytes: int = VECTOR_BYTES) -> Stmt:
+def unroll(s: Stmt, vector_bytes: int) -> Stmt:
     """Replicate every ``unroll`` loop (innermost first); one whose copies would exceed
     ``MAX_COPIES`` native statements stays a serial loop."""
     s = map_stmt(s, lambda c: unroll(c, vector_bytes))

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-ALIGNMENT = 64   # bytes: a cache line, and one 512-bit vector
+from tvmlite.ir.dtypes import ALIGNMENT   # bytes: a cache line, and one 512-bit vector
 
 __all__ = ["ALIGNMENT", "empty", "full", "asaligned", "is_aligned"]
 

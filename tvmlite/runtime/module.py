@@ -19,9 +19,11 @@ from tvmlite.runtime.arrays import ALIGNMENT, is_aligned
 from tvmlite.passes.pipeline import LoweredFunc, lower
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.target.target import Target
+from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, DTYPE_INFO
+from tvmlite.checks import check_int
 
-NP_DTYPE = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
-CPTR = {"float32": "float *", "float64": "double *", "int32": "int32_t *", "int64": "int64_t *"}
+NP_DTYPE = {d: np.dtype(DTYPE_INFO[d].numpy) for d in BUFFER_DTYPES}
+CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
 
 
 class MisalignedWarning(UserWarning):
@@ -105,8 +107,7 @@ class Module:
 
     def set_num_threads(self, n: int) -> None:
         """OpenMP threads used by this kernel's parallel loops (default: all cores)."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"set_num_threads: n must be a positive int, got {n!r}")
+        check_int(n, "set_num_threads: n", 1)
         getattr(self.lib, f"{self.name}_set_num_threads")(n)
 
     def time_evaluator(self, number: int = 10, repeat: int = 3,
@@ -114,8 +115,7 @@ class Module:
         """A function timing ``number`` calls per repeat in C; ``min_repeat_ms`` raises
         ``number`` until one repeat lasts at least that long."""
         for val, what in ((number, "number"), (repeat, "repeat")):
-            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                raise ValueError(f"time_evaluator: {what} must be a positive int, got {val!r}")
+            check_int(val, f"time_evaluator: {what}", 1)
 
         def evaluate(*arrays: Any) -> TimeResult:
             ptrs = self._pointers(arrays)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from tvmlite.ir.expr import BinOp, Cmp, Const, Reduce, TensorRead, Var, rebuild, substitute
 from tvmlite.schedule.state import (ANNOTATIONS, Fuse, Iter, ScheduleError, Split, Stage, State,
                                     fresh_stage)
+from tvmlite.checks import check_int
 from tvmlite.te.tensor import IDENT, ComputeOp, IterVar, Tensor
 
 MAX_FACTOR = 1 << 30
@@ -34,9 +35,7 @@ def _ident(value: Any, what: str) -> str:
 
 
 def _int(value: Any, what: str, lo: int = 1, hi: int = MAX_FACTOR) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ScheduleError(f"{what} must be an integer in [{lo}, {hi}], got {value!r}")
-    return value
+    return check_int(value, what, lo, hi, error=ScheduleError)
 
 
 MAX_LOOP_NAME = 48  # generated loop names stay well inside IDENT's 64 characters
@@ -103,9 +102,8 @@ class SplitStep(Step):
             raise ScheduleError(f"stage {self.stage}: split of {self.iter} needs exactly one "
                                 f"of factor= or nparts=")
         value = self.factor if self.factor is not None else self.nparts
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ScheduleError(f"stage {self.stage}: split of {self.iter}: factor/nparts must "
-                                f"be a positive integer, got {value!r}")
+        check_int(value, f"stage {self.stage}: split of {self.iter}: factor/nparts", 1,
+                  error=ScheduleError)
         if it.annotation != "none":
             raise ScheduleError(f"stage {self.stage}: cannot split {self.iter}, it is already "
                                 f"annotated {it.annotation}; split first, then annotate")

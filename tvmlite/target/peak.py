@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tvmlite.checks import check_int, check_number
+
 __all__ = ["Peak", "cached_peak", "default_cache_file", "measure_peak", "measure_runs"]
 
 _CDECL = "double peak_gflops(int threads, double seconds); int peak_vec_bytes(void);"
@@ -54,13 +56,9 @@ def _source() -> str:
 
 
 def _check(threads: int, seconds: float, runs: int) -> None:
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"peak: threads={threads!r} must be a positive int (default: the "
-                         "target's cores)")
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"peak: runs={runs!r} must be a positive int")
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        raise ValueError(f"peak: seconds={seconds!r} must be a positive number (per run)")
+    check_int(threads, "peak: threads (default: the target's cores)", 1)
+    check_int(runs, "peak: runs", 1)
+    check_number(seconds, "peak: seconds (per run)", 0, lo_open=True)
 
 
 def measure_runs(target: Any = None, threads: int | None = None, seconds: float = 1.0,

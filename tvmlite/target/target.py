@@ -25,11 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tvmlite.checks import check_int
+from tvmlite.ir.dtypes import BUFFER_DTYPES, ITEMSIZE
+
 __all__ = ["Target", "CompilerNotFoundError"]
 
 _ARCHES = ("x86_64", "aarch64")
+DEFAULT_CACHE_LINE_BYTES = 64   # x86's line and the common AArch64 one, when sysfs is silent
 _FEATURE_RE = re.compile(r"^[a-z0-9_]+$")
-_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 # Flags every kernel is built with. gnu11, not c11: strict ISO mode turns off FMA
 # contraction in gcc (-ffp-contract=off), which halves the throughput of a matmul.
 # -O2, not -O3: our C is already unrolled and vectorized explicitly, and GCC 12.2's -O3
@@ -68,6 +71,8 @@ class Target:
 
     ``caches`` is a tuple of ``(name, bytes)`` pairs, not a dict, so the target stays
     hashable and can key caches. ``cflags`` are the exact flags every kernel is built with.
+    ``cache_line_bytes`` is the L1 data cache's line (sysfs ``coherency_line_size``; 64
+    when unknown, and in logs written before it was recorded).
     """
 
     arch: str
@@ -79,6 +84,7 @@ class Target:
     compiler_version: str
     cflags: tuple[str, ...]
     openmp: bool = True
+    cache_line_bytes: int = DEFAULT_CACHE_LINE_BYTES
 
     def __post_init__(self) -> None:
         # Validate here, not only in from_json, so no invalid Target can exist.
@@ -91,9 +97,11 @@ class Target:
                              f"matching {_FEATURE_RE.pattern}")
         object.__setattr__(self, "features", tuple(sorted(set(self.features))))
         for name in ("vector_bits", "cores"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"Target.{name} must be a positive int, got {v!r}")
+            check_int(getattr(self, name), f"Target.{name}", 1)
+        check_int(self.cache_line_bytes, "Target.cache_line_bytes", 1)
+        if self.cache_line_bytes & (self.cache_line_bytes - 1):
+            raise ValueError(f"Target.cache_line_bytes={self.cache_line_bytes} must be a "
+                             "power of two")
         if self.vector_bits % 64:
             raise ValueError(f"Target.vector_bits={self.vector_bits} must be a multiple of 64")
         for item in self.caches:
@@ -127,10 +135,15 @@ class Target:
     # ------------------------------------------------------------------ queries
     def vector_lanes(self, dtype: str) -> int:
         """Elements of ``dtype`` in one native vector register."""
-        if dtype not in _ITEMSIZE:
+        if dtype not in BUFFER_DTYPES:
             raise ValueError(f"vector_lanes(dtype={dtype!r}): dtype must be one of "
-                             f"{sorted(_ITEMSIZE)}")
-        return max(1, self.vector_bits // (8 * _ITEMSIZE[dtype]))
+                             f"{sorted(BUFFER_DTYPES)}")
+        return max(1, self.vector_bits // (8 * ITEMSIZE[dtype]))
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes in one native vector register (what lowering cuts vector loops into)."""
+        return self.vector_bits // 8
 
     @property
     def vector_registers(self) -> int:
@@ -163,6 +176,7 @@ class Target:
             "compiler_version": self.compiler_version,
             "cflags": list(self.cflags),
             "openmp": self.openmp,
+            "cache_line_bytes": self.cache_line_bytes,
         }
 
     @staticmethod
@@ -172,7 +186,8 @@ class Target:
             raise ValueError(f"Target.from_json expects a dict, got {type(d).__name__}")
         expected = {"arch", "features", "vector_bits", "cores", "caches", "compiler",
                     "compiler_version", "cflags", "openmp"}
-        missing, unknown = expected - d.keys(), d.keys() - expected
+        optional = {"cache_line_bytes"}          # absent in logs written before it existed
+        missing, unknown = expected - d.keys(), d.keys() - expected - optional
         if missing:
             raise ValueError(f"Target.from_json: missing key(s) {sorted(missing)}")
         if unknown:
@@ -187,7 +202,8 @@ class Target:
                 arch=d["arch"], features=tuple(d["features"]), vector_bits=d["vector_bits"],
                 cores=d["cores"], caches=tuple((str(k), v) for k, v in d["caches"].items()),
                 compiler=d["compiler"], compiler_version=d["compiler_version"],
-                cflags=tuple(d["cflags"]), openmp=d["openmp"])
+                cflags=tuple(d["cflags"]), openmp=d["openmp"],
+                cache_line_bytes=d.get("cache_line_bytes", DEFAULT_CACHE_LINE_BYTES))
         except ValueError as e:
             raise ValueError(f"Target.from_json: {e}") from None
 
@@ -204,7 +220,7 @@ class Target:
             f"features:  {' '.join(self.features) or '(none detected)'}",
             f"vector:    {self.vector_bits} bits ({self.vector_lanes('float32')} x float32)",
             f"cores:     {self.cores}",
-            f"caches:    {caches}",
+            f"caches:    {caches} ({self.cache_line_bytes}-byte lines)",
             f"compiler:  {self.compiler} ({self.compiler_version})",
             f"openmp:    {'yes' if self.openmp else 'no (kernels run single-threaded)'}",
             f"cflags:    {' '.join(self.cflags)}",
@@ -297,6 +313,18 @@ def _caches() -> tuple[tuple[str, int], ...]:
             if v > 0:
                 found[name] = v
     return tuple(sorted(found.items(), key=lambda kv: (kv[0][1], kv[0])))
+
+
+def _cache_line_bytes() -> int:
+    """The L1 data cache's line size from sysfs (64, the x86 and common AArch64 line,
+    when sysfs does not say)."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        kind, line = _read(index / "type"), _read(index / "coherency_line_size")
+        if kind and line and kind.strip() in ("Data", "Unified") and line.strip().isdigit():
+            size = int(line.strip())
+            if size > 0 and size & (size - 1) == 0:
+                return size
+    return DEFAULT_CACHE_LINE_BYTES
 
 
 def _cpu_ghz() -> float:
@@ -409,4 +437,4 @@ def _detect_host(compiler: str | None) -> Target:
         cflags, openmp = _cflags(path, arch, features, tmp)
     return Target(arch=arch, features=features, vector_bits=_vector_bits(features),
                   cores=_cores(), caches=_caches(), compiler=path, compiler_version=version,
-                  cflags=cflags, openmp=openmp)
+                  cflags=cflags, openmp=openmp, cache_line_bytes=_cache_line_bytes())

@@ -9,35 +9,27 @@ from __future__ import annotations
 
 import builtins
 import inspect
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tvmlite.ir.expr import (BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select, TensorRead,
                              Var, as_expr, binop, check_dtype, const, is_float, walk)
+from tvmlite.checks import is_int
+from tvmlite.ir.names import IDENT, RESERVED, RESERVED_PREFIXES  # noqa: F401 (IDENT re-exported)
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
            "all", "any", "const", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf",
            "cast", "floordiv", "floormod", "Tensor", "IterVar",
            "PlaceholderOp", "ComputeOp"]
 
-IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 MAX_ELEMENTS = 2**34  # a sane bound on one tensor's size; bigger is surely a mistake
-
-
-# Names become C identifiers: C keywords, the C library functions kernels call and our
-# own prefix would break or hijack the generated code.
-RESERVED = frozenset("""auto break case char const continue default do double else enum
-extern float for goto if inline int long register restrict return short signed sizeof static
-struct switch typedef union unsigned void volatile while free malloc aligned_alloc main
-int32_t int64_t NULL""".split())
 
 
 def check_name(name: Any, what: str) -> str:
     if not isinstance(name, str) or not IDENT.match(name):
         raise ValueError(f"{what} must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 64 "
                          f"characters), got {name!r}")
-    if name in RESERVED or name.startswith(("tvmlite_", "__")):
+    if name in RESERVED or name.startswith(RESERVED_PREFIXES):
         raise ValueError(f"{what} {name!r} is reserved in the generated C (a C keyword, a "
                          f"library function, or a leading '_'/'tvmlite_'); pick another name")
     return name
@@ -54,7 +46,7 @@ def check_shape(shape: Any, what: str) -> tuple[int, ...]:
     for d in dims:
         if isinstance(d, Const):
             d = d.value
-        if isinstance(d, bool) or not isinstance(d, int) or d <= 0:
+        if not is_int(d, 1):
             raise ValueError(f"{what}: shape must be a tuple of positive ints, got {shape!r}")
         total *= d
     if total > MAX_ELEMENTS:
@@ -187,7 +179,7 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
     """A reduction axis over ``range(lo, hi)`` given as ``(lo, hi)`` (or just ``hi``)."""
     check_name(name, "reduce_axis name")
     lo, hi = (0, dom) if isinstance(dom, int) else tuple(dom)
-    if not builtins.all(isinstance(x, int) and not isinstance(x, bool) for x in (lo, hi)) or hi <= lo:
+    if not builtins.all(is_int(x) for x in (lo, hi)) or hi <= lo:
         raise ValueError(f"reduce_axis {name}: dom must be (lo, hi) ints with lo < hi, got {dom!r}")
     return IterVar(Var(name), hi - lo, "reduce", lo)
 

@@ -196,10 +196,27 @@ def test_tiling_reduces_lines_and_raises_intensity(target: Target) -> None:
     assert tiled[COL["buf0_unique_bytes"]] == naive[COL["buf0_unique_bytes"]]
 
 
+def test_lines_are_counted_in_the_targets_cache_lines(target: Target) -> None:
+    """A row-major read of 16 float32 (64 bytes) is one 64-byte line or half a
+    128-byte one: the line size is the target's, not a constant."""
+    import dataclasses
+    s, args = _matmul(16)
+    t64 = dataclasses.replace(target, cache_line_bytes=64)
+    t128 = dataclasses.replace(target, cache_line_bytes=128)
+    f64, f128 = (F.schedule_features(s, args, t)[1] for t in (t64, t128))
+    cols = [COL[f"buf{b}_unique_lines"] for b in range(F.MAX_BUFFERS)]
+    lines64 = sum(2 ** f64[c] - 1 for c in cols)
+    lines128 = sum(2 ** f128[c] - 1 for c in cols)
+    assert lines128 < lines64 <= 2 * lines128 + F.MAX_BUFFERS
+    same = [c for c in range(F.N_FEATURES) if "lines" not in F.FEATURE_NAMES[c]]
+    np.testing.assert_array_equal(f64[same], f128[same])
+
+
 def test_schedule_features_equals_extract(target: Target) -> None:
     s, args = gemm_packed(32, 32, 32, 16)
     np.testing.assert_array_equal(F.schedule_features(s, args, target),
-                                  F.extract(loop_nest(s, args), target))
+                                  F.extract(loop_nest(s, args, vector_bytes=target.vector_bytes),
+                                            target))
 
 
 def test_errors(target: Target) -> None:

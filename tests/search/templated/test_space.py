@@ -2,6 +2,7 @@
 JSON round trip and validation, and entities emitting Steps."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -14,6 +15,11 @@ from tvmlite.schedule.schedule import LoopAxis
 from tvmlite.search.templated.space import (AnnotateEntity, Config, ConfigSpace, OtherOptionEntity,
                                             ReorderEntity, SpaceError, SplitEntity)
 from tvmlite.schedule.steps import AnnotateStep, ReorderStep, SplitStep
+from tvmlite.target.target import Target
+
+# Fallback splits prefer the target's float32 lanes: fix them at 16 (512-bit vectors) so
+# the expected fallbacks below hold on every machine.
+T512 = dataclasses.replace(Target.host(), vector_bits=512)
 
 
 def sizes(space: ConfigSpace, name: str) -> list[tuple]:
@@ -21,7 +27,7 @@ def sizes(space: ConfigSpace, name: str) -> list[tuple]:
 
 
 def test_split_factors_are_every_ordered_factorization():
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_split("t", 64, num_outputs=3)
     got = sizes(s, "t")
     assert all(math.prod(z) == 64 for z in got)
@@ -30,17 +36,17 @@ def test_split_factors_are_every_ordered_factorization():
 
 
 def test_split_max_factor_bounds_the_innermost_factor():
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_split("t", 48, max_factor=8)
     assert sorted(z[-1] for z in sizes(s, "t")) == [1, 2, 3, 4, 6, 8]
     assert s["t"].size == (6, 8)
     with pytest.raises(SpaceError, match="max_factor"):
-        ConfigSpace().define_split("p", 7, policy="candidates", candidates=[[1, 7]],
+        ConfigSpace(T512).define_split("p", 7, policy="candidates", candidates=[[1, 7]],
                                    max_factor=4)
 
 
 def test_split_power2_covers_the_extent_with_the_outermost():
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_split("t", 100, num_outputs=3, policy="power2")
     for z in sizes(s, "t"):
         inner = math.prod(z[1:])
@@ -50,55 +56,55 @@ def test_split_power2_covers_the_extent_with_the_outermost():
 
 
 def test_split_candidates_accept_minus_one_and_reject_bad_lists():
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_split("t", 30, policy="candidates", candidates=[[-1, 4], [15, 2]])
     assert sizes(s, "t") == [(8, 4), (15, 2)]
     for bad, match in (([[3, 4]], "must be 8"), ([[-1, 4], [8, 4]], "repeat"),
                        ([[2, 3, 5]], "2 factors"), ([[-1, 0]], "factor")):
         with pytest.raises(SpaceError, match=match):
-            ConfigSpace().define_split("t", 30, policy="candidates", candidates=bad)
+            ConfigSpace(T512).define_split("t", 30, policy="candidates", candidates=bad)
     with pytest.raises(SpaceError, match="candidates= exactly"):
-        ConfigSpace().define_split("t", 30, candidates=[[-1, 2]])
+        ConfigSpace(T512).define_split("t", 30, candidates=[[-1, 2]])
 
 
 def test_split_axis_kinds():
     A, B, C = OPS["matmul"](8, 12, 16)
     sch = te.create_schedule(C.op)
     i, _ = sch[C].op.axis
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_split("i", i)                                    # an IterVar
     io, ii = s["i"].apply(sch, C, i)
     s.define_split("ii", ii, schedule=sch)                    # a LoopAxis of the schedule
     s.define_split("j", "j", schedule=sch)                    # a loop name
     assert [len(s.knobs[n]) for n in ("i", "ii", "j")] == [4, 4, 6]   # ii: 8 = 1 x 8
     with pytest.raises(SpaceError, match="schedule=s"):
-        ConfigSpace().define_split("x", ii)
+        ConfigSpace(T512).define_split("x", ii)
     with pytest.raises(SpaceError, match="no loop named"):
-        ConfigSpace().define_split("x", "nope", schedule=sch)
+        ConfigSpace(T512).define_split("x", "nope", schedule=sch)
     with pytest.raises(SpaceError, match="IterVar, a LoopAxis"):
-        ConfigSpace().define_split("x", 2.5)
+        ConfigSpace(T512).define_split("x", 2.5)
 
 
 def test_reorder_permutations_and_cap():
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_reorder("r", ["a", "b", "c"])
     assert len(s.knobs["r"]) == 6 and s["r"] == ReorderEntity((0, 1, 2))
     s.define_reorder("long", list(range(8)))
     perms = [e.perm for e in s.knobs["long"].entities]
     assert len(perms) == len(set(perms)) == 720 and perms[0] == tuple(range(8))
-    again = ConfigSpace()
+    again = ConfigSpace(T512)
     again.define_reorder("long", list(range(8)))                # the same sample every time
     assert [e.perm for e in again.knobs["long"].entities] == perms
     s.define_reorder("c", [1, 2, 3], policy="candidates", candidates=[[2, 1, 0], [0, 1, 2]])
     assert s["c"].perm == (0, 1, 2)                             # identity when offered
     with pytest.raises(SpaceError, match="permutation of 0..2"):
-        ConfigSpace().define_reorder("c", [1, 2, 3], "candidates", [[0, 0, 1]])
+        ConfigSpace(T512).define_reorder("c", [1, 2, 3], "candidates", [[0, 0, 1]])
     with pytest.raises(SpaceError, match="policy='all'"):
-        ConfigSpace().define_reorder("c", [1, 2], policy="some")
+        ConfigSpace(T512).define_reorder("c", [1, 2], policy="some")
 
 
 def test_annotate_policies():
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_annotate("u", [1, 2, 3], "unroll")
     s.define_annotate("v", [1, 2, 3], "vectorize")
     s.define_annotate("uv", [1, 2, 3], "try_unroll_vec")
@@ -111,7 +117,7 @@ def test_annotate_policies():
 
 
 def test_knob_values():
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_knob("k", [4, "auto", None, [1, 2]])
     assert s["k"] == OtherOptionEntity(4)
     assert [e.val for e in s.knobs["k"].entities] == [4, "auto", None, [1, 2]]
@@ -124,7 +130,7 @@ def test_knob_values():
 
 
 def test_redefinition_same_is_a_no_op_different_is_an_error():
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_split("t", 16)
     s.define_split("t", 16)
     assert len(s) == 5
@@ -135,7 +141,7 @@ def test_redefinition_same_is_a_no_op_different_is_an_error():
 
 
 def small_space() -> ConfigSpace:
-    s = ConfigSpace()
+    s = ConfigSpace(T512)
     s.define_split("t", 12, num_outputs=3)
     s.define_reorder("r", [0, 1, 2])
     s.define_annotate("a", [0, 1], "try_unroll_vec")
@@ -226,4 +232,4 @@ def test_entities_emit_steps():
 
 def test_huge_split_space_is_refused():
     with pytest.raises(SpaceError, match="more than"):
-        ConfigSpace().define_split("t", 2 ** 30, num_outputs=8)
+        ConfigSpace(T512).define_split("t", 2 ** 30, num_outputs=8)

@@ -1,5 +1,5 @@
 """The operator library against its numpy references, through the te interpreter and
-(once it exists) through tvmlite.build with the default schedule.
+through tvmlite.build with the default schedule.
 
 Three independent paths must agree: tvmlite.testing.references (numpy, written per layout), the
 te interpreter running the compute definitions of tvmlite.ops, and the compiled C. The
@@ -13,6 +13,7 @@ import re
 import numpy as np
 import pytest
 
+import tvmlite
 from tvmlite import ops, te, testing
 from tvmlite.ops import OPS
 
@@ -309,22 +310,12 @@ def test_tolerance_and_assert_allclose() -> None:
 
 # -- compiled with the default schedule -------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def build():
-    """tvmlite.build, or a skip while the core (schedule, lowering, C backend) is not in."""
-    try:
-        import tvmlite
-        return tvmlite.build
-    except (ImportError, AttributeError) as err:
-        pytest.skip(f"tvmlite.build is not available yet ({type(err).__name__}: {err})")
-
-
 @pytest.mark.parametrize("name,args", CASES, ids=IDS)
-def test_default_schedule_build_matches_reference(build, name: str, args: dict) -> None:
+def test_default_schedule_build_matches_reference(name: str, args: dict) -> None:
     tensors = OPS[name](**args)
     out_t = tensors[-1]
     s = te.create_schedule(out_t.op)
-    mod = build(s, tensors)
+    mod = tvmlite.build(s, tensors)
     inputs = testing.random_inputs(tensors, seed=2)
     out = np.empty(out_t.shape, out_t.dtype)
     mod(*inputs, out)

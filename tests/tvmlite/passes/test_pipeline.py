@@ -3,7 +3,7 @@ division for perfect splits, regions of compute_at), its argument checks, and go
 snapshots of three canonical schedules (IR text and C). Every schedule is also run.
 
 Golden files live in tests/tvmlite/passes/golden; ``TVMLITE_UPDATE_GOLDEN=1 pytest ...``
-rewrites them. They are generated with a fixed vector width (32 bytes) so they do not
+rewrites those that differ and fails for each (review the diff, then rerun). They are generated with a fixed vector width (32 bytes) so they do not
 depend on the machine.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ import tvmlite
 from tvmlite import ScheduleError, ops, te
 from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import cdecl, generate
+from tvmlite.passes.pipeline import loop_nest
 from tvmlite.runtime.module import Module
 from tvmlite.testing.check import check_module as run
 from tvmlite.testing.check import check_schedule as check
@@ -210,6 +211,23 @@ def test_vectorized_loop_becomes_ramps_with_a_scalar_tail():
     check(s, [A, C], lambda a: a * 3)
 
 
+def test_vectors_default_to_the_hosts_width_and_auto_unroll_counts_in_them():
+    A = te.placeholder((4, 64), name="A")
+    C = te.compute((4, 64), lambda i, j: A[i, j] * 3, name="C")
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    s[C].vectorize(j)
+    s[C].pragma(i, "auto_unroll_max_step", 16)
+    host = tvmlite.Target.host().vector_bytes
+    assert str(tvmlite.lower(s, [A, C])) == str(tvmlite.lower(s, [A, C], vector_bytes=host))
+    # the i nest is 4 rows x 64 float32: 16 steps of 64-byte vectors, 64 of 16-byte ones
+    assert "unroll for i" in str(loop_nest(s, [A, C], vector_bytes=64))
+    assert "unroll for i" not in str(loop_nest(s, [A, C], vector_bytes=16))
+    with pytest.raises(ValueError, match="vector_bytes"):
+        tvmlite.lower(s, [A, C], vector_bytes=0)
+    check(s, [A, C], lambda a: a * 3)
+
+
 def test_vectorized_guard_checks_both_ends_of_the_chunk():
     A = te.placeholder((2, N), name="A")
     C = te.compute((2, N), lambda i, j: A[i, j] + 2, name="C")
@@ -337,10 +355,15 @@ GOLDEN_CASES = {"matmul_naive_8": golden_naive_matmul,
 
 
 def _compare_golden(path: Path, text: str) -> None:
-    if os.environ.get("TVMLITE_UPDATE_GOLDEN") == "1":
+    """Compare ``text`` with the snapshot. With TVMLITE_UPDATE_GOLDEN=1 a differing or
+    missing snapshot is rewritten and the test still fails (a run that changed a
+    snapshot never passes); the next run, with or without the variable, compares."""
+    if os.environ.get("TVMLITE_UPDATE_GOLDEN") == "1" and (
+            not path.exists() or path.read_text() != text):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        return
+        pytest.fail(f"rewrote the golden snapshot {path.name}: review `git diff {path}`, "
+                    "then rerun (the comparison passes once the snapshot is current)")
     if not path.exists():
         pytest.fail(f"golden file {path} is missing: run with TVMLITE_UPDATE_GOLDEN=1")
     want = path.read_text()
@@ -361,3 +384,16 @@ def test_golden_snapshot(name):
     mod = Module(func, source, cdecl(func, outputs), compile_shared(source, target), target,
                  outputs)
     run(mod, tensors, ref, atol=1e-4)
+
+
+def test_golden_update_rewrites_and_still_fails(tmp_path, monkeypatch):
+    path = tmp_path / "snap.txt"
+    path.write_text("old\n")
+    monkeypatch.setenv("TVMLITE_UPDATE_GOLDEN", "1")
+    with pytest.raises(pytest.fail.Exception, match="rewrote the golden snapshot"):
+        _compare_golden(path, "new\n")
+    assert path.read_text() == "new\n"
+    _compare_golden(path, "new\n")              # current now: the comparison passes
+    monkeypatch.delenv("TVMLITE_UPDATE_GOLDEN")
+    with pytest.raises(AssertionError, match="differs from the golden snapshot"):
+        _compare_golden(path, "other\n")

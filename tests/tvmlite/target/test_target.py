@@ -55,6 +55,8 @@ def test_json_round_trip(host: Target) -> None:
     ("vector_bits", "512"),
     ("cflags", ["-O3", "-fplugin=x; rm -rf /"]),
     ("caches", {"L1d": -1}),
+    ("cache_line_bytes", 48),
+    ("cache_line_bytes", 0),
 ])
 def test_from_json_rejects_bad_data(host: Target, key: str, value: object) -> None:
     d = host.to_json()
@@ -72,6 +74,18 @@ def test_from_json_rejects_missing_and_unknown_keys(host: Target) -> None:
         Target.from_json({**host.to_json(), "colour": "red"})
     with pytest.raises(ValueError, match="dict"):
         Target.from_json([1, 2])
+
+
+def test_cache_line_comes_from_sysfs_and_old_logs_default_to_64(host: Target) -> None:
+    path = "/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size"
+    if os.path.exists(path):
+        assert host.cache_line_bytes == int(open(path).read())
+    assert host.cache_line_bytes & (host.cache_line_bytes - 1) == 0
+    old = host.to_json()
+    del old["cache_line_bytes"]                  # a record written before the field
+    assert Target.from_json(old).cache_line_bytes == 64
+    assert Target.from_json({**host.to_json(), "cache_line_bytes": 128}).cache_line_bytes == 128
+    assert host.vector_bytes == host.vector_bits // 8
 
 
 def test_vector_lanes(host: Target) -> None:
