@@ -161,10 +161,10 @@ def _ranked(recs: list, target: Any, log: Any) -> list:
     if valid and not here:
         other = valid[0].target
         _warn_each_time(f"replay {log}: {valid[0].workload.name} ({valid[0].workload.key[:8]}) "
-                        f"was tuned on another CPU ({target_label(other)}: "
-                        f"{' '.join(other.features) or 'no features'}); building its schedule "
-                        f"for this one ({target_label(target)}), where it may be slower; its "
-                        f"logged GFLOP/s are that CPU's", TargetMismatchWarning, log)
+                        f"was tuned on {where_logged(other, target)}; building its "
+                        f"schedule for this one, where it may be slower; its logged GFLOP/s "
+                        f"are that CPU's, the re-check times it here", TargetMismatchWarning,
+                        log)
         return valid
     return here
 
@@ -176,6 +176,20 @@ def _warn_each_time(message: str, category: type, log: Any) -> None:
     per call keeps the filters (``error``, ``ignore``) working but drops that memory."""
     warnings.warn_explicit(message, category, filename=str(log), lineno=1,
                            module="tvmlite.search.replay", registry={})
+
+
+def where_logged(logged: Any, here: Any) -> str:
+    """``"this CPU (x86_64 avx512f)"`` or ``"another CPU (x86_64 avx512f; it lacks
+    amx_tile, has ...)"``: two CPUs of one ISA family differ in their features."""
+    from tvmlite.search.records.record import target_matches
+    if target_matches(logged, here):
+        return f"this CPU ({target_label(logged)})"
+    diff = []
+    for word, names in (("lacks", sorted(set(here.features) - set(logged.features))),
+                        ("has", sorted(set(logged.features) - set(here.features)))):
+        if names:
+            diff.append(f"{word} {', '.join(names[:4])}{', ...' if len(names) > 4 else ''}")
+    return f"another CPU ({target_label(logged)}{'; it ' + ', '.join(diff) if diff else ''})"
 
 
 def target_label(t: Any) -> str:
@@ -230,7 +244,7 @@ def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
     if costs:
         t = statistics.median(costs)
         here = {"time_seconds": t, "gflops": wl.flops / t / 1e9 if t > 0 else 0.0,
-                "target": target_label(target), "repeats": len(costs)}
+                "target": f"this machine ({target_label(target)})", "repeats": len(costs)}
     outputs = {t.name for t in wl.outputs}
     return {
         "name": name,
@@ -242,7 +256,8 @@ def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
                   "role": "output" if t.name in outputs else "input"} for t in wl.tensors],
         "flops": wl.flops,
         "logged": {"time_seconds": rec.mean_cost, "gflops": rec.gflops,
-                   "target": target_label(rec.target)},
+                   "target": where_logged(rec.target, target),
+                   "same_cpu": where_logged(rec.target, target).startswith("this CPU")},
         "measured_here": here,
         "measured_here_note": "" if here else (note or "the re-check gave no timing"),
         "record": {"key": rec.key, "timestamp": rec.result.timestamp, "tuner": rec.tuner,
