@@ -310,6 +310,12 @@ def _num(v: float | None, fmt: str) -> str:
     return "" if v is None else format(v, fmt)
 
 
+def _pct(v: float | None, fmt: str) -> str:
+    """A share of the peak; above 100 it is a measurement problem (the peak read low),
+    flagged, never printed as a result."""
+    return "n/a (>100%: peak measured low)" if v is not None and v > 100 else _num(v, fmt)
+
+
 CSV_FIELDS = ("op", "case", "shape", "gflop", "tvmlite_gflops", "numpy_gflops", "torch_gflops",
               "torch_layout", "tvm_gflops", "x_numpy", "x_torch", "x_tvm", "x_best_peer",
               "pct_peak", "tvmlite_trials", "tvmlite_tune_s", "tvm_tune_s", "note")
@@ -326,7 +332,7 @@ def write_csv(path: Path, rows: list[dict]) -> None:
                                                     ("ours", "numpy", "torch")),
                         r.get("torch_layout", ""), _num(g.get("tvm"), ".2f"),
                         *(_num(x.get(k), ".3f") for k in (*PEERS, "best")),
-                        _num(r["pct_peak"], ".1f"), r["trials"], f"{r['tune_s']:.1f}",
+                        _pct(r["pct_peak"], ".1f"), r["trials"], f"{r['tune_s']:.1f}",
                         _num(r.get("tvm_tune_s"), ".1f"), r.get("note", "")])
 
 
@@ -373,7 +379,7 @@ def write_markdown(path: Path, rows: list[dict], header: dict) -> None:
             lines.append("| " + " | ".join([
                 ", ".join(map(str, r["shape"])), _num(g.get("ours"), ".1f"),
                 _num(g.get("numpy"), ".1f"), torch, _num(g.get("tvm"), ".1f"),
-                *(_num(x.get(p), ".2f") for p in PEERS), _num(r["pct_peak"], ".0f"),
+                *(_num(x.get(p), ".2f") for p in PEERS), _pct(r["pct_peak"], ".0f"),
                 f"{r['tune_s']:.0f}", _num(r.get("tvm_tune_s"), ".0f"),
                 r.get("note", "") + (f"; TVM failed: {r['tvm_error']}" if r.get("tvm_error")
                                      else "")]) + " |")

@@ -247,9 +247,16 @@ class CodeGen:
                 out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) "
                            f"{{ return a {op} b{nan} ? a : b; }}")
             elif kind in ("floordiv", "floormod"):
-                body = ("{ " + ct + " q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }"
+                # Defined for every divisor (as TVM and Halide define them): x // 0 == 0 and
+                # x % 0 == 0, and x // -1 == -x wrapping (INT_MIN // -1 == INT_MIN): C's
+                # '/' by 0, or of INT_MIN by -1, is undefined and traps (SIGFPE).
+                ut = "uint32_t" if dtype == "int32" else "uint64_t"
+                body = ("{ if (b == 0) return 0; if (b == -1) return (" + ct + ")((" + ut +
+                        ")0 - (" + ut + ")a); " + ct + " q = a / b; "
+                        "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }"
                         if kind == "floordiv" else
-                        "{ " + ct + " r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }")
+                        "{ if (b == 0 || b == -1) return 0; " + ct + " r = a % b; "
+                        "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }")
                 out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) {body}")
             else:
                 vt, mt = self.vt(dtype, lanes), self.vt(MASK_OF[dtype], lanes)

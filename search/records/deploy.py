@@ -12,11 +12,18 @@ measurement), and only then exported::
 A record that no longer applies, builds or gives the right answer is reported in
 ``ReplayReport.skipped`` and never exported; the next best record is tried instead. Kernel names are the workloads' validated
 identifiers (with the key's first 8 hex digits when two workloads share a name).
+
+Numbers are labelled with where they were measured: the log's time is the tuning
+machine's ("logged on ..."); the re-check times every kernel again on this machine when
+it can run them (not under emulation, not with ``check=False``), and both are shown, in
+the report and in manifest.json. A log tuned on another CPU warns once per replay call
+(never swallowed by Python's once-per-location filter: see ``_warn_each_time``).
 """
 from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -42,8 +49,12 @@ class ReplayReport:
     def __str__(self) -> str:
         lines = [f"exported {len(self.kernels)} kernel(s) to {self.out_dir}"]
         for k in self.kernels:
-            lines.append(f"  {k['name']:<28} {k['gflops']:9.2f} GFLOP/s  {k['time_seconds'] * 1e3:9.4f} ms"
-                         f"  lib{k['name']}.so")
+            logged, here = k["logged"], k["measured_here"]
+            now = (f"measured here: {here['gflops']:.2f} GFLOP/s "
+                   f"({here['time_seconds'] * 1e3:.4g} ms)" if here else
+                   f"not measured here ({k['measured_here_note']})")
+            lines.append(f"  {k['name']:<28} lib{k['name']}.so  logged on {logged['target']}: "
+                         f"{logged['gflops']:.2f} GFLOP/s; {now}")
         if self.bundle is not None:
             lines.append(f"  bundle: {self.bundle.name} + {BUNDLE}.h")
         for s in self.skipped:
@@ -73,12 +84,16 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     names = _kernel_names([g[0].workload for g in groups.values()])
     builder = LocalBuilder(target)
     own_runner = runner is None
-    runner = runner or LocalRunner(number=1, repeat=1, timeout=60.0)
+    runner = runner or LocalRunner(number=1, repeat=3, min_repeat_ms=10.0, timeout=60.0)
+    timing_note = _why_not_timed_here(runner if check else None, target)
     try:
         for key, recs in groups.items():
-            rec = _first_good(recs, target, builder, runner if check else None, report)
-            if rec is not None:
-                report.kernels.append(_export(rec, names[key], target, out))
+            found = _first_good(recs, target, builder, runner if check else None, report, log)
+            if found is not None:
+                rec, costs = found
+                here = None if timing_note else costs
+                report.kernels.append(_export(rec, names[key], target, out, here,
+                                              timing_note or ""))
     finally:
         if own_runner:
             runner.close()
@@ -96,21 +111,37 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     return report
 
 
+def _why_not_timed_here(runner: Any, target: Any) -> str | None:
+    """Why the re-check's timings are not this machine's performance (None: they are)."""
+    if runner is None:
+        return "replayed with check=False"
+    if getattr(runner, "emulated", False):
+        return f"the runner {getattr(runner, 'name', '')} emulates the target"
+    check_target = getattr(runner, "check_target", None)
+    if check_target is not None:
+        try:
+            check_target(target)
+        except Exception as err:  # noqa: BLE001 -- any runner's refusal: report, not raise
+            return f"this machine cannot run it: {err}"
+    return None
+
+
 def _first_good(recs: list, target: Any, builder: Any, runner: Any,
-                report: ReplayReport) -> Any:
+                report: ReplayReport, log: Any) -> tuple | None:
     """The fastest record that still applies, builds and matches the reference (runner
-    None: trust the log); every rejected one is reported."""
+    None: trust the log), with the re-check's costs; every rejected one is reported."""
     wl = recs[0].workload
-    for cand in _ranked(recs, target)[:MAX_TRIES]:
-        reason = _verify(cand, builder, runner)
+    for cand in _ranked(recs, target, log)[:MAX_TRIES]:
+        reason, costs = _verify(cand, builder, runner)
         if reason is None:
-            return cand
+            return cand, costs
         report.skipped.append(_skip(wl, f"record {cand.key[:8]}: {reason}"))
     report.skipped.append(_skip(wl, "no valid record left to export"))
     return None
 
 
-def _export(rec: Any, name: str, target: Any, out: Path) -> dict:
+def _export(rec: Any, name: str, target: Any, out: Path, costs: tuple | None,
+            note: str) -> dict:
     from tvmlite.codegen_c import compile_shared
     wl = rec.workload
     s = Schedule.from_steps(wl.outputs, rec.steps)
@@ -119,38 +150,76 @@ def _export(rec: Any, name: str, target: Any, out: Path) -> dict:
     (out / f"{name}.c").write_text(source)
     (out / f"{name}.h").write_text(header(name, decl))
     shutil.copyfile(lib, out / f"lib{name}.so")
-    return _entry(name, rec, decl)
+    return _entry(name, rec, decl, target, costs, note)
 
 
-def _ranked(recs: list, target: Any) -> list:
+def _ranked(recs: list, target: Any, log: Any) -> list:
     """Valid records, fastest first: those tuned for this CPU, else (with a warning) any."""
     from tvmlite.search.records.record import TargetMismatchWarning, target_matches
     valid = sorted((r for r in recs if r.result.ok), key=lambda r: r.mean_cost)
     here = [r for r in valid if target_matches(r.target, target)]
     if valid and not here:
         other = valid[0].target
-        warnings.warn(f"replay: {valid[0].workload.name} was tuned on another CPU ({other.arch}: "
-                      f"{' '.join(other.features) or 'no features'}); building its schedule for "
-                      f"this one, where it may be slower", TargetMismatchWarning, stacklevel=3)
+        _warn_each_time(f"replay {log}: {valid[0].workload.name} ({valid[0].workload.key[:8]}) "
+                        f"was tuned on {where_logged(other, target)}; building its "
+                        f"schedule for this one, where it may be slower; its logged GFLOP/s "
+                        f"are that CPU's, the re-check times it here", TargetMismatchWarning,
+                        log)
         return valid
     return here
 
 
-def _verify(rec: Any, builder: Any, runner: Any) -> str | None:
-    """Why this record must not be exported (None: it applies, builds and matches the
-    reference; with no runner, only that its steps apply)."""
+def _warn_each_time(message: str, category: type, log: Any) -> None:
+    """Warn on every call. ``warnings.warn`` remembers (message, location) in the calling
+    module's registry and, under Python's default filter, stays silent the second time:
+    a second replay of a foreign log in one process would say nothing. A fresh registry
+    per call keeps the filters (``error``, ``ignore``) working but drops that memory."""
+    warnings.warn_explicit(message, category, filename=str(log), lineno=1,
+                           module="tvmlite.search.replay", registry={})
+
+
+def where_logged(logged: Any, here: Any) -> str:
+    """``"this CPU (x86_64 avx512f)"`` or ``"another CPU (x86_64 avx512f; it lacks
+    amx_tile, has ...)"``: two CPUs of one ISA family differ in their features."""
+    from tvmlite.search.records.record import target_matches
+    if target_matches(logged, here):
+        return f"this CPU ({target_label(logged)})"
+    diff = []
+    for word, names in (("lacks", sorted(set(here.features) - set(logged.features))),
+                        ("has", sorted(set(logged.features) - set(here.features)))):
+        if names:
+            diff.append(f"{word} {', '.join(names[:4])}{', ...' if len(names) > 4 else ''}")
+    return f"another CPU ({target_label(logged)}{'; it ' + ', '.join(diff) if diff else ''})"
+
+
+def target_label(t: Any) -> str:
+    """A short name for a target in tables: its name if it has one, else arch and ISA."""
+    name = getattr(t, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    for isa in ("avx512f", "avx2", "avx", "sse4_2", "sve", "neon", "asimd"):
+        if isa in t.features:
+            return f"{t.arch} {isa}"
+    return t.arch
+
+
+def _verify(rec: Any, builder: Any, runner: Any) -> tuple[str | None, tuple]:
+    """(why this record must not be exported, the re-check's costs in seconds). The
+    reason is None when it applies, builds and matches the reference (with no runner,
+    only that its steps apply; then there are no costs)."""
     from tvmlite.search.measure.inputs import MeasureInput
     try:
         Schedule.from_steps(rec.workload.outputs, rec.steps)
     except ScheduleError as e:
-        return f"its steps no longer apply: {e}"
+        return f"its steps no longer apply: {e}", ()
     if runner is None:
-        return None
+        return None, ()
     inp = MeasureInput(rec.workload, rec.steps)
     (res,) = runner.run([inp], builder.build([inp]), reference=builder.build_reference)
     if not res.ok:
-        return f"{res.error_no.name}: {res.error_msg.splitlines()[0] if res.error_msg else ''}"
-    return None
+        msg = res.error_msg.splitlines()[0] if res.error_msg else ""
+        return f"{res.error_no.name}: {msg}", ()
+    return None, tuple(res.costs)
 
 
 def _kernel_names(workloads: list) -> dict:
@@ -165,8 +234,17 @@ def _skip(wl: Any, reason: str) -> dict:
     return {"workload": wl.name, "key": wl.key, "reason": reason}
 
 
-def _entry(name: str, rec: Any, decl: str) -> dict:
+def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
+           note: str) -> dict:
+    """A manifest entry. Every number says where it was measured: ``logged`` (on the
+    tuning machine, ``logged.target``) and ``measured_here`` (this machine's re-check;
+    null, with ``measured_here_note`` saying why, when it could not time the kernel)."""
     wl = rec.workload
+    here = None
+    if costs:
+        t = statistics.median(costs)
+        here = {"time_seconds": t, "gflops": wl.flops / t / 1e9 if t > 0 else 0.0,
+                "target": f"this machine ({target_label(target)})", "repeats": len(costs)}
     outputs = {t.name for t in wl.outputs}
     return {
         "name": name,
@@ -176,7 +254,12 @@ def _entry(name: str, rec: Any, decl: str) -> dict:
         "workload": {"name": wl.name, "key": wl.key, "args": wl.args},
         "args": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
                   "role": "output" if t.name in outputs else "input"} for t in wl.tensors],
-        "time_seconds": rec.mean_cost, "gflops": rec.gflops, "flops": wl.flops,
+        "flops": wl.flops,
+        "logged": {"time_seconds": rec.mean_cost, "gflops": rec.gflops,
+                   "target": where_logged(rec.target, target),
+                   "same_cpu": where_logged(rec.target, target).startswith("this CPU")},
+        "measured_here": here,
+        "measured_here_note": "" if here else (note or "the re-check gave no timing"),
         "record": {"key": rec.key, "timestamp": rec.result.timestamp, "tuner": rec.tuner,
                    "seed": rec.seed, "tuned_on": {"arch": rec.target.arch,
                                                   "features": list(rec.target.features)}},

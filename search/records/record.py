@@ -346,6 +346,9 @@ def _lines(f: Any) -> Iterator[tuple[int, bytes | None]]:
             yield lineno, chunk
 
 
+MAX_LINE_WARNINGS = 5  # bad lines reported one by one; the rest in one summary warning
+
+
 def iter_records(path: str | os.PathLike, missing_ok: bool = False
                  ) -> Iterator[tuple[int, Record]]:
     """(line number, Record) for every valid line; see ``load_records``."""
@@ -359,6 +362,7 @@ def iter_records(path: str | os.PathLike, missing_ok: bool = False
             from None
     workloads: dict = {}
     targets: dict = {}
+    bad: list = []
     with f:
         for lineno, raw in _lines(f):
             if raw is not None and not raw.strip():
@@ -376,15 +380,24 @@ def iter_records(path: str | os.PathLike, missing_ok: bool = False
             else:
                 yield lineno, record
                 continue
-            reason = reason if len(reason) <= 200 else reason[:197] + "..."
-            warnings.warn(f"{os.fspath(path)}:{lineno}: skipped: {reason}", RecordWarning,
-                          stacklevel=3)
+            bad.append(lineno)
+            if len(bad) <= MAX_LINE_WARNINGS:
+                reason = reason if len(reason) <= 200 else reason[:197] + "..."
+                warnings.warn(f"{os.fspath(path)}:{lineno}: skipped: {reason}", RecordWarning,
+                              stacklevel=3)
+    if len(bad) > MAX_LINE_WARNINGS:
+        more = bad[MAX_LINE_WARNINGS:]
+        shown = ", ".join(map(str, more[:10])) + (", ..." if len(more) > 10 else "")
+        warnings.warn(f"{os.fspath(path)}: {len(bad)} bad lines skipped in all: the first "
+                      f"{MAX_LINE_WARNINGS} are reported above, {len(more)} more on lines "
+                      f"{shown}", RecordWarning, stacklevel=3)
 
 
 def load_records(path: str | os.PathLike, missing_ok: bool = False) -> list[Record]:
     """Every valid record of a log, in file order. Each bad line (bad JSON, truncated,
     nested too deeply, wrong version, invalid field, over 8 MiB) is skipped with a
-    RecordWarning ``path:lineno: skipped: reason``. A missing file raises
+    RecordWarning ``path:lineno: skipped: reason`` -- the first ``MAX_LINE_WARNINGS``
+    of them, then one warning counting all (1000 garbage lines are not 1000 warnings). A missing file raises
     FileNotFoundError, or gives [] with ``missing_ok``."""
     return [r for _, r in iter_records(path, missing_ok)]
 

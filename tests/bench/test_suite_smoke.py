@@ -90,3 +90,18 @@ def test_padding_share_counts_the_taps_in_the_zero_padding():
     assert suite.padding_share((56, 56), 1, 1, 0) == 0.0
     assert suite.c3d(16, 7, 7, 512, 512, 3, 1, 1).padding_share == pytest.approx(
         1 - (46 / 48) * (19 / 21) ** 2)
+
+
+def test_a_share_above_100_percent_of_the_peak_is_flagged_not_printed(tmp_path):
+    row = {"op": "gmm", "case": "gmm_128x128x128", "shape": (128, 128, 128), "flops": 4194304,
+           "trials": 200, "tune_s": 150.0, "tvm_tune_s": 300.0, "pct_peak": 128.0,
+           "note": "", "gflops": {"ours": 146.0, "numpy": 150.0}, "ratios": {"numpy": 0.97,
+                                                                          "best": 0.97}}
+    header = {"quick": False, "date": "2026-11-30T08:00", "threads": 2, "argv": ["--ops", "gmm"],
+              "peak": 114.0, "trials": 200, "population": 2048, "seed": 0, "rounds": 2,
+              "load": 0.1, "commit": suite.git_commit(), "versions": {"numpy": "2"}}
+    suite.write_markdown(tmp_path / "R.md", [row], header)
+    suite.write_csv(tmp_path / "R.csv", [row])
+    for text in ((tmp_path / "R.md").read_text(), (tmp_path / "R.csv").read_text()):
+        assert "n/a (>100%: peak measured low)" in text and "128" not in text.replace(
+            "128x128x128", "").replace("128, 128, 128", "").replace("128 128 128", "")

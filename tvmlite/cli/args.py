@@ -1,5 +1,11 @@
 """Command-line arguments the commands share: errors, KEY=VALUE operator arguments,
-validated number types, and the TuningOptions the flags describe."""
+validated number types, and the TuningOptions the flags describe.
+
+Exit codes (``tvmlite --help`` says the same): 0 done; 2 the command line is wrong --
+an unknown command, option or KEY, a missing one, or a bad value (``--trials 0``,
+``M=0``, ``dtype=float16``: the operator is called with the values once, here, so its
+own ValueError/TypeError is a usage error like argparse's); 1 the work itself failed
+(a build, a measurement, a file); 130 interrupted."""
 from __future__ import annotations
 
 import argparse
@@ -66,7 +72,19 @@ def parse_params(pairs: Sequence[str], fn: Callable[..., Any], what: str) -> dic
         sig.bind(**kwargs)
     except TypeError as err:
         raise UsageError(f"{what}: {err}; the signature is {what}{sig}") from None
+    check_values(fn, kwargs, what, sig)
     return kwargs
+
+
+def check_values(fn: Callable[..., Any], kwargs: dict, what: str,
+                 sig: inspect.Signature) -> None:
+    """Call ``fn`` with the user's values: the operator's own checks (a ValueError or
+    TypeError naming the argument) become a UsageError, exit 2 like an unknown KEY,
+    before any work starts. Operators only declare computes, so the call is cheap."""
+    try:
+        fn(**kwargs)
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"{what}: {err}; the signature is {what}{sig}") from None
 
 
 def signature(fn: Callable[..., Any]) -> inspect.Signature:

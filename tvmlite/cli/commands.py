@@ -35,7 +35,11 @@ __all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tvmlite", description="A TVM-style compute/schedule "
-                                "autotuner for CPUs that generates C.")
+                                "autotuner for CPUs that generates C.",
+                                epilog="exit status: 0 done; 2 the command line is wrong "
+                                "(unknown or missing arguments, or a bad value: --trials 0, "
+                                "M=0, a line --index that holds no record); 1 the work failed "
+                                "(a build, a measurement, a file); 130 interrupted")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(parent: Any, name: str, func: Callable, text: str) -> argparse.ArgumentParser:
@@ -126,8 +130,11 @@ def _tuning_args(c: argparse.ArgumentParser) -> None:
 
 def cmd_target(args: argparse.Namespace) -> int:
     from tvmlite.target import peak as peaks
-    from tvmlite.target.target import Target
-    target = Target.host()
+    from tvmlite.target.target import CompilerNotFoundError, Target
+    try:
+        target = Target.host()
+    except CompilerNotFoundError as err:
+        return _target_without_compiler(args, err)
     measured = peaks.measure_peak(target, seconds=args.peak_seconds, runs=args.peak_runs) \
         if args.peak else peaks.cached_peak(target)
     if args.json:
@@ -138,11 +145,34 @@ def cmd_target(args: argparse.Namespace) -> int:
         return 0
     print(target.describe())
     if measured is not None:
+        gemm = (f", a numpy GEMM {measured.gemm_gflops:.1f}"
+                if measured.gemm_gflops is not None else "")
         print(f"peak:      {measured.gflops:.1f} GFLOP/s fp32 FMA (measured, {measured.threads} "
-              f"bound threads; runs {', '.join(f'{r:.1f}' for r in measured.runs)})")
+              f"bound threads; FMA loop {measured.fma_gflops:.1f} with {measured.chains} "
+              f"chains{gemm}; runs {', '.join(f'{r:.1f}' for r in measured.runs)})")
+        for note in measured.notes():
+            print(f"           warning: {note}")
     else:
         print(f"peak:      ~{target.peak_gflops_estimate():.1f} GFLOP/s fp32 (estimated; "
               "`tvmlite target --peak` measures it)")
+    return 0
+
+
+def _target_without_compiler(args: argparse.Namespace, err: Exception) -> int:
+    """Describe the CPU anyway and say what is missing (exit 0; 1 if --peak was asked)."""
+    from tvmlite.target.target import describe_cpu, describe_cpu_text
+    cpu = describe_cpu()
+    if args.json:
+        print(json.dumps({**cpu, "compiler": None, "missing": str(err)}, indent=2))
+    else:
+        print(describe_cpu_text(cpu))
+        print(f"compiler:  none: {err}")
+        print("           nothing can be built or tuned until a C compiler is installed "
+              "(e.g. `apt-get install gcc`)")
+    if args.peak:
+        print("tvmlite: error: --peak needs a C compiler to build the peak loop",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -248,18 +278,18 @@ def _pick_record(log: str, index: int | None, workload: str | None) -> tuple[int
         for line, rec in lines:
             if line == index:
                 return line, rec
-        raise LookupError(f"line {index} of {log} holds no valid record (`tvmlite log show "
-                          f"{shlex.quote(log)}` lists the lines)")
+        raise UsageError(f"line {index} of {log} holds no valid record (`tvmlite log show "
+                         f"{shlex.quote(log)}` lists the lines)")
     found = {r.workload.key: r.workload for _, r in lines}
     if workload is not None:
         keys = [k for k, w in found.items() if w.name == workload] or \
             [k for k in found if k.startswith(workload.lower())]
         if len(keys) != 1:
-            raise LookupError(f"--workload {workload!r} matches {len(keys)} workloads of "
-                              f"{log}; choose one of: " + _list_workloads(found))
+            raise UsageError(f"--workload {workload!r} matches {len(keys)} workloads of "
+                             f"{log}; choose one of: " + _list_workloads(found))
     elif len(found) > 1:
-        raise LookupError(f"{log} holds {len(found)} workloads; choose one with --workload "
-                          f"KEY: " + _list_workloads(found))
+        raise UsageError(f"{log} holds {len(found)} workloads; choose one with --workload "
+                         f"KEY: " + _list_workloads(found))
     else:
         keys = list(found)
     if not keys:

@@ -170,12 +170,13 @@ def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -
                 measured = None
         scale = 1.0 if dtype == "float32" else 0.5
         if measured is not None:
-            peak, how = measured.gflops * scale, "measured"
+            peak, how = measured.gflops * scale, \
+                "measured under load" if measured.under_load else "measured"
         else:
             peak, how = target.peak_gflops_estimate(dtype), \
                 "estimated; `tvmlite target --peak` measures it"
-        lines.append(f"peak:     {_gf(100 * best.gflops / peak)}% of this CPU's {dtype} peak "
-                     f"({peak:.1f} GFLOP/s, {how})")
+        share = peaks.share_of_peak(best.gflops, peak, f"this CPU's {dtype} peak")
+        lines.append(f"peak:     {share} ({peak:.1f} GFLOP/s, {how})")
     base = _time_unscheduled(workload, target, options)
     if base.ok:
         lines.append(f"speedup:  {_gf(base.mean_cost / best.mean_cost)}x over the unscheduled "

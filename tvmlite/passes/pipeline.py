@@ -1,9 +1,11 @@
 """``lower()``: schedule -> loop IR, as one list of passes in order.
 
 Set ``debug=True`` (or ``tvmlite.lower(..., debug=True)``) to print the IR after each
-pass. Every pass is a pure function in ``tvmlite/passes/``. Vector loops are cut into the
-target's native vectors: ``vector_bytes`` (default: this machine's,
-``Target.host().vector_bytes``; pass ``target.vector_bytes`` to lower for another).
+pass. Every pass is a pure function in ``tvmlite/passes/``. Before any loop is built,
+``check_reads`` refuses a read outside its tensor that no guard excludes and a divisor
+that is always zero. Vector loops are cut into the target's native vectors:
+``vector_bytes`` (default: this machine's, ``Target.host().vector_bytes``; pass
+``target.vector_bytes`` to lower for another).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any, Sequence
 
 from tvmlite.checks import check_int
 from tvmlite.passes import bounds, nest
+from tvmlite.passes.check_reads import check_reads
 from tvmlite.passes.flatten import flatten
 from tvmlite.passes.simplify_stmt import simplify_stmt
 from tvmlite.passes.unroll import mark_auto_unroll, unroll
@@ -98,6 +101,7 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None
     tensors = check_args(s, args)
     arg_buffers = {t.name: Buffer(t.name, tuple(t.shape), t.dtype, "arg") for t in tensors}
     state = s.state
+    check_reads(state)
     reserved = set(arg_buffers) | {st.name for st in state.stages} | {name}
     infos = bounds.infer(state, reserved)
     builder = nest.NestBuilder(state, infos, arg_buffers)

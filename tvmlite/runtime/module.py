@@ -1,7 +1,7 @@
 """``build()`` and the Module it returns: a compiled kernel callable on numpy arrays.
 
 The call checks every argument (count, ndarray, dtype, shape, C-contiguity,
-writability of outputs) before any pointer reaches C, so a wrong array is a clear
+writability of outputs, no output overlapping another argument) before any pointer reaches C, so a wrong array is a clear
 ``TypeError``/``ValueError``, never a crash. Timing runs in C (``<name>_time``).
 """
 from __future__ import annotations
@@ -89,11 +89,7 @@ class Module:
             if buf.name in self.outputs and not a.flags.writeable:
                 raise ValueError(f"argument {buf.name} is an output and must be writeable")
             ptrs.append(self.ffi.cast(CPTR[buf.dtype], a.ctypes.data))
-        for a, buf in zip(arrays, args):
-            if buf.name in self.outputs and any(
-                    b is not a and np.may_share_memory(a, b) for b in arrays):
-                raise ValueError(f"output {buf.name} overlaps another argument; the kernel "
-                                 f"assumes distinct arrays (pass a separate output array)")
+        check_no_overlap(arrays, args, self.outputs)
         return ptrs
 
     def __call__(self, *arrays: Any) -> None:
@@ -157,6 +153,35 @@ class Module:
 
     def __repr__(self) -> str:
         return f"Module({self.name}, args={[b.name for b in self.func.args]})"
+
+
+def _byte_range(a: np.ndarray) -> tuple[int, int]:
+    """[start, end) of the bytes a C-contiguous array occupies."""
+    start = a.__array_interface__["data"][0]
+    return start, start + a.nbytes
+
+
+def check_no_overlap(arrays: Sequence[np.ndarray], args: Sequence[Any],
+                     outputs: Sequence[str]) -> None:
+    """Refuse an output whose bytes overlap any other argument's (the same array passed
+    twice, a view, a slice): every pointer is ``restrict`` and the kernel writes an
+    output while it still reads its inputs, so ``mod(a, b, a)`` would silently read
+    numbers it had already overwritten. Two *inputs* may share memory (``mod(a, a, c)``
+    for ``A @ A``): the kernel never writes them, and C's ``restrict`` only forbids
+    aliasing of an object that is modified. Arrays are C-contiguous (checked before), so
+    the byte range is exact."""
+    ranges = [_byte_range(a) for a in arrays]
+    for i, (a_buf, (lo, hi)) in enumerate(zip(args, ranges)):
+        if a_buf.name not in outputs or hi == lo:
+            continue
+        for j, (b_buf, (blo, bhi)) in enumerate(zip(args, ranges)):
+            if j != i and bhi > blo and lo < bhi and blo < hi:
+                kind = "output" if b_buf.name in outputs else "input"
+                same = " (the same memory)" if (lo, hi) == (blo, bhi) else ""
+                raise ValueError(f"output {a_buf.name} overlaps {kind} {b_buf.name}{same}: "
+                                 f"the kernel writes {a_buf.name} while it reads "
+                                 f"{b_buf.name}, so the result would be wrong; pass a "
+                                 f"separate array for {a_buf.name} (e.g. numpy.empty_like)")
 
 
 def header(guard_name: str, decl: str) -> str:

@@ -12,12 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from tvmlite.schedule.state import State, initial_state
+from tvmlite.schedule.state import ScheduleError, State, initial_state
 from tvmlite.schedule.step_json import step_from_json
 from tvmlite.schedule.steps import (AnnotateStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
                                     ComputeInlineStep, ComputeRootStep, FuseStep, PragmaStep,
                                     ReorderStep, RfactorStep, SplitStep, Step)
-from tvmlite.te.tensor import ComputeOp, PlaceholderOp, Tensor
+from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
 
 
 def _as_outputs(ops: Any) -> tuple:
@@ -47,6 +47,10 @@ class Schedule:
         self.outputs = outputs
         self.state = state
         self.steps: list = []
+        # which stage each of the computes' own IterVars came from (by identity), so a
+        # loop of another stage is refused even after cache_write gave the stage new ones
+        self.axis_origin: dict = {id(iv): (iv, st.name) for st in state.stages
+                                  for iv in (*st.op.axis, *st.op.reduce_axis)}
 
     @classmethod
     def create(cls, ops: Any) -> "Schedule":
@@ -70,6 +74,7 @@ class Schedule:
     def copy(self) -> "Schedule":
         s = Schedule(self.outputs, self.state)
         s.steps = list(self.steps)
+        s.axis_origin = self.axis_origin
         return s
 
     def __getitem__(self, key: Any) -> "StageHandle":
@@ -93,7 +98,8 @@ class Schedule:
         return self.apply(CacheReadStep(_name(tensor), scope, tuple(_name(r) for r in readers)))
 
     def rfactor(self, tensor: Any, axis: Any, factor_axis: int = 0) -> Tensor:
-        return self.apply(RfactorStep(_name(tensor), _name(axis), factor_axis))
+        stage = _name(tensor)
+        return self.apply(RfactorStep(stage, _loop(self, stage, axis, "rfactor"), factor_axis))
 
     def tensor(self, name: str) -> Tensor:
         return self.state.op_by_name(name).output(0)
@@ -103,6 +109,32 @@ class Schedule:
 
     def __str__(self) -> str:
         return "\n".join(str(st) for st in self.steps) or "# no steps"
+
+
+def _loop(sched: Schedule, stage: str, axis: Any, what: str) -> str:
+    """The name of ``axis`` as a loop of ``stage``. Loops are addressed by name, so a
+    loop of another stage (``s[C].split(s[D].op.axis[0])``) would silently name C's own
+    loop of that name: it is refused, naming both stages. An IterVar belongs to a stage
+    when it is one of the axes of the stage's op now, or of the compute the stage was
+    made from (``i, j = s[C].op.axis`` taken before ``s.cache_write(C)`` still names C's
+    loops, as templates rely on)."""
+    owner = None
+    if isinstance(axis, LoopAxis) and axis.stage != stage:
+        owner = axis.stage
+    elif isinstance(axis, IterVar):
+        def has(st) -> bool:
+            return any(iv is axis for iv in (*st.op.axis, *st.op.reduce_axis))
+        origin = sched.axis_origin.get(id(axis), (None, None))[1]
+        state = sched.state
+        if origin != stage and not (state.has_stage(stage) and has(state.stage(stage))):
+            others = [st.name for st in state.stages if st.name != stage and has(st)]
+            owner = origin or (others[0] if others else None)
+    if owner is not None:
+        raise ScheduleError(f"stage {stage}: {what} was given loop {axis.name!r} of stage "
+                            f"{owner}, not of {stage}; use a loop of s[{stage}] "
+                            f"(s[{stage}].op.axis, s[{stage}].op.reduce_axis, "
+                            f"s[{stage}].leaf_iter_vars, or what its split/fuse returned)")
+    return _name(axis)
 
 
 def _name(x: Any) -> str:
@@ -131,7 +163,8 @@ class StageHandle:
         return [LoopAxis(self.name, it.name) for it in self.sched.state.stage(self.name).leaves]
 
     def split(self, axis: Any, factor: int | None = None, nparts: int | None = None):
-        return self._axes(self.sched.apply(SplitStep(self.name, _name(axis), factor, nparts)))
+        return self._axes(self.sched.apply(SplitStep(self.name, self._loop(axis, "split"),
+                                                     factor, nparts)))
 
     def tile(self, x: Any, y: Any, x_factor: int, y_factor: int):
         xo, xi = self.split(x, x_factor)
@@ -142,15 +175,16 @@ class StageHandle:
     def fuse(self, *axes: Any):
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
-        return self._axes(self.sched.apply(FuseStep(self.name, tuple(_name(a) for a in axes))))
+        return self._axes(self.sched.apply(FuseStep(self.name, tuple(self._loop(a, "fuse")
+                                                                     for a in axes))))
 
     def reorder(self, *axes: Any) -> None:
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
-        self.sched.apply(ReorderStep(self.name, tuple(_name(a) for a in axes)))
+        self.sched.apply(ReorderStep(self.name, tuple(self._loop(a, "reorder") for a in axes)))
 
     def _annotate(self, axis: Any, kind: str) -> None:
-        self.sched.apply(AnnotateStep(self.name, _name(axis), kind))
+        self.sched.apply(AnnotateStep(self.name, self._loop(axis, kind), kind))
 
     def annotate(self, axis: Any, kind: str) -> None:
         """Set a loop's annotation: "none", "parallel", "vectorize" or "unroll"."""
@@ -166,16 +200,21 @@ class StageHandle:
         self._annotate(axis, "unroll")
 
     def pragma(self, axis: Any, key: str, value: int) -> None:
-        self.sched.apply(PragmaStep(self.name, _name(axis), key, value))
+        self.sched.apply(PragmaStep(self.name, self._loop(axis, "pragma"), key, value))
 
     def compute_at(self, parent: Any, axis: Any) -> None:
-        self.sched.apply(ComputeAtStep(self.name, _name(parent), _name(axis)))
+        target = _name(parent)
+        self.sched.apply(ComputeAtStep(self.name, target,
+                                       _loop(self.sched, target, axis, f"compute_at({target})")))
 
     def compute_inline(self) -> None:
         self.sched.apply(ComputeInlineStep(self.name))
 
     def compute_root(self) -> None:
         self.sched.apply(ComputeRootStep(self.name))
+
+    def _loop(self, axis: Any, what: str) -> str:
+        return _loop(self.sched, self.name, axis, what)
 
     def _axes(self, names):
         if isinstance(names, str):

@@ -432,7 +432,9 @@ class RfactorStep(Step):
         where = None if body.where is None else substitute(body.where, {k.name: k_value})
         if outer_ext * inner_ext != k.extent:
             guard = Cmp("<", k_value, Const(k.min + k.extent))
-            where = guard if where is None else BinOp("and", where, guard)
+            # the bound first: && short-circuits, so the user's where (which may read a
+            # tensor at k) is only evaluated inside the reduce axis
+            where = guard if where is None else BinOp("and", guard, where)
         keep_iv = IterVar(Var(keep), ext[keep], "spatial")
         fold_iv = IterVar(Var(fold), ext[fold], "reduce")
         rest = tuple(iv for iv in body.axes if iv.name != k.name)

@@ -7,14 +7,27 @@ and timed here. It runs in a child process because OMP_PROC_BIND and OMP_NUM_THR
 are read once, when the OpenMP runtime starts: only a fresh process gets bound threads
 without changing how this one runs its kernels.
 
+The loop keeps ``fma_chains(target)`` accumulators: enough independent FMA chains to hide
+the latency, fewer than the target's vector registers (16 accumulators on a 16-register
+AVX2 machine spill and read ~0.6x the real peak). Two checks keep the number honest:
+
+- a real GEMM (numpy's BLAS, with the same bound threads) is timed in the same child;
+  the peak reported is the larger of the two, and ``fma_below_gemm`` flags a loop that
+  reads below it (the loop, not the CPU, is then the limit);
+- the CPU time other processes used during the run is measured (/proc/stat): a peak
+  measured under load (``under_load``) is marked, printed as such, and never replaces a
+  cached peak measured on a quiet machine.
+
 A measurement takes seconds, and a tuning summary wants the number every time, so the
 result is cached per ``Target.key()`` (the CPU, compiler and flags) in
 ``~/.cache/tvmlite/peak.json``; ``tvmlite target --peak`` measures and refreshes it.
+``share_of_peak`` formats "% of peak" and refuses to print a share above 100 as a result.
 """
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,23 +39,84 @@ from typing import Any
 
 from tvmlite.checks import check_int, check_number
 
-__all__ = ["Peak", "cached_peak", "default_cache_file", "measure_peak", "measure_runs"]
+__all__ = ["Peak", "cached_peak", "default_cache_file", "fma_chains", "measure_peak",
+           "measure_runs", "peak_library", "share_of_peak"]
 
-_CDECL = "double peak_gflops(int threads, double seconds); int peak_vec_bytes(void);"
+_CDECL = ("double peak_gflops(int threads, double seconds); int peak_vec_bytes(void); "
+          "int peak_chains(void);")
 _WARMUP_SECONDS = 0.3
+# FMA latency (cycles) x FMA pipes of current cores (Zen 3/4: 4 x 2, Intel since
+# Skylake: 4 x 2, Neoverse V1: 4 x 4 on 128-bit, ...): chains needed to keep them busy
+FMA_LATENCY_CYCLES = 4
+FMA_PIPES = 2
+UNDER_LOAD_CORES = 0.25       # other processes' average busy cores that mark a peak
+CACHE_VERSION = 2             # entries of the spilling 16-chain loop (v1) are not trusted
+GEMM_SIZE = 1024
+
+
+def fma_chains(target: Any) -> int:
+    """Accumulator chains of the peak loop for ``target``: three quarters of its vector
+    registers (12 of 16 on AVX2/SSE, 24 of 32 on AVX-512 and AArch64), never fewer than
+    latency x pipes and always leaving two registers for the loop's a and b."""
+    regs = target.vector_registers
+    return max(1, min(regs - 2, max(FMA_LATENCY_CYCLES * FMA_PIPES, regs * 3 // 4)))
 
 
 @dataclass(frozen=True)
 class Peak:
-    """A measured peak: the median GFLOP/s of ``runs`` with ``threads`` bound threads."""
+    """A measured peak: ``gflops`` is the larger of the FMA loop's median (``fma_gflops``
+    over ``runs``, ``chains`` accumulators) and a GEMM's (``gemm_gflops``, None if not
+    timed), with ``threads`` bound threads. ``load`` is how many cores other processes
+    kept busy on average during the measurement (None: unknown)."""
     gflops: float
     threads: int
     runs: tuple
     measured_at: float          # time.time() of the measurement
+    fma_gflops: float = 0.0
+    gemm_gflops: float | None = None
+    chains: int = 0
+    load: float | None = None
+
+    @property
+    def under_load(self) -> bool:
+        return self.load is not None and self.load > UNDER_LOAD_CORES
+
+    @property
+    def fma_below_gemm(self) -> bool:
+        return self.gemm_gflops is not None and self.fma_gflops < self.gemm_gflops
+
+    def notes(self) -> list[str]:
+        """What a reader of this number must know (empty when nothing is wrong)."""
+        out = []
+        if self.fma_below_gemm:
+            out.append(f"the FMA loop ({self.fma_gflops:.1f} GFLOP/s, {self.chains} chains) "
+                       f"read below a real GEMM ({self.gemm_gflops:.1f}): the loop, not the "
+                       f"CPU, was the limit, so the GEMM's figure is reported")
+        if self.under_load:
+            out.append(f"measured under load: other processes kept ~{self.load:.1f} core(s) "
+                       f"busy, so the peak reads low; re-run `tvmlite target --peak` on a "
+                       f"quiet machine")
+        return out
 
     def to_json(self) -> dict:
         return {"gflops": self.gflops, "threads": self.threads, "runs": list(self.runs),
-                "measured_at": self.measured_at}
+                "measured_at": self.measured_at, "fma_gflops": self.fma_gflops,
+                "gemm_gflops": self.gemm_gflops, "chains": self.chains, "load": self.load,
+                "under_load": self.under_load, "version": CACHE_VERSION}
+
+
+def share_of_peak(gflops: float, peak_gflops: float, what: str = "the peak") -> str:
+    """``"42.10% of <what>"``. Above 100% it is not a result but a measurement problem
+    (a peak measured low, e.g. under load or by a loop that spilled, or a wrong time),
+    and the text says so instead of printing the share."""
+    if peak_gflops <= 0:
+        return f"unknown share of {what} (no peak)"
+    pct = 100.0 * gflops / peak_gflops
+    if pct > 100.0:
+        return (f"MEASUREMENT PROBLEM: {gflops:.1f} GFLOP/s is above {what}, which cannot "
+                f"be; the peak was measured low (re-run `tvmlite target --peak` on a quiet "
+                f"machine) or the time is wrong")
+    return f"{pct:.2f}% of {what}" if pct >= 1 else f"{pct:.3g}% of {what}"
 
 
 def default_cache_file() -> Path:
@@ -55,66 +129,123 @@ def _source() -> str:
     return (Path(tvmlite.codegen_c.__file__).parent / "peak.c").read_text()
 
 
+def peak_flags(target: Any) -> tuple[str, ...]:
+    """The -D flags that size the loop for ``target`` (vector width, chains)."""
+    return (f"-DVEC_BYTES={target.vector_bits // 8}", f"-DNACC={fma_chains(target)}")
+
+
+def peak_library(target: Any) -> Path:
+    """peak.c compiled (cached) for ``target``, sized by ``peak_flags``."""
+    from tvmlite.codegen_c import compile_shared
+    return compile_shared(_source(), target, extra_flags=peak_flags(target))
+
+
 def _check(threads: int, seconds: float, runs: int) -> None:
     check_int(threads, "peak: threads (default: the target's cores)", 1)
     check_int(runs, "peak: runs", 1)
     check_number(seconds, "peak: seconds (per run)", 0, lo_open=True)
 
 
-def measure_runs(target: Any = None, threads: int | None = None, seconds: float = 1.0,
-                 runs: int = 5) -> list[float]:
-    """GFLOP/s of ``runs`` timed runs of ``seconds`` each (after a short warm-up), all in
-    one child process with ``threads`` OpenMP threads bound to cores (default: all the
-    target's cores). RuntimeError if the child fails."""
-    from tvmlite.codegen_c import compile_shared
-    from tvmlite.target.target import Target
-    target = target or Target.host()
-    threads = target.cores if threads is None else threads
+def _cpu_busy_seconds() -> float | None:
+    """Busy CPU seconds of the whole machine so far (all cores), from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [float(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 4:
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    busy = sum(fields[:8]) - idle                                 # guest is in user
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _run_child(target: Any, threads: int, seconds: float, runs: int, gemm: bool) -> tuple:
+    """(FMA runs, GEMM runs, other processes' busy cores) from one bound child."""
     _check(threads, seconds, runs)
-    lib = compile_shared(_source(), target,
-                         extra_flags=(f"-DVEC_BYTES={target.vector_bits // 8}",))
+    lib = peak_library(target)
     import tvmlite
     root = os.path.dirname(os.path.dirname(os.path.abspath(tvmlite.__file__)))
     env = dict(os.environ, OMP_PROC_BIND="true", OMP_NUM_THREADS=str(threads),
                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    cmd = [sys.executable, "-m", "tvmlite.target.peak", str(lib), str(threads), str(seconds), str(runs)]
+    cmd = [sys.executable, "-m", "tvmlite.target.peak", str(lib), str(threads), str(seconds),
+           str(runs), "gemm" if gemm else "fma"]
+    limit = 60 + (4 if gemm else 2) * runs * seconds
+    busy0, own0, t0 = _cpu_busy_seconds(), _children_cpu_seconds(), time.monotonic()
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                              timeout=60 + 2 * runs * seconds)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"peak measurement did not finish in {60 + 2 * runs * seconds:.0f}"
-                           "s; is the machine overloaded? try fewer runs") from None
+        raise RuntimeError(f"peak measurement did not finish in {limit:.0f}s; is the "
+                           "machine overloaded? try fewer runs") from None
+    busy1, own1, t1 = _cpu_busy_seconds(), _children_cpu_seconds(), time.monotonic()
     if proc.returncode != 0:
         raise RuntimeError(f"peak measurement child failed (exit {proc.returncode}):\n"
                            f"{proc.stderr.strip()[-2000:]}")
-    return [float(x) for x in json.loads(proc.stdout.strip().splitlines()[-1])]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    load = None
+    if busy0 is not None and busy1 is not None and t1 > t0:
+        load = max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0)
+    return [float(x) for x in out["fma"]], [float(x) for x in out.get("gemm", [])], load
+
+
+def measure_runs(target: Any = None, threads: int | None = None, seconds: float = 1.0,
+                 runs: int = 5) -> list[float]:
+    """GFLOP/s of ``runs`` timed runs of the FMA loop, ``seconds`` each (after a short
+    warm-up), all in one child process with ``threads`` OpenMP threads bound to cores
+    (default: all the target's cores). RuntimeError if the child fails."""
+    from tvmlite.target.target import Target
+    target = target or Target.host()
+    threads = target.cores if threads is None else threads
+    return _run_child(target, threads, seconds, runs, gemm=False)[0]
 
 
 def measure_peak(target: Any = None, threads: int | None = None, seconds: float = 1.0,
                  runs: int = 5, cache_file: str | os.PathLike | None = None) -> Peak:
-    """Measure the peak (median of ``runs``) and, when it used all the target's cores,
-    store it in the cache as this target's peak."""
+    """Measure the peak: the FMA loop's median of ``runs`` and, on this machine's own
+    target, a numpy GEMM's in the same child; the larger is the peak. When it used all
+    the target's cores it is cached as this target's peak -- unless it was measured
+    under load and the cache holds one that was not."""
     from tvmlite.target.target import Target
     target = target or Target.host()
     threads = target.cores if threads is None else threads
-    values = measure_runs(target, threads, seconds, runs)
-    peak = Peak(statistics.median(values), threads, tuple(values), time.time())
+    host = Target.host()
+    gemm = target.arch == host.arch and set(target.features) <= set(host.features)
+    fma, gemm_runs, load = _run_child(target, threads, seconds, runs, gemm)
+    fma_med = statistics.median(fma)
+    gemm_med = statistics.median(gemm_runs) if gemm_runs else None
+    peak = Peak(max(fma_med, gemm_med or 0.0), threads, tuple(fma), time.time(), fma_med,
+                gemm_med, fma_chains(target), load)
     if threads == target.cores:
-        _store(target, peak, Path(cache_file) if cache_file else default_cache_file())
+        path = Path(cache_file) if cache_file else default_cache_file()
+        old = cached_peak(target, path)
+        if not (peak.under_load and old is not None and not old.under_load):
+            _store(target, peak, path)
     return peak
 
 
 def cached_peak(target: Any = None, cache_file: str | os.PathLike | None = None
                 ) -> Peak | None:
     """The cached peak of ``target`` (default: this machine), or None if it was never
-    measured here. A damaged cache file counts as empty: it is only a cache."""
+    measured here (or only by the old, spilling loop). A damaged cache file counts as
+    empty: it is only a cache."""
     from tvmlite.target.target import Target
     target = target or Target.host()
     entry = _load(Path(cache_file) if cache_file else default_cache_file()).get(target.key())
     try:
+        if entry.get("version") != CACHE_VERSION:
+            return None
+        gemm = entry.get("gemm_gflops")
+        load = entry.get("load")
         return Peak(float(entry["gflops"]), int(entry["threads"]),
-                    tuple(float(x) for x in entry["runs"]), float(entry["measured_at"]))
-    except (TypeError, KeyError, ValueError):
+                    tuple(float(x) for x in entry["runs"]), float(entry["measured_at"]),
+                    float(entry["fma_gflops"]), None if gemm is None else float(gemm),
+                    int(entry["chains"]), None if load is None else float(load))
+    except (TypeError, KeyError, ValueError, AttributeError):
         return None
 
 
@@ -143,16 +274,44 @@ def _store(target: Any, peak: Peak, path: Path) -> None:
         raise
 
 
-def _child(so_path: str, threads: int, seconds: float, runs: int) -> None:
-    """In the bound child: load the library with plain cffi, print the runs as JSON."""
+def _gemm_runs(threads: int, seconds: float, runs: int) -> list[float]:
+    """GFLOP/s of numpy's GEMM (its BLAS, OMP_NUM_THREADS threads), median-able runs."""
+    import numpy as np
+    n = GEMM_SIZE
+    rng = np.random.default_rng(0)
+    a, b = (rng.random((n, n), dtype=np.float32) for _ in range(2))
+    c = np.empty((n, n), np.float32)
+    np.matmul(a, b, out=c)  # warm-up: BLAS threads start, pages fault in
+    out = []
+    for _ in range(runs):
+        calls, t0 = 0, time.perf_counter()
+        while True:
+            np.matmul(a, b, out=c)
+            calls += 1
+            t = time.perf_counter() - t0
+            if t >= seconds:
+                break
+        out.append(2.0 * n ** 3 * calls / t * 1e-9)
+    return out
+
+
+def _child(so_path: str, threads: int, seconds: float, runs: int, what: str) -> None:
+    """In the bound child: load the library with plain cffi, print the runs as JSON
+    (FMA runs and GEMM runs interleaved, so load hits both alike)."""
     import cffi
     ffi = cffi.FFI()
     ffi.cdef(_CDECL)
     # RTLD_NODELETE: never unload libgomp under its live threads at exit (see loader.py).
     lib = ffi.dlopen(so_path, ffi.RTLD_NOW | getattr(ffi, "RTLD_NODELETE", 0))
     lib.peak_gflops(threads, min(_WARMUP_SECONDS, seconds))  # clocks ramp, threads start
-    print(json.dumps([lib.peak_gflops(threads, seconds) for _ in range(runs)]))
+    fma, gemm = [], []
+    for _ in range(runs):
+        fma.append(lib.peak_gflops(threads, seconds))
+        if what == "gemm":
+            gemm += _gemm_runs(threads, seconds, 1)
+    print(json.dumps({"fma": fma, "gemm": gemm}))
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
+    _child(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]),
+           sys.argv[5] if len(sys.argv) > 5 else "fma")

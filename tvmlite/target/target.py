@@ -438,3 +438,30 @@ def _detect_host(compiler: str | None) -> Target:
     return Target(arch=arch, features=features, vector_bits=_vector_bits(features),
                   cores=_cores(), caches=_caches(), compiler=path, compiler_version=version,
                   cflags=cflags, openmp=openmp, cache_line_bytes=_cache_line_bytes())
+
+
+def describe_cpu() -> dict[str, Any]:
+    """What this CPU is, without a compiler (``tvmlite target`` prints it when none is
+    found): arch, features, vector width and registers, cores, caches, model name."""
+    arch = _normalize_arch(platform.machine())
+    cpuinfo = _read("/proc/cpuinfo")
+    features = _cpuinfo_features(arch, cpuinfo)
+    m = re.search(r"^(model name|CPU part)\s*:\s*(.+)$", cpuinfo or "", re.MULTILINE)
+    regs = 32 if "avx512f" in features or arch == "aarch64" else 16
+    return {"arch": arch, "model": m.group(2).strip() if m else "unknown",
+            "features": list(features), "vector_bits": _vector_bits(features),
+            "vector_registers": regs, "cores": _cores(),
+            "caches": {name: size for name, size in _caches()}}
+
+
+def describe_cpu_text(cpu: dict[str, Any]) -> str:
+    """``describe_cpu()`` as the lines ``Target.describe`` starts with."""
+    caches = ", ".join(f"{n} {_fmt_bytes(b)}" for n, b in cpu["caches"].items()) or "unknown"
+    return "\n".join([
+        f"arch:      {cpu['arch']} ({cpu['model']})",
+        f"features:  {' '.join(cpu['features']) or '(none detected)'}",
+        f"vector:    {cpu['vector_bits']} bits ({cpu['vector_bits'] // 32} x float32, "
+        f"{cpu['vector_registers']} registers)",
+        f"cores:     {cpu['cores']}",
+        f"caches:    {caches}",
+    ])

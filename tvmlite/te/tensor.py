@@ -209,6 +209,10 @@ def compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str = "com
     return ComputeOp(name, axis, body, tag, attrs).output(0)
 
 
+class ZeroDivisorError(ZeroDivisionError, ValueError):
+    """An integer ``//`` or ``%`` by a divisor that is always 0 (C leaves it undefined)."""
+
+
 def check_body(name: str, axis: tuple[IterVar, ...], body: Expr) -> None:
     reduces = [n for n in walk(body) if isinstance(n, Reduce)]
     if reduces and not (isinstance(body, Reduce) and len(reduces) == 1):
@@ -221,6 +225,11 @@ def check_body(name: str, axis: tuple[IterVar, ...], body: Expr) -> None:
                 raise ValueError(f"compute {name}: axis name {iv.name!r} is used twice")
             known.add(iv.name)
     for node in walk(body):
+        if isinstance(node, BinOp) and node.op in ("//", "%") and isinstance(node.b, Const) \
+                and node.b.value == 0:
+            raise ZeroDivisorError(f"compute {name}: integer {'division' if node.op == '//' else 'modulo'} "
+                                    f"by zero in {node}; C leaves it undefined, so divide by a "
+                                    f"non-zero value")
         if isinstance(node, Var) and node.name not in known:
             raise ValueError(f"compute {name}: variable {node.name!r} is not an axis of this "
                              "compute (reduce axes must be passed to te.sum/max/min)")

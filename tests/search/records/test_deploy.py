@@ -45,9 +45,16 @@ def test_replay_writes_kernels_bundle_and_manifest(tuned_log, tmp_path):
                           {"name": "C", "shape": [16, 24], "dtype": "float32", "role": "output"}]
     best = min((r for r in load_records(tuned_log) if r.workload.name == "matmul"),
                key=lambda r: r.mean_cost)
-    assert mm["record"]["key"] == best.key and mm["gflops"] == pytest.approx(best.gflops)
+    assert mm["record"]["key"] == best.key
+    assert mm["logged"]["gflops"] == pytest.approx(best.gflops)
+    here = mm["measured_here"]  # the re-check timed it on this machine, labelled as such
+    assert here["time_seconds"] > 0 and here["gflops"] == pytest.approx(
+        mm["flops"] / here["time_seconds"] / 1e9)
+    assert "gflops" not in mm and "time_seconds" not in mm  # no unlabelled number
     assert manifest["target"]["arch"] == Target.host().arch
-    assert "matmul" in str(report) and "GFLOP/s" in str(report)
+    assert "matmul" in str(report) and "logged on this CPU (" in str(report)
+    assert mm["logged"]["same_cpu"]
+    assert "measured here:" in str(report)
 
 
 def test_exported_library_computes_the_right_numbers(tuned_log, tmp_path):
@@ -141,6 +148,67 @@ def test_a_log_from_another_cpu_warns_and_still_builds(tuned_log, tmp_path):
         report = replay(log, tmp_path / "out")
     assert len(report.kernels) == 2
     assert any(issubclass(w.category, TargetMismatchWarning) for w in caught)
+
+
+def _foreign_log(tuned_log, tmp_path):
+    log = tmp_path / "other.jsonl"
+    other = dataclasses.replace(Target.host(), features=("sse2",))
+    _rewrite(tuned_log, log, lambda r: dataclasses.replace(r, target=other))
+    return log
+
+
+def test_a_foreign_log_shows_logged_and_here_numbers_labelled(tuned_log, tmp_path):
+    log = _foreign_log(tuned_log, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TargetMismatchWarning)
+        report = replay(log, tmp_path / "out")
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    for k in manifest["kernels"]:
+        assert k["logged"]["target"].startswith(f"another CPU ({Target.host().arch}; it lacks")
+        assert not k["logged"]["same_cpu"]
+        assert k["measured_here"]["gflops"] > 0
+        assert k["measured_here"]["target"].startswith("this machine (")
+    line = next(x for x in str(report).splitlines() if "matmul" in x)
+    assert f"logged on {manifest['kernels'][0]['logged']['target']}:" in line
+    assert "measured here:" in line
+
+
+def test_not_measured_here_without_the_check(tuned_log, tmp_path):
+    report = replay(tuned_log, tmp_path, check=False)
+    k = report.kernels[0]
+    assert k["measured_here"] is None and "check=False" in k["measured_here_note"]
+    assert "not measured here (replayed with check=False)" in str(report)
+
+
+def test_two_replays_of_a_foreign_log_in_one_process_both_warn(tuned_log, tmp_path):
+    log = _foreign_log(tuned_log, tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's own filter: once per location
+        replay(log, tmp_path / "a", check=False)
+        first = [w for w in caught if issubclass(w.category, TargetMismatchWarning)]
+        replay(log, tmp_path / "b", check=False)
+    every = [w for w in caught if issubclass(w.category, TargetMismatchWarning)]
+    assert len(first) == 2 and len(every) == 4  # two workloads, two calls
+    assert {str(w.message) for w in every[:2]} == {str(w.message) for w in every[2:]}
+
+
+def test_search_replay_works_twice_and_after_importing_the_module(tuned_log, tmp_path):
+    """In a fresh process: the package attribute stays the function."""
+    code = f"""
+import tvmlite
+from tvmlite import search
+r1 = search.replay({str(tuned_log)!r}, {str(tmp_path / "a")!r}, check=False)
+import tvmlite.search.records.deploy
+r2 = search.replay({str(tuned_log)!r}, {str(tmp_path / "b")!r}, check=False)
+r3 = tvmlite.search.replay({str(tuned_log)!r}, {str(tmp_path / "c")!r}, check=False)
+print(len(r1.kernels), len(r2.kernels), len(r3.kernels))
+"""
+    import os
+    import sys
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "2", "2"]
 
 
 def test_two_workloads_with_one_name_get_distinct_kernels(tmp_path):

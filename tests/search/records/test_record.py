@@ -161,6 +161,20 @@ def test_hostile_line_is_skipped(tmp_path, case):
     assert all(len(str(w.message)) < 300 + len(str(log)) for w in caught)
 
 
+def test_a_thousand_garbage_lines_give_a_few_warnings_and_one_summary(tmp_path):
+    log = tmp_path / "garbage.jsonl"
+    good = rec(1e-4).to_line()
+    write_lines(log, [good] + [f"garbage {i}" for i in range(1000)] + [good])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        records = load_records(log)
+    assert len(records) == 2
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RecordWarning)]
+    assert len(msgs) == 6
+    assert [m.split(": skipped")[0] for m in msgs[:5]] == [f"{log}:{n}" for n in range(2, 7)]
+    assert "1000 bad lines skipped in all" in msgs[5] and "995 more on lines 7, 8," in msgs[5]
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing_ok"):
         load_records(tmp_path / "nope.jsonl")

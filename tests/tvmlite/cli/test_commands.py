@@ -101,6 +101,28 @@ def test_target_peak_is_measured_and_cached(capsys, monkeypatch, tmp_path):
     assert peak.cached_peak(Target.host()) is None
 
 
+def test_target_without_a_compiler_describes_the_cpu_and_says_what_is_missing(tmp_path):
+    """PATH pointing nowhere: no cc, gcc or clang. The CPU is still described, exit 0."""
+    env = dict(os.environ, PATH=str(tmp_path), OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env.pop("CC", None)
+    proc = subprocess.run([sys.executable, "-m", "tvmlite", "target"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    for field in ("arch:", "features:", "vector:", "cores:", "caches:"):
+        assert field in proc.stdout
+    assert "no C compiler found" in proc.stdout and "install" in proc.stdout
+    js = subprocess.run([sys.executable, "-m", "tvmlite", "target", "--json"], env=env,
+                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    d = json.loads(js.stdout)
+    assert js.returncode == 0 and d["compiler"] is None and "no C compiler" in d["missing"]
+    assert d["cores"] >= 1 and d["vector_bits"] in (128, 256, 512)
+    pk = subprocess.run([sys.executable, "-m", "tvmlite", "target", "--peak"], env=env,
+                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert pk.returncode == 1 and "needs a C compiler" in pk.stderr and "arch:" in pk.stdout
+
+
 # -- tune ------------------------------------------------------------------------------------
 
 def test_tune_prints_a_summary_and_logs_every_trial(tuned, capsys, tmp_path):
@@ -223,12 +245,28 @@ def test_bad_arguments_are_usage_errors(capsys, monkeypatch, tmp_path, argv, mes
     assert code == 2 and message in err, err
 
 
-def test_library_errors_exit_1_with_the_message(tuned, capsys):
-    code, _, err = run(capsys, "tune", "matmul", "M=0", "N=16", "K=16", "--trials", "2",
-                       "--log", tuned.parent / "zero.jsonl")
-    assert code == 1 and err.startswith("tvmlite: error:") and "M must be a positive int" in err
+@pytest.mark.parametrize("argv,message", [
+    (["tune", "matmul", "M=0", "N=16", "K=16"], "M must be a positive int"),
+    (["tune", "matmul", "M=16", "N=16", "K=16", "dtype=float16"], "dtype"),
+    (["compare", "matmul", "M=-1", "N=16", "K=16", "--trials", "2", "--out", "d"],
+     "M must be a positive int"),
+], ids=["tune-M=0", "tune-dtype", "compare-M=-1"])
+def test_bad_values_exit_2_like_unknown_keys(capsys, monkeypatch, tmp_path, argv, message):
+    """A bad KEY=VALUE value is a usage error (exit 2), the same as an unknown KEY."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, *argv, *(["--trials", "2", "--log", "x.jsonl"]
+                                        if argv[0] == "tune" else []))
+    assert code == 2 and message in err and "usage: tvmlite" in err, err
+    assert not (tmp_path / "x.jsonl").exists()     # refused before any work
+
+
+def test_a_bad_index_or_workload_is_a_usage_error_and_help_says_the_codes(tuned, capsys):
     code, _, err = run(capsys, "show", tuned, "--index", "99")
-    assert code == 1 and "line 99" in err
+    assert code == 2 and "line 99" in err
+    code, _, err = run(capsys, "show", tuned, "--workload", "conv9d")
+    assert code == 2 and "matches 0 workloads" in err
+    code, out, _ = run(capsys, "--help")
+    assert "exit status: 0 done; 2 the command line is wrong" in " ".join(out.split())
 
 
 # -- logs, show, replay ----------------------------------------------------------------------

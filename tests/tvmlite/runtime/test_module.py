@@ -145,6 +145,52 @@ def test_errors_come_before_any_write(mm):
     assert (c == 7).all()
 
 
+@pytest.fixture(scope="module")
+def square():
+    """A 16x16 matmul: square, so one array fits every argument's shape."""
+    s, tensors = tiled_matmul(16, 16, 16)
+    return check(s, tensors, mm_ref)
+
+
+def _square_arrays(n=16):
+    rng = np.random.default_rng(2)
+    return tuple(rng.uniform(-1, 1, (n, n)).astype("float32") for _ in range(2))
+
+
+@pytest.mark.parametrize("call", ["a,b,a", "a,b,b", "view", "slices"])
+def test_output_overlapping_an_input_is_refused(square, call):
+    a, b = _square_arrays()
+    if call == "a,b,a":
+        args, names = (a, b, a), ("C", "A")
+    elif call == "a,b,b":
+        args, names = (a, b, b), ("C", "B")
+    elif call == "view":
+        args, names = (a, b, a.reshape(16, 16)[:]), ("C", "A")
+    else:  # two overlapping windows of one flat buffer: C starts inside A
+        flat = np.zeros(16 * 16 + 8, "float32")
+        flat[:256] = a.ravel()
+        args, names = (flat[:256].reshape(16, 16), b, flat[8:].reshape(16, 16)), ("C", "A")
+    before = [x.copy() for x in args]
+    with pytest.raises(ValueError, match=rf"output {names[0]} overlaps input {names[1]}"):
+        square(*args)
+    for x, y in zip(args, before):
+        np.testing.assert_array_equal(x, y)  # refused before anything was written
+    with pytest.raises(ValueError, match="overlaps"):
+        square.time_evaluator(number=1, repeat=1)(*args)
+
+
+def test_inputs_may_share_memory_and_disjoint_slices_are_accepted(square):
+    a, _ = _square_arrays()
+    c = np.empty((16, 16), "float32")
+    square(a, a, c)  # A @ A: the kernel only reads its inputs
+    np.testing.assert_allclose(c, mm_ref(a, a), rtol=1e-4, atol=1e-5)
+    flat = np.zeros(3 * 256, "float32")  # three disjoint windows of one buffer
+    x, y, z = (flat[i * 256:(i + 1) * 256].reshape(16, 16) for i in range(3))
+    x[:], y[:] = _square_arrays()
+    square(x, y, z)
+    np.testing.assert_allclose(z, mm_ref(x, y), rtol=1e-4, atol=1e-5)
+
+
 def test_int_and_float64_modules_check_their_dtypes():
     for dtype in ("int32", "float64"):
         s, tensors = tiled_matmul(dtype=dtype)

@@ -235,3 +235,53 @@ def test_error_intermediate_kernel_argument_not_at_root():
     s = te.create_schedule(C.op)
     s[B].compute_at(s[C], s[C].op.axis[0])
     _raises(lambda: tvmlite.lower(s, [A, B, C]), "B")
+
+
+@pytest.mark.parametrize("primitive", ["split", "fuse", "reorder", "vectorize", "unroll",
+                                       "parallel", "pragma", "split-loopaxis"])
+def test_error_a_loop_of_another_stage(primitive):
+    """B and C both have loops named i and j: s[C].split(s[B].op.axis[0]) used to split
+    C's own i. It names both stages now, and the schedule is unchanged."""
+    A, B, C = two_stage()
+    s = te.create_schedule(C.op)
+    bi, bj = s[B].op.axis
+    calls = {"split": lambda: s[C].split(bi, factor=4),
+             "fuse": lambda: s[C].fuse(bi, bj),
+             "reorder": lambda: s[C].reorder(bj, bi),
+             "vectorize": lambda: s[C].vectorize(bj),
+             "unroll": lambda: s[C].unroll(bj),
+             "parallel": lambda: s[C].parallel(bi),
+             "pragma": lambda: s[C].pragma(bi, "auto_unroll_max_step", 4),
+             "split-loopaxis": lambda: s[C].split(s[B].split(bi, factor=2)[0], factor=2)}
+    before = list(s.steps) if primitive != "split-loopaxis" else None
+    with pytest.raises(ScheduleError, match=r"stage C: .* loop '(i|j|i\.outer|i_outer)' of "
+                                            r"stage B, not of C"):
+        calls[primitive]()
+    if before is not None:
+        assert s.steps == before
+
+
+def test_a_loop_of_another_stage_is_refused_in_compute_at_and_rfactor():
+    A, B, C = two_stage()
+    s = te.create_schedule(C.op)
+    with pytest.raises(ScheduleError, match=r"compute_at\(C\) was given loop 'i' of stage B"):
+        s[B].compute_at(s[C], s[B].op.axis[0])
+    X = te.placeholder((8, 16), name="X")
+    k = te.reduce_axis((0, 16), name="k")
+    S = te.compute((8,), lambda i: te.sum(X[i, k], axis=k), name="S")
+    T = te.compute((8,), lambda i: S[i] * 2, name="T")
+    s = te.create_schedule(T.op)
+    with pytest.raises(ScheduleError, match=r"stage S: rfactor was given loop 'i' of stage T"):
+        s.rfactor(S, s[T].op.axis[0])
+
+
+def test_own_loops_still_work_after_cache_write_and_rfactor():
+    """Axes taken before cache_write (the templates do) still name the stage's loops."""
+    A, B, C = matmul(16, 16, 16)
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    CL = s.cache_write(C, "local")
+    io, ii = s[C].split(i, factor=4)
+    s[C].vectorize(s[C].split(j, factor=8)[1])
+    s[CL].compute_at(s[C], io)
+    check(s, [A, B, C], mm_ref)
