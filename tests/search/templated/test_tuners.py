@@ -260,9 +260,9 @@ def test_interrupted_tune_resumes_without_remeasuring(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         XGBTuner(task, feature_type="knob").tune(12, log, OPTIONS, callback=interrupt)
     first = load_records(log)
-    assert len(first) == 8                    # the whole first batch was logged
+    assert len(first) == 3      # each record is logged before the callback sees it
     res = XGBTuner(task, feature_type="knob").tune(12, log, OPTIONS)
-    assert res.measured == 4 and res.trials[0].index == 9
+    assert res.measured == 9 and res.trials[0].index == 4
     records = load_records(log)
     assert len(records) == 12 and len({r.key for r in records}) == 12
     assert {r.tuner for r in records} == {"xgb"}
@@ -278,12 +278,19 @@ class FakeMeasurer:
     """What tune() needs of a Measurer, with every candidate taking the same time."""
 
     def __init__(self, target):
-        self.target, self.known = target, {}
+        self.target, self.known, self.logged = target, {}, []
 
-    def measure(self, inputs):
+    def refresh(self):
+        return 0
+
+    def measure(self, inputs, on_result=None, quotas=()):
         res = MeasureResult(costs=(1e-4,))
         for inp in inputs:
-            self.known[inp.key] = make_record(inp, res, self.target, "fake")
+            rec = make_record(inp, res, self.target, "fake")
+            self.known[inp.key] = rec
+            self.logged.append(rec)
+            if on_result is not None:
+                on_result(inp, res, rec)
         return [res] * len(inputs)
 
     def __enter__(self):
