@@ -222,20 +222,28 @@ class Measurer:
         measured after another writer filled the quota, and so not logged) gets None."""
         results: dict[str, MeasureResult] = {}
         todo: list[MeasureInput] = []
+        seen: set[str] = set()
         for inp in inputs:
-            k = inp.key
-            if k in self.known:
-                results[k] = self.known[k].result
-            elif k not in results and all(t.key != k for t in todo):
+            if inp.key not in seen:
+                seen.add(inp.key)
                 todo.append(inp)
         pos = 0
         while pos < len(todo):
-            self.refresh()
+            self.refresh()   # another writer may have measured some of ours meanwhile
+            while pos < len(todo) and todo[pos].key in self.known:
+                results[todo[pos].key] = self.known[todo[pos].key].result
+                pos += 1
             room = min([q.room(self) for q in quotas], default=len(todo))
-            if room <= 0:
+            if pos == len(todo) or room <= 0:
                 break
-            part = todo[pos:pos + min(self.chunk, room)]
-            pos += len(part)
+            part = []
+            while pos < len(todo) and len(part) < min(self.chunk, room):
+                inp = todo[pos]
+                pos += 1
+                if inp.key in self.known:
+                    results[inp.key] = self.known[inp.key].result
+                else:
+                    part.append(inp)
             builds = self.builder.build(part)   # the chunk compiles before it is timed
             for j, res in self._iter_run(part, builds):
                 inp = part[j]
@@ -247,6 +255,9 @@ class Measurer:
                 results[inp.key] = res
                 if on_result is not None:
                     on_result(inp, res, rec)
+        for inp in todo[pos:]:   # left when a quota filled: only what the log holds
+            if inp.key in self.known:
+                results.setdefault(inp.key, self.known[inp.key].result)
         return [results.get(inp.key) for inp in inputs]
 
     def _iter_run(self, inputs: list, builds: list) -> Any:

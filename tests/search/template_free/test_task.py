@@ -138,6 +138,57 @@ def test_task_scheduler_shares_one_budget_and_one_log(tmp_path):
         assert all(r.best is not None for r in results)
 
 
+def _lines(log):
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_each_trial_is_in_the_log_when_its_callback_runs(tmp_path):
+    """The progress bar ticks per candidate, and a kill loses at most the one being
+    timed: when the callback of trial n runs, the log holds exactly n records (with
+    batches of 8, the whole batch used to arrive at once)."""
+    task = SearchTask(func=ops.matmul, args=(32, 32, 32, "float32"))
+    log = tmp_path / "mm.jsonl"
+    seen = []
+    task.tune(10, log, QUICK, callback=lambda t: seen.append((t.index, _lines(log))))
+    assert seen == [(n, n) for n in range(1, 11)]
+    tasks = [task, SearchTask(func=ops.softmax, args=(16, 64, "float32"))]
+    log2 = tmp_path / "two.jsonl"
+    calls = []
+    TaskScheduler(tasks, strategy="round-robin").tune(
+        12, log2, QUICK, callback=lambda i, t: calls.append(_lines(log2)))
+    assert calls == list(range(1, 13))
+
+
+def test_the_budget_counts_records_another_writer_appends(tmp_path):
+    """Another process tuning the same workload into the same log: its records count
+    toward --trials as they arrive, so the log ends with exactly the budget."""
+    from tvmlite.search.measure.inputs import MeasureResult
+    from tvmlite.search.records.record import append_record, make_record
+    task = SearchTask(func=ops.matmul, args=(32, 32, 32, "float32"))
+    log = tmp_path / "mm.jsonl"
+    foreign = [MeasureInput(task.workload, tuple(s.steps)) for s in _splits(task, 5)]
+
+    def other_process(trial):
+        if trial.index == 2:            # meanwhile, another tuning appends five records
+            for inp in foreign:
+                append_record(log, make_record(inp, MeasureResult(costs=(1.0,)),
+                                               task.target, tuner="other"))
+    res = task.tune(12, log, QUICK, callback=other_process)
+    recs = load_records(log)
+    assert len(recs) == 12 and sum(r.tuner == "other" for r in recs) == 5
+    assert res.measured == 7 and res.trials[-1].index == 12
+
+
+def _splits(task, n):
+    from tvmlite.schedule.schedule import Schedule
+    out = []
+    for f in (1, 2, 4, 8, 16)[:n]:
+        s = Schedule.create(task.workload.outputs)
+        s[task.workload.outputs[0]].split("j", factor=f)
+        out.append(s)
+    return out
+
+
 def test_bad_arguments_are_clear():
     with pytest.raises(TypeError, match="func="):
         SearchTask()
