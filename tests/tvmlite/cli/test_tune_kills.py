@@ -181,3 +181,19 @@ def test_an_unwritable_log_is_refused_before_any_work(tmp_path, make_bad):
     assert code == 2 and why in err and str(log) in err and "Errno" not in err, err
     assert "Traceback" not in err and not t.timed() and "trial " not in err
     assert not log.exists()
+
+
+def test_an_interrupt_before_anything_was_logged_claims_no_file(tmp_path, monkeypatch, capsys):
+    from tvmlite import cli
+    from tvmlite.search.template_free.task import SearchTask
+
+    def interrupted(self, *args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(SearchTask, "tune", interrupted)
+    log = tmp_path / "never.jsonl"
+    code = cli.main(["tune", "matmul", "M=16", "N=16", "K=16", "--trials", "4",
+                     "--log", str(log)])
+    err = capsys.readouterr().err
+    assert code == 130 and not log.exists()
+    assert "nothing was logged" in err and "does not exist" in err and "--resume" not in err
+    assert "every measured record is in" not in err
