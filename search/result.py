@@ -14,7 +14,8 @@ from typing import Any
 @dataclass(frozen=True)
 class Trial:
     """One measurement as seen by progress displays and curves."""
-    index: int             # 1-based, counting the log's earlier records of this workload
+    index: int             # records of this workload in the log once this one was logged
+                           # (earlier runs' and other writers' records included)
     elapsed: float         # seconds since the tuning started
     gflops: float          # this candidate's (0 for an error)
     best_gflops: float     # best so far

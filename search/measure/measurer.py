@@ -1,69 +1,280 @@
-"""The loop that builds, runs and logs a batch of candidates.
+"""The loop that builds, runs and logs candidates, one record at a time.
 
 Both searches measure through ``Measurer.measure``: it skips candidates the log already
-holds (so a resumed tuning never pays for a candidate twice), builds the rest in parallel,
-then times them one by one in the isolated runner while nothing else of ours runs, and
-appends one record per candidate to the log as soon as it is measured.
+holds (so a resumed tuning never pays for a candidate twice), then works through the
+rest in small chunks: compile a chunk in parallel, time its candidates one by one in the
+isolated runner, and append each record to the log (one line, flushed) the moment its
+timing ends, before the next candidate is timed. A kill -9 or Ctrl-C therefore loses at
+most the candidate being timed, and progress displays see every candidate as it ends.
+
+Why chunks, and not compiling ahead while timing: the compiler would share the cores
+with the kernel being timed and disturb its timing. A chunk's compiles all finish before
+its first timing starts and the next chunk compiles only after its last timing, so
+compiling never overlaps timing in this process; a chunk of two builds per compile job
+keeps both pools busy and gets the first timing seconds after the start, not after a
+whole batch has compiled.
+
+The log is shared: other processes may append to it while we measure. The measurer
+follows it (``refresh``), so ``Quota`` budgets ("at most N records of this workload in
+the log") count what is really in the file. The check and the append happen under the
+log's lock, so two tunings of one workload on one log stop at exactly N records.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
+from tvmlite.search.records.record import (Record, RecordWriter, load_records, make_record,
+                                           target_matches)
+
+__all__ = ["Measurer", "Quota", "check_log_path"]
+
+
+def check_log_path(path: Any) -> None:
+    """Raise ValueError, naming the path and why, if a log cannot be written at ``path``
+    (a folder, a path under a regular file, no permission, a read-only file system).
+    Creates missing parent folders, as the first append would; leaves no file behind."""
+    p = Path(os.fspath(path))
+    if p.is_dir():
+        raise ValueError(f"log {os.fspath(path)!r} is a directory: pass a file path, e.g. "
+                         f"{p / 'tuning.jsonl'}")
+    anc = p.absolute().parent
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise ValueError(f"log {os.fspath(path)!r} cannot be created: {anc} is a file, not "
+                         f"a folder; pass a path whose folders are folders")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            created = True
+        except FileExistsError:
+            fd, created = os.open(p, os.O_WRONLY | os.O_APPEND), False
+        os.close(fd)
+        if created:
+            os.unlink(p)
+    except OSError as e:
+        raise ValueError(f"log {os.fspath(path)!r} is not writable ({e.strerror}): pass a "
+                         f"path in a folder you can write to") from None
+
+
+class Quota:
+    """At most ``limit`` records for which ``belongs(record)`` holds may be in the log
+    (``Measurer.measure(quotas=...)``); counts every line, ours and other writers'."""
+
+    def __init__(self, belongs: Callable[[Record], bool], limit: int):
+        self.belongs, self.limit = belongs, limit
+        self._seen = 0
+        self._count = 0
+
+    def count(self, measurer: "Measurer") -> int:
+        """Records of the measurer's log (this target's) that belong to this quota."""
+        logged = measurer.logged
+        for rec in logged[self._seen:]:
+            self._count += bool(self.belongs(rec))
+        self._seen = len(logged)
+        return self._count
+
+    def room(self, measurer: "Measurer") -> int:
+        return self.limit - self.count(measurer)
 
 
 class Measurer:
-    """Builds, runs and logs batches of candidates for one tuning run.
+    """Builds, runs and logs candidates for one tuning run.
 
-    ``log_file`` may already hold records (from an interrupted run, or another search on
-    the same workload): a candidate whose state key is in it is not measured again, its
-    logged result is returned instead. New results are appended to the log one record at
-    a time, as soon as each is measured.
+    ``log_file`` may already hold records (from an interrupted run, another search on
+    the same workload, or another process still tuning): a candidate whose state key is
+    in it is not measured again, its logged result is returned instead. ``logged`` is
+    every record of this target in the log, in file order, kept up to date with other
+    writers' appends; ``records`` are the ones this Measurer measured. ``chunk`` is the
+    number of candidates compiled before they are timed (default: two per compile job).
     """
 
     def __init__(self, log_file: Any = None, builder: Any = None, runner: Any = None,
-                 target: Any = None, tuner: str = "", seed: int | None = None):
+                 target: Any = None, tuner: str = "", seed: int | None = None,
+                 chunk: int | None = None):
         from tvmlite.target.target import Target
         from tvmlite.search.measure.builder import LocalBuilder
         from tvmlite.search.measure.runner import LocalRunner
+        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int)
+                                  or chunk < 1):
+            raise ValueError(f"Measurer(chunk={chunk!r}): use a positive int, or None for "
+                             f"two candidates per compile job")
+        if log_file is not None:
+            check_log_path(log_file)       # before any work: not after a batch of timing
         self.target = target or Target.host()
         self.builder = builder or LocalBuilder(self.target)
         self.runner = runner or LocalRunner()
-        self.tuner, self.seed = tuner, seed
+        self.tuner, self.seed, self._chunk = tuner, seed, chunk
         self.log_file = log_file
         self.known: dict[str, Any] = {}     # state key -> Record (this target's, from the log)
         self.records: list = []             # records measured by this Measurer
+        self.logged: list = []              # this target's records in the log, file order
+        self._writer: RecordWriter | None = None
+        self._offset = 0                    # bytes of the log read so far
+        self._mine: set[bytes] = set()      # our lines, not to be read back as others'
         if log_file is not None:
-            from tvmlite.search.records.record import load_records, target_matches
-            for rec in load_records(log_file, missing_ok=True):
-                if target_matches(rec.target, self.target):
-                    self.known.setdefault(rec.key, rec)
+            self._load()
 
-    def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
-        """Results in input order. Duplicates within the batch are measured once."""
-        from tvmlite.search.records.record import append_record, make_record
+    # -- the log -----------------------------------------------------------------------
+    def _load(self) -> None:
+        """Everything in the log now (tolerantly, with load_records' warnings), with the
+        writers held off so the read offset matches what was read."""
+        try:
+            fd = os.open(self.log_file, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            self._offset = os.fstat(fd).st_size
+            for rec in load_records(self.log_file, missing_ok=True):
+                self._add(rec)
+        finally:
+            os.close(fd)
+
+    def _add(self, rec: Record) -> None:
+        if target_matches(rec.target, self.target):
+            self.logged.append(rec)
+            self.known.setdefault(rec.key, rec)
+
+    def _read_new(self, fd: int) -> int:
+        """Parse the complete lines other writers appended since the last read; returns
+        how many records they held. A bad line (a writer killed mid-line) is skipped."""
+        size = os.fstat(fd).st_size
+        if size <= self._offset:
+            return 0
+        data = os.pread(fd, size - self._offset, self._offset)
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        n = 0
+        for raw in data[:end].splitlines():
+            raw = raw.strip()
+            if not raw:
+                continue
+            if raw in self._mine:
+                self._mine.discard(raw)
+                continue
+            try:
+                rec = Record.from_json(json.loads(raw))
+            except (ValueError, RecursionError):
+                continue
+            self._add(rec)
+            n += 1
+        return n
+
+    def refresh(self) -> int:
+        """Read what other processes appended to the log since the last look; returns the
+        number of new records."""
+        if self.log_file is None:
+            return 0
+        try:
+            fd = os.open(self.log_file, os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        try:
+            return self._read_new(fd)
+        finally:
+            os.close(fd)
+
+    def _log(self, rec: Record, quotas: Sequence[Quota]) -> bool:
+        """Append ``rec`` unless, under the log's lock, a quota is already full."""
+        if self.log_file is None:
+            if any(q.room(self) <= 0 for q in quotas):
+                return False
+            self.logged.append(rec)
+            return True
+        if self._writer is None:
+            self._writer = RecordWriter(self.log_file)
+        line = rec.to_line().encode()
+        self._mine.add(line)
+
+        def admit(fd: int) -> bool:
+            self._read_new(fd)
+            return all(q.room(self) > 0 for q in quotas)
+
+        if self._writer.append(rec, admit):
+            self.logged.append(rec)
+            return True
+        self._mine.discard(line)
+        return False
+
+    # -- measuring ---------------------------------------------------------------------
+    @property
+    def chunk(self) -> int:
+        if self._chunk is not None:
+            return self._chunk
+        return 2 * max(1, int(getattr(self.builder, "n_parallel", 4)))
+
+    def measure(self, inputs: Sequence[MeasureInput],
+                on_result: Callable[[MeasureInput, MeasureResult, Record], None] | None = None,
+                quotas: Sequence[Quota] = ()) -> list[MeasureResult | None]:
+        """Results in input order. Duplicates within the batch are measured once.
+
+        ``on_result(input, result, record)`` is called for each new measurement right
+        after its record is in the log. With ``quotas``, candidates are measured only
+        while every quota has room, re-read from the log before each chunk and checked
+        again under the log's lock before each append: an input left unmeasured (or
+        measured after another writer filled the quota, and so not logged) gets None."""
         results: dict[str, MeasureResult] = {}
         todo: list[MeasureInput] = []
+        seen: set[str] = set()
         for inp in inputs:
-            k = inp.key
-            if k in self.known:
-                results[k] = self.known[k].result
-            elif k not in results and all(t.key != k for t in todo):
+            if inp.key not in seen:
+                seen.add(inp.key)
                 todo.append(inp)
-        if todo:
-            builds = self.builder.build(todo)   # all compiles happen before any timing
-            measured = self.runner.run(todo, builds, reference=self.builder.build_reference)
-            for inp, res in zip(todo, measured):
+        pos = 0
+        while pos < len(todo):
+            self.refresh()   # another writer may have measured some of ours meanwhile
+            while pos < len(todo) and todo[pos].key in self.known:
+                results[todo[pos].key] = self.known[todo[pos].key].result
+                pos += 1
+            room = min([q.room(self) for q in quotas], default=len(todo))
+            if pos == len(todo) or room <= 0:
+                break
+            part = []
+            while pos < len(todo) and len(part) < min(self.chunk, room):
+                inp = todo[pos]
+                pos += 1
+                if inp.key in self.known:
+                    results[inp.key] = self.known[inp.key].result
+                else:
+                    part.append(inp)
+            builds = self.builder.build(part)   # the chunk compiles before it is timed
+            for j, res in self._iter_run(part, builds):
+                inp = part[j]
                 rec = make_record(inp, res, self.target, tuner=self.tuner, seed=self.seed)
-                if self.log_file is not None:
-                    append_record(self.log_file, rec)
+                if not self._log(rec, quotas):
+                    continue
                 self.known[inp.key] = rec
                 self.records.append(rec)
                 results[inp.key] = res
-        return [results[inp.key] for inp in inputs]
+                if on_result is not None:
+                    on_result(inp, res, rec)
+        for inp in todo[pos:]:   # left when a quota filled: only what the log holds
+            if inp.key in self.known:
+                results.setdefault(inp.key, self.known[inp.key].result)
+        return [results.get(inp.key) for inp in inputs]
+
+    def _iter_run(self, inputs: list, builds: list) -> Any:
+        """(index, result) as each candidate ends: the Runner seam's ``iter_run``; a
+        runner with only ``run`` (a batch at once) is accepted too."""
+        ref = self.builder.build_reference
+        if hasattr(self.runner, "iter_run"):
+            return self.runner.iter_run(inputs, builds, reference=ref)
+        return enumerate(self.runner.run(inputs, builds, reference=ref))
 
     def close(self) -> None:
-        self.runner.close()
+        try:
+            self.runner.close()
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
 
     def __enter__(self) -> "Measurer":
         return self

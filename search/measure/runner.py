@@ -6,12 +6,17 @@ long-lived child (``python -m tvmlite.search.measure.worker``, see worker.py), s
 over pipes. The runner reads each reply against a deadline (select, never a blocking
 read), so a hang becomes RUN_TIMEOUT and a dead worker RUNTIME_CRASH naming the signal;
 either way the worker is replaced for the next candidate. Candidates run one by one,
-never concurrently, because concurrent kernels would time each other.
+never concurrently, because concurrent kernels would time each other; and whatever the
+worker executes (a reference, a check, a timing) runs under a ``CoreLock`` on the cores
+it uses (``cores=`` pins the worker to some; default: all of this process's), so two
+measuring processes on one machine take turns instead of timing each other's kernels.
 
 Correctness: each candidate's outputs are compared with the unscheduled build of the same
 workload (``reference``, usually ``LocalBuilder.build_reference``) on seeded inputs. The
 worker keeps reference outputs in memory and as .npy files in a temp dir owned by the
-runner, so a restarted worker does not recompute them. A reference that fails makes every
+runner (``tvmlite-ref-<pid>-*``: a folder whose owner died without cleaning up, as
+after a kill -9, is deleted by the next runner that starts), so a restarted worker does
+not recompute them. A reference that fails makes every
 candidate of its workload UNKNOWN: without it, nothing can be called correct.
 """
 from __future__ import annotations
@@ -19,7 +24,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +38,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from tvmlite.checks import check_int, check_number
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult
+from tvmlite.search.measure.core_lock import CoreLock, usable_cores
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.target.target import Target
 
@@ -46,17 +54,54 @@ REFERENCE_TIMEOUT_MIN = 300.0    # seconds, at least
 SLOW_FRACTION = 4                # a first call longer than timeout / 4 is timed once only
 
 
-def worker_env(environ: Mapping[str, str]) -> dict:
+def worker_env(environ: Mapping[str, str], cores: Sequence[int] | None = None,
+               n_threads: int | None = None) -> dict:
     """The measuring process's environment: tvmlite importable from where it is; no idle
     BLAS threads; OpenMP threads bound to cores unless the user chose otherwise, as the
     benchmarks time kernels (an unbound kernel's threads may share a core, and each
-    measurement then depends on where the scheduler put them)."""
+    measurement then depends on where the scheduler put them). A worker pinned to
+    ``cores`` runs one OpenMP thread per core of them (or ``n_threads``)."""
     import tvmlite
     root = os.path.dirname(os.path.dirname(os.path.abspath(tvmlite.__file__)))
     env = dict(environ, OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(filter(None, [root, environ.get("PYTHONPATH")])))
     env.setdefault("OMP_PROC_BIND", "true")
+    if cores is not None:
+        env["OMP_NUM_THREADS"] = str(n_threads or len(cores))
     return env
+
+
+_REF_PREFIX = "tvmlite-ref-"
+_REF_NAME = re.compile(r"^tvmlite-ref-(\d+)-")
+
+
+def sweep_stale_reference_dirs(folder: str | None = None) -> list[str]:
+    """Delete ``tvmlite-ref-<pid>-*`` folders of this user whose owning process is dead
+    (a tuning killed with SIGKILL cannot clean up); returns the deleted paths. A folder
+    of a live process, another user's, or one without a pid in its name is left alone."""
+    folder = folder or tempfile.gettempdir()
+    gone = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return gone
+    for name in names:
+        m = _REF_NAME.match(name)
+        if not m:
+            continue
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+            os.kill(int(m.group(1)), 0)
+            continue                       # its owner is alive
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OSError, OverflowError):
+            continue                       # alive under another user, or unreadable
+        if st.st_uid == os.getuid() and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
+    return gone
 
 
 class _WorkerGone(Exception):
@@ -68,13 +113,16 @@ class _WorkerGone(Exception):
 
 
 class _Worker:
-    """One worker process: send a request, wait for its reply until a deadline."""
+    """One worker process (pinned to ``cores`` if given): send a request, wait for its
+    reply until a deadline."""
 
-    def __init__(self) -> None:
-        env = worker_env(os.environ)
+    def __init__(self, cores: Sequence[int] | None = None,
+                 n_threads: int | None = None) -> None:
+        env = worker_env(os.environ, cores, n_threads)
         self.stderr = tempfile.TemporaryFile(prefix="tvmlite-worker-")
+        pin = ["--cores", ",".join(map(str, cores))] if cores is not None else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tvmlite.search.measure.worker"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "tvmlite.search.measure.worker", *pin], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.stderr, bufsize=0, env=env,
             start_new_session=True)
         self._finalizer = weakref.finalize(self, _kill, self.proc, self.stderr)
@@ -162,17 +210,33 @@ class LocalRunner(Runner):
     that long); a result has ``repeat`` costs in seconds per call. ``timeout`` bounds
     each candidate's check and timing. ``flush_cache`` evicts the caches before each
     repeat; ``n_threads`` sets the kernel's OpenMP threads; ``seed`` picks the inputs.
+    ``cores`` pins the worker to those cores (``os.sched_setaffinity``, one OpenMP thread
+    per core unless ``n_threads``), e.g. ``cores=(1,), n_threads=1`` for one worker per
+    core; the runner then locks only those cores while it executes (see core_lock.py).
+    Default: the worker may use every core of this process, and locks them all.
     """
 
     def __init__(self, number: int = 3, repeat: int = 3, min_repeat_ms: float = 0.0,
                  timeout: float = 10.0, flush_cache: bool = False,
-                 check_correctness: bool = True, n_threads: int | None = None, seed: int = 0):
+                 check_correctness: bool = True, n_threads: int | None = None, seed: int = 0,
+                 cores: Sequence[int] | None = None):
         for name, val, low in (("number", number, 1), ("repeat", repeat, 1), ("seed", seed, 0)):
             check_int(val, f"LocalRunner({name}=...)", low)
         check_int(n_threads, "LocalRunner(n_threads=...) (None: OpenMP's default, all cores)",
                   1, allow_none=True)
         check_number(min_repeat_ms, "LocalRunner(min_repeat_ms=...)", 0)
         check_number(timeout, "LocalRunner(timeout=...) in seconds", 0, lo_open=True)
+        if cores is not None:
+            allowed = set(usable_cores())
+            if isinstance(cores, (str, bytes)) or not hasattr(cores, "__iter__") \
+                    or not list(cores) or any(isinstance(c, bool) or not isinstance(c, int)
+                                              or c not in allowed for c in cores):
+                raise ValueError(f"LocalRunner(cores={cores!r}): use a non-empty tuple of "
+                                 f"cores this process may run on ({sorted(allowed)}), or "
+                                 f"None for all of them")
+            cores = tuple(sorted(set(cores)))
+        self.cores = cores
+        self._lock = CoreLock(cores if cores is not None else usable_cores())
         self.number, self.repeat, self.min_repeat_ms = number, repeat, float(min_repeat_ms)
         self.timeout, self.flush_cache = float(timeout), bool(flush_cache)
         self.check_correctness, self.n_threads, self.seed = bool(check_correctness), n_threads, seed
@@ -239,17 +303,18 @@ class LocalRunner(Runner):
         start = time.monotonic()
         try:
             check = self._check(inp.workload, reference) if self.check_correctness else None
-            start = time.monotonic()   # the reference build is not this candidate's time
             worker = self._live_worker()
-            if check is not None and check["ref"]["path"] not in self._refs_ready:
-                # the unscheduled program is slow on big shapes, and runs once per workload
-                ref_deadline = time.monotonic() + max(REFERENCE_TIMEOUT_FACTOR * self.timeout,
-                                                      REFERENCE_TIMEOUT_MIN)
-                self._compute_reference(inp.workload, check, worker, ref_deadline)
-                worker = self._live_worker()
-                start = time.monotonic()
-            deadline = time.monotonic() + self.timeout
-            reply = self._ask(worker, self._request(build, check), deadline)
+            with self._lock:   # waiting for another process's timing is not ours either
+                start = time.monotonic()   # the reference build is not this candidate's time
+                if check is not None and check["ref"]["path"] not in self._refs_ready:
+                    # the unscheduled program is slow on big shapes, runs once per workload
+                    ref_deadline = time.monotonic() + max(
+                        REFERENCE_TIMEOUT_FACTOR * self.timeout, REFERENCE_TIMEOUT_MIN)
+                    self._compute_reference(inp.workload, check, worker, ref_deadline)
+                    worker = self._live_worker()
+                    start = time.monotonic()
+                deadline = time.monotonic() + self.timeout
+                reply = self._ask(worker, self._request(build, check), deadline)
             result = MeasureResult(costs=tuple(reply["costs"]))
         except _Verdict as v:
             result = MeasureResult(error_no=v.error_no, error_msg=str(v))
@@ -274,7 +339,7 @@ class LocalRunner(Runner):
     def _live_worker(self) -> _Worker:
         if self._worker is None or not self._worker.alive():
             try:
-                self._worker = _Worker()
+                self._worker = _Worker(self.cores, self.n_threads)
             except (_WorkerGone, OSError) as e:
                 self._worker = None
                 raise _Verdict(MeasureErrorNo.UNKNOWN, f"the measuring worker (python -m "
@@ -311,7 +376,8 @@ class LocalRunner(Runner):
                     f"so no candidate of it can be checked: {why}")
         length = reduction_length(workload.tensors)
         if self._ref_dir is None:
-            self._ref_dir = tempfile.TemporaryDirectory(prefix="tvmlite-ref-")
+            sweep_stale_reference_dirs()
+            self._ref_dir = tempfile.TemporaryDirectory(prefix=f"{_REF_PREFIX}{os.getpid()}-")
         name = hashlib.sha256(json.dumps([workload.key, ref.lib_path, self.seed]).encode())
         return {"ref": {"path": os.path.join(self._ref_dir.name, name.hexdigest()[:32]),
                         "lib": ref.lib_path, "decl": ref.decl, "kernel": ref.kernel,

@@ -16,6 +16,12 @@ Requests (``args`` are ArgSpec JSON dicts, ``ref`` names a reference)::
 Replies: ``{"ok": true}``, ``{"costs": [seconds per call, one per repeat], "number": n}``
 or ``{"error": <MeasureErrorNo name>, "msg": "..."}``. The first line the worker writes
 is ``{"ready": <pid>}``.
+
+``--cores 1,2`` pins the process to those cores (``os.sched_setaffinity``) before any
+kernel library, and so before OpenMP, is loaded. ``TVMLITE_WORKER_TRACE=FILE`` (read
+here, at this process's entry point, for tests) appends one line per timed candidate to
+FILE before its reply is sent: a witness of what was measured that survives a kill -9 of
+the tuner, against which its log is compared.
 """
 from __future__ import annotations
 
@@ -223,7 +229,31 @@ def _exit_when_orphaned(parent: int) -> None:
     os._exit(1)
 
 
+def _parse_cores(argv: list[str]) -> set[int] | None:
+    if not argv:
+        return None
+    if len(argv) != 2 or argv[0] != "--cores":
+        sys.exit(f"usage: python -m tvmlite.search.measure.worker [--cores 0,1]; got {argv}")
+    try:
+        return {int(c) for c in argv[1].split(",")}
+    except ValueError:
+        sys.exit(f"worker: --cores {argv[1]!r}: use comma-separated core numbers")
+
+
+def _trace(path: str | None, req: dict) -> None:
+    if path and req.get("op") == "measure":
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps({"lib": req.get("lib"), "pid": os.getpid()}) + "\n").encode())
+        finally:
+            os.close(fd)
+
+
 def main() -> None:
+    cores = _parse_cores(sys.argv[1:])
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
+    trace = os.environ.get("TVMLITE_WORKER_TRACE")
     # Replies go to a private copy of stdout; fd 1 becomes stderr, so a kernel that
     # prints cannot corrupt the protocol.
     reply = os.fdopen(os.dup(1), "w", buffering=1)
@@ -232,7 +262,10 @@ def main() -> None:
     reply.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in sys.stdin:
         if line.strip():
-            reply.write(json.dumps(handle(json.loads(line))) + "\n")
+            req = json.loads(line)
+            answer = handle(req)
+            _trace(trace, req)
+            reply.write(json.dumps(answer) + "\n")
 
 
 if __name__ == "__main__":

@@ -265,18 +265,22 @@ def _cached(cache: dict, raw: Any, parse: Any, error: Any, what: str) -> Any:
 
 # -- writing ------------------------------------------------------------------------------
 
-def _locked_append(fd: int, data: bytes) -> None:
+def _locked_append(fd: int, data: bytes, admit: Any = None) -> bool:
     """Append ``data`` under an exclusive lock, so two writers never interleave lines.
     A file left without a final newline (a writer killed mid-line) gets one first, so
-    the torn line stays alone and is skipped on load."""
+    the torn line stays alone and is skipped on load. ``admit(fd)``, called under the
+    lock, may read what other writers appended and refuse the write (returns False)."""
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
+        if admit is not None and not admit(fd):
+            return False
         st = os.fstat(fd)
         if stat.S_ISREG(st.st_mode) and st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
             data = b"\n" + data
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+        return True
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
@@ -310,10 +314,13 @@ class RecordWriter:
         self.path = path
         self._fd: int | None = _open_log(path)
 
-    def append(self, record: Record) -> None:
+    def append(self, record: Record, admit: Any = None) -> bool:
+        """Append ``record``; ``admit(fd)``, called under the log's lock, may refuse it
+        (e.g. when other writers already filled a budget): returns whether it was
+        written."""
         if self._fd is None:
             raise RecordError(f"RecordWriter({self.path}) is closed; open a new one")
-        _locked_append(self._fd, _encode(record))
+        return _locked_append(self._fd, _encode(record), admit)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -7,8 +7,9 @@ s, args = task.apply_best("matmul.jsonl")
 ```
 
 ``trials`` is the budget of measurements of this workload *in the log*: records already
-there (an interrupted run, an earlier call) count, so running the same call again after
-a crash or Ctrl-C finishes the budget without measuring anything twice.
+there (an interrupted run, an earlier call, another process tuning into the same log)
+count, so running the same call again after a crash or Ctrl-C finishes the budget
+without measuring anything twice. Each record is logged as soon as it is measured.
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ import time
 from typing import Any, Callable, Sequence
 
 from tvmlite.schedule.schedule import Schedule
+
+from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.measure.measurer import Quota
 
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.result import Trial, TuneResult
@@ -113,32 +117,41 @@ def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: An
     default: round-robin over tasks with budget left), ask its policy for a batch,
     measure it, and feed it back.
 
-    The log's earlier records of each workload train its model first and count toward
-    its budget (resume); ``total`` caps the measurements of all tasks together."""
+    Budgets count records *in the log*, re-read before every round and checked again
+    before every append (the measurer's quotas): the log's earlier records of each
+    workload train its model first and count (resume), and so do records another
+    process appends to the same log meanwhile. ``total`` caps the records of all tasks
+    together. ``callback`` gets one Trial per measured candidate, as soon as it is
+    logged; ``Trial.index`` is the number of records of its workload then in the log."""
     start = time.perf_counter()
     policies = [t.policy(options, m) for t, m in
                 zip(tasks, models or [None] * len(tasks))]
     results = [TuneResult(t.workload) for t in tasks]
-    done = [0] * len(tasks)
+    quotas = [Quota(lambda r, k=t.workload.key: r.workload.key == k, b)
+              for t, b in zip(tasks, budgets)]
+    keys = {t.workload.key for t in tasks}
+    shared = [Quota(lambda r: r.workload.key in keys, total)] if total is not None else []
     stale = [0] * len(tasks)
+    dry = [0] * len(tasks)               # rounds in a row that added nothing to the log
     exhausted = [False] * len(tasks)
     for i, (task, pol) in enumerate(zip(tasks, policies)):
         old = [r for r in measurer.known.values() if r.workload.key == task.workload.key]
         old.sort(key=lambda r: r.result.timestamp)
         if old:
-            from tvmlite.search.measure.inputs import MeasureInput
             pol.update([MeasureInput(r.workload, r.steps, r.decisions) for r in old],
                        [r.result for r in old])
-            done[i] = len(old)
-            results[i].best = min((r for r in old if r.result.ok), key=lambda r: r.mean_cost,
-                                  default=None)
+            results[i].best = _best(old)
 
     def active(i: int) -> bool:
         over = options.early_stopping is not None and stale[i] >= options.early_stopping
         return done[i] < budgets[i] and not exhausted[i] and not over
 
     turn = 0
-    while any(active(i) for i in range(len(tasks))):
+    while True:
+        measurer.refresh()
+        done = [q.count(measurer) for q in quotas]
+        if not any(active(i) for i in range(len(tasks))):
+            break
         if choose is not None:
             picked = choose([active(j) for j in range(len(tasks))], results, list(done))
             if picked is None:
@@ -149,9 +162,7 @@ def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: An
             i = next(j for j in order if active(j))
             turn = i + 1
         t0 = time.perf_counter()
-        room = budgets[i] - done[i]
-        if total is not None:
-            room = min(room, total - sum(done))
+        room = min([budgets[i] - done[i]] + [q.room(measurer) for q in shared])
         if room <= 0:
             break
         batch = policies[i].next_batch(min(options.measures_per_round, room))
@@ -160,30 +171,47 @@ def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: An
         if not batch:
             exhausted[i] = True
             continue
-        measured = measurer.measure(batch)
+
+        def on_result(inp: Any, r: Any, rec: Any, i: int = i) -> None:
+            _account(results[i], r, rec, quotas[i].count(measurer), stale, i, start,
+                     callback)
+
+        before = done[i]
+        measured = measurer.measure(batch, on_result, [quotas[i], *shared])
         results[i].measure_seconds += time.perf_counter() - t1
-        policies[i].update(batch, measured)
-        _account(results[i], batch, measured, measurer, done, stale, i, start, callback)
+        kept = [(inp, r) for inp, r in zip(batch, measured) if r is not None]
+        policies[i].update([inp for inp, _ in kept], [r for _, r in kept])
+        # a policy that only proposes what the log holds would loop for ever
+        dry[i] = dry[i] + 1 if quotas[i].count(measurer) == before else 0
+        exhausted[i] = exhausted[i] or dry[i] >= DRY_ROUNDS
+    measurer.refresh()
+    for i, task in enumerate(tasks):   # the best in the log, other writers' records too
+        logged = [r for r in measurer.logged if r.workload.key == task.workload.key]
+        results[i].best = _best(logged + ([results[i].best] if results[i].best else []))
     return results
 
 
-def _account(res: TuneResult, batch: list, measured: list, measurer: Any, done: list,
-             stale: list, i: int, start: float, callback: Any) -> None:
-    for inp, r in zip(batch, measured):
-        done[i] += 1
-        res.measured += 1
-        res.errors[r.error_no.name] += 1
-        rec = measurer.known.get(inp.key)
-        improved = rec is not None and r.ok and (res.best is None or
-                                                 rec.mean_cost < res.best.mean_cost)
-        if improved:
-            res.best = rec
-            stale[i] = 0
-        else:
-            stale[i] += 1
-        trial = Trial(done[i], time.perf_counter() - start,
-                      rec.gflops if rec is not None and r.ok else 0.0, res.best_gflops,
-                      r.error_no.name)
-        res.trials.append(trial)
-        if callback is not None:
-            callback(trial)
+DRY_ROUNDS = 3   # rounds in a row without a new record before a task counts as exhausted
+
+
+def _best(records: list) -> Any:
+    return min((r for r in records if r.result.ok), key=lambda r: r.mean_cost, default=None)
+
+
+def _account(res: TuneResult, r: Any, rec: Any, index: int, stale: list, i: int,
+             start: float, callback: Any) -> None:
+    """One measured candidate (its record just logged, ``index`` records of its workload
+    now in the log): counts, best, early-stopping streak, the Trial."""
+    res.measured += 1
+    res.errors[r.error_no.name] += 1
+    improved = r.ok and (res.best is None or rec.mean_cost < res.best.mean_cost)
+    if improved:
+        res.best = rec
+        stale[i] = 0
+    else:
+        stale[i] += 1
+    trial = Trial(index, time.perf_counter() - start, rec.gflops if r.ok else 0.0,
+                  res.best_gflops, r.error_no.name)
+    res.trials.append(trial)
+    if callback is not None:
+        callback(trial)

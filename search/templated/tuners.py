@@ -32,6 +32,7 @@ from tvmlite.checks import check_int, check_number
 from tvmlite.schedule.state import ScheduleError
 
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
+from tvmlite.search.measure.measurer import Quota
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.record import Record, RecordWarning, load_records
 from tvmlite.search.templated.space import Config, SpaceError
@@ -159,8 +160,11 @@ class Tuner(abc.ABC):
              callback: Callable[[Trial], None] | None = None,
              early_stopping: int | None = None) -> TuneResult:
         """Measure until the log holds ``n_trial`` measurements of this template and
-        workload, the space runs out, or ``early_stopping`` trials pass without a better
-        config (default: ``options.early_stopping``)."""
+        workload (re-read as records arrive: another process's count too; configs the
+        template cannot build count as trials of this run), the space runs out, or
+        ``early_stopping`` trials pass without a better config (default:
+        ``options.early_stopping``). Each record is logged, and ``callback`` called, as
+        soon as it is measured."""
         check_int(n_trial, "tune(n_trial=...)", 1)
         options = TuningOptions() if options is None else options
         if not isinstance(options, TuningOptions):
@@ -170,34 +174,55 @@ class Tuner(abc.ABC):
             check_int(early_stopping, "tune(early_stopping=...)", 1)
         start = time.perf_counter()
         res = TuneResult(self.task.workload)
+        quota = Quota(self._belongs, n_trial)
         with options.measurer(log_file, self.task.target, self.name) as measurer:
-            done = self._resume(measurer, res)
+            self._resume(measurer, res)
             stale = 0
-            while done < n_trial and self.has_next() and (stop is None or stale < stop):
+            unlogged = 0   # configs the template could not build: trials without a record
+
+            def account(r: MeasureResult, rec: Record | None) -> None:
+                nonlocal stale, unlogged
+                unlogged += rec is None
+                res.measured += 1
+                res.errors[r.error_no.name] += 1
+                better = rec is not None and r.ok and \
+                    (res.best is None or rec.mean_cost < res.best.mean_cost)
+                res.best = rec if better else res.best
+                stale = 0 if better else stale + 1
+                trial = Trial(quota.count(measurer) + unlogged, time.perf_counter() - start,
+                              rec.gflops if rec is not None and r.ok else 0.0,
+                              res.best_gflops, r.error_no.name)
+                res.trials.append(trial)
+                if callback is not None:
+                    callback(trial)
+
+            while True:
+                measurer.refresh()
+                room = quota.room(measurer) - unlogged
+                if room <= 0 or not self.has_next() or (stop is not None and stale >= stop):
+                    break
                 t0 = time.perf_counter()
-                configs = self.next_batch(min(options.measures_per_round, n_trial - done))
+                configs = self.next_batch(min(options.measures_per_round, room))
                 t1 = time.perf_counter()
                 res.search_seconds += t1 - t0
                 if not configs:
                     break
-                results, records = self._measure(configs, measurer)
+                configs, results = self._measure(configs, measurer, quota, account)
                 res.measure_seconds += time.perf_counter() - t1
                 self.update(configs, results)
-                for r, rec in zip(results, records):
-                    done += 1
-                    res.measured += 1
-                    res.errors[r.error_no.name] += 1
-                    better = rec is not None and r.ok and \
-                        (res.best is None or rec.mean_cost < res.best.mean_cost)
-                    res.best = rec if better else res.best
-                    stale = 0 if better else stale + 1
-                    trial = Trial(done, time.perf_counter() - start,
-                                  rec.gflops if rec is not None and r.ok else 0.0,
-                                  res.best_gflops, r.error_no.name)
-                    res.trials.append(trial)
-                    if callback is not None:
-                        callback(trial)
+            measurer.refresh()   # the best in the log, another writer's records too
+            logged = [r for r in measurer.logged if r.result.ok and self._belongs(r)]
+            res.best = min(logged + ([res.best] if res.best else []),
+                           key=lambda r: r.mean_cost, default=None)
         return res
+
+    def _belongs(self, rec: Record) -> bool:
+        """Whether a log record counts toward this tuning's budget: a record of this
+        template and workload whose config fits the space."""
+        try:
+            return self.task.config_of(rec) is not None
+        except SpaceError:
+            return False
 
     def _resume(self, measurer: Any, res: TuneResult) -> int:
         """Feed the log's records of this task to ``update``; return how many there are."""
@@ -219,9 +244,13 @@ class Tuner(abc.ABC):
                        default=None)
         return len(old)
 
-    def _measure(self, configs: list[Config], measurer: Any) -> tuple[list, list]:
-        """Results and records in config order; a config the template cannot build
-        becomes an INVALID_SCHEDULE result without a record."""
+    def _measure(self, configs: list[Config], measurer: Any, quota: Quota,
+                 account: Callable[[MeasureResult, Record | None], None]
+                 ) -> tuple[list[Config], list[MeasureResult]]:
+        """The configs measured (or found in the log) and their results. A config the
+        template cannot build becomes an INVALID_SCHEDULE trial without a record; the
+        others are accounted one by one as their records reach the log. Configs left
+        unmeasured because the log's budget filled (another process) are dropped."""
         inputs, results = {}, {}
         for i, c in enumerate(configs):
             try:
@@ -229,11 +258,16 @@ class Tuner(abc.ABC):
             except ScheduleError as err:
                 results[i] = MeasureResult(error_no=MeasureErrorNo.INVALID_SCHEDULE,
                                            error_msg=str(err)[:2000])
-        for i, r in zip(inputs, measurer.measure(list(inputs.values()))):
-            results[i] = r
-        records = [measurer.known.get(inputs[i].key) if i in inputs else None
-                   for i in range(len(configs))]
-        return [results[i] for i in range(len(configs))], records
+                account(results[i], None)
+        measured = measurer.measure(list(inputs.values()),
+                                    lambda inp, r, rec: account(r, rec), [quota])
+        for i, r in zip(inputs, measured):
+            if r is not None:
+                results[i] = r
+            else:   # not measured: the config may be proposed again
+                self.visited.discard(configs[i].index)
+        kept = sorted(results)
+        return [configs[i] for i in kept], [results[i] for i in kept]
 
 
 class RandomTuner(Tuner):

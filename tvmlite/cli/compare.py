@@ -208,10 +208,19 @@ def write_csv(runs: Sequence[Run], path: str | Path) -> None:
 
 
 def _band(curves: list) -> tuple:
-    """Median, min and max over equal-length curves (numpy arrays)."""
+    """Median, min and max over equal-length curves (numpy arrays), at each point over
+    the curves that have a value there (NaN: that run had measured nothing yet, which
+    is not a best of 0); NaN where none has."""
     import numpy as np
-    stack = np.vstack(curves)
-    return np.median(stack, axis=0), stack.min(axis=0), stack.max(axis=0)
+    stack = np.vstack(curves).astype(float)
+    has = ~np.isnan(stack)
+    mid, lo, hi = (np.full(stack.shape[1], np.nan) for _ in range(3))
+    cols = has.any(axis=0)
+    if cols.any():
+        sub = stack[:, cols]
+        mid[cols] = np.nanmedian(sub, axis=0)
+        lo[cols], hi[cols] = np.nanmin(sub, axis=0), np.nanmax(sub, axis=0)
+    return mid, lo, hi
 
 
 def _by_trial(run: Run, n: int) -> Any:
@@ -225,12 +234,15 @@ def _by_trial(run: Run, n: int) -> Any:
 
 
 def _by_time(run: Run, grid: Any) -> Any:
-    """Best-so-far at each time of ``grid`` (a step function of the trials' ends)."""
+    """Best-so-far at each time of ``grid`` (a step function of the trials' ends); NaN
+    before the run's first trial ended (nothing measured yet: no value, not 0)."""
     import numpy as np
     ends = np.array([t.elapsed for t in run.trials] or [0.0])
     best = np.maximum.accumulate(np.array([t.best_gflops for t in run.trials] or [0.0]))
     pos = np.searchsorted(ends, grid, side="right")
-    return np.where(pos > 0, best[np.maximum(pos - 1, 0)], 0.0)
+    if not run.trials:
+        return np.full(len(grid), np.nan)
+    return np.where(pos > 0, best[np.maximum(pos - 1, 0)], np.nan)
 
 
 def plot(runs: Sequence[Run], path: str | Path, title: str = "") -> None:

@@ -5,9 +5,11 @@ left); a log file or CI output wants a few plain lines it can grep; ``--quiet`` 
 nothing until the summary. ``Progress`` is the one callback for all three, chosen once
 from where stderr goes, so the tuners never know how they are displayed.
 
-Trial indices count the records the log already held (a resumed run starts at the
-first new index), so the bar starts part-full and the time left is estimated from the
-trials of this run only.
+Tuners call it once per measured candidate, the moment its record is in the log, so the
+bar moves (and the time left is known) from the first candidate on. Trial indices count
+the records of the workload in the log (a resumed run starts part-full; another process
+tuning into the same log moves the bar too), and the time left is estimated from the
+pace of this run's own trials.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class Progress:
         self.every = every or max(1, total // 10)
         self.first: int | None = None     # index of the first trial of this run
         self.last = None                  # the latest Trial
+        self.count = 0                    # trials reported in this run
         self.errors = 0
         self._bar: Any = None
 
@@ -60,25 +63,25 @@ class Progress:
         if self.first is None:
             self.first = trial.index
         self.last = trial
+        self.count += 1
         self.errors += trial.error != "NO_ERROR"
         if self.mode == "bar":
             self._update_bar(trial)
         elif self.mode == "lines":
-            done_here = trial.index - self.first + 1
-            if done_here % self.every == 0 or trial.index >= self.total:
+            if self.count % self.every == 0 or trial.index >= self.total:
                 print(self.line(), file=self.stream, flush=True)
 
     @property
     def measured(self) -> int:
-        """Trials reported in this run (not counting the log's earlier ones)."""
-        return 0 if self.first is None else self.last.index - self.first + 1
+        """Trials reported in this run (not the log's earlier ones, nor other writers')."""
+        return self.count
 
     def eta(self) -> float | None:
         """Seconds left at this run's pace (``Trial.elapsed`` counts from the start of
         the tuning call); None before the first trial."""
         if self.last is None:
             return None
-        return self.last.elapsed / self.measured * max(0, self.total - self.last.index)
+        return self.last.elapsed / max(1, self.measured) * max(0, self.total - self.last.index)
 
     def line(self) -> str:
         """One plain status line: where the run is, its best, its errors, time left."""
@@ -97,7 +100,7 @@ class Progress:
                              unit="trial", file=self.stream, dynamic_ncols=True)
         self._bar.set_postfix_str(f"best {trial.best_gflops:.2f} GFLOP/s, "
                                   f"errors {self.errors}", refresh=False)
-        self._bar.update(trial.index - self._bar.n)
+        self._bar.update(max(0, min(trial.index, self.total) - self._bar.n))
 
     def close(self) -> None:
         if self._bar is not None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
+import os
 import re
 import shlex
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -84,13 +86,19 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _check_log(log: str, workload: Any, resume: bool) -> None:
-    """Without --resume, a log already holding this workload is a mistake: the new run
-    would silently count the old records toward its budget."""
+    """Before any work: the log must be writable (not a folder, not under a regular
+    file, permitted), and without --resume, a log already holding this workload is a
+    mistake: the new run would silently count the old records toward its budget."""
+    from tvmlite.search.measure.measurer import check_log_path
     from tvmlite.search.records.record import load_records
     path = Path(log)
     if path.is_dir():
         raise UsageError(f"--log {log!r} is a directory: pass a file path, e.g. "
                          f"{path / (workload.name + '.jsonl')}")
+    try:
+        check_log_path(path)
+    except ValueError as err:
+        raise UsageError(f"--log: {err}") from None
     if resume or not path.is_file():
         return
     n = sum(r.workload.key == workload.key for r in load_records(path))
@@ -100,31 +108,80 @@ def _check_log(log: str, workload: Any, resume: bool) -> None:
                          "count toward --trials), or pass another --log")
 
 
+def logged_count(log: str, workload: Any, target: Any) -> int | None:
+    """Records of ``workload`` for this CPU that are really in the file now (None: no
+    file): what the budget counts, so what every message about the log reports."""
+    import warnings
+    from tvmlite.search.records.record import iter_records, target_matches
+    if not Path(log).is_file():
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # bad lines were reported when the run started
+        return sum(r.workload.key == workload.key and target_matches(r.target, target)
+                   for _, r in iter_records(log))
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C: the runner's worker and temp folders are cleaned up."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
+def _trace_trials(progress: Any) -> Any:
+    """``TVMLITE_TRACE_TRIALS=1``: one ``trial <index> <error>`` line on stderr per
+    measured candidate, after its record is in the log (for tests and scripts that watch
+    a tuning from outside)."""
+    if os.environ.get("TVMLITE_TRACE_TRIALS") != "1":
+        return progress
+
+    def traced(trial: Any) -> None:
+        progress(trial)
+        print(f"trial {trial.index} {trial.error}", file=sys.stderr, flush=True)
+    return traced
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from tvmlite.cli.progress import Progress
     task, tuner = _task(args)
     workload = task.workload
     _check_log(args.log, workload, args.resume)
     options = _options(args, args.seed)
-    Path(args.log).parent.mkdir(parents=True, exist_ok=True)
     progress = Progress(args.trials, sys.stderr, "quiet" if args.quiet else None,
                         label=workload.name)
+    callback = _trace_trials(progress)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         if tuner is not None:
-            res = tuner.tune(args.trials, args.log, options, progress)
+            res = tuner.tune(args.trials, args.log, options, callback)
         else:
-            res = task.tune(args.trials, args.log, options, progress)
-    except KeyboardInterrupt:
+            res = task.tune(args.trials, args.log, options, callback)
+    except KeyboardInterrupt as stop:
         progress.close()
-        again = list(args.argv) + ([] if args.resume else ["--resume"])
-        print(f"\ninterrupted after {progress.measured} new trial(s); every measured record "
-              f"is in {args.log}. Resume with:\n  {shlex.join(['tvmlite', *again])}",
-              file=sys.stderr)
-        return 130
+        print(interrupt_message(args, workload, task.target, progress.measured,
+                                isinstance(stop, _Terminated)), file=sys.stderr)
+        return 130 if not isinstance(stop, _Terminated) else 128 + signal.SIGTERM
     finally:
+        signal.signal(signal.SIGTERM, previous)
         progress.close()
     print(tune_summary(res, workload, task.target, args.log, options))
     return 0 if res.best is not None else 1
+
+
+def interrupt_message(args: argparse.Namespace, workload: Any, target: Any, measured: int,
+                      terminated: bool = False) -> str:
+    """What an interrupted tuning left: the records really in the log (counted in the
+    file), and the command that finishes the budget."""
+    how = "terminated" if terminated else "interrupted"
+    n = logged_count(args.log, workload, target)
+    if n is None:
+        return (f"\n{how} after {measured} new trial(s); nothing was logged ({args.log} "
+                f"does not exist). Start again with:\n  {shlex.join(['tvmlite', *args.argv])}")
+    again = list(args.argv) + ([] if args.resume else ["--resume"])
+    return (f"\n{how} after {measured} new trial(s); {args.log} holds {n} record(s) of "
+            f"{workload.name} (at most the candidate being timed was lost). Resume with:\n"
+            f"  {shlex.join(['tvmlite', *again])}")
 
 
 def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
@@ -147,7 +204,8 @@ def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -
     from tvmlite.target import peak as peaks
     args = ", ".join(f"{k}={v}" for k, v in workload.args.items())
     errors = sum(v for k, v in res.errors.items() if k != "NO_ERROR")
-    total = f"{res.trials[-1].index} trial(s) in the log, " if res.trials else ""
+    n = logged_count(log, workload, target)
+    total = f"{n} trial(s) in the log, " if n is not None else ""
     lines = [f"{workload.name}({args}): {total}{res.measured} new ({errors} error(s)): "
              f"{res.search_seconds:.1f}s searching + {res.measure_seconds:.1f}s measuring"]
     if res.measured == 0:

@@ -1,9 +1,15 @@
-"""Measurer: one record per new candidate, appended as measured; logged candidates and
-duplicates are never measured again."""
+"""Measurer: one record per new candidate, appended as measured (before the next one is
+timed); compiling in chunks that never overlap timing; logged candidates, duplicates and
+other writers' records are never measured again; quotas count the log; a bad log path is
+refused up front."""
+import pytest
+
 from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.measure.base_runner import Runner
+from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult, state_key
-from tvmlite.search.measure.measurer import Measurer
-from tvmlite.search.records.record import load_records
+from tvmlite.search.measure.measurer import Measurer, Quota, check_log_path
+from tvmlite.search.records.record import append_record, load_records, make_record
 from tvmlite.search.records.workload import Workload
 from tvmlite.schedule.steps import SplitStep
 
@@ -71,3 +77,104 @@ def test_error_results_have_infinite_cost():
     r = MeasureResult(error_no=MeasureErrorNo.RUN_TIMEOUT)
     assert not r.ok and r.mean_cost == float("inf")
     assert MeasureResult(costs=(1.0, 3.0, 2.0)).median_cost == 2.0
+
+
+# -- streaming: each record logged as soon as it is measured ---------------------------------
+
+class StreamingRunner(Runner):
+    """Times candidates one by one (as LocalRunner); before each, notes how many lines
+    the log holds, and what the builder had built by then."""
+
+    def __init__(self, log, events, before_each=None):
+        self.log, self.events, self.before_each = log, events, before_each
+        self.logged_before = []
+
+    def check_target(self, target):
+        pass
+
+    def iter_run(self, inputs, builds, reference=None):
+        for i, (inp, b) in enumerate(zip(inputs, builds)):
+            if self.before_each is not None:
+                self.before_each(len(self.logged_before))
+            self.logged_before.append(_lines(self.log))
+            self.events.append(("time", inp.key))
+            yield i, MeasureResult(costs=(1e-3,)) if b.ok else \
+                MeasureResult(error_no=b.error_no, error_msg=b.error_msg)
+
+
+class RecordingBuilder(LocalBuilder):
+    def __init__(self, events):
+        super().__init__(n_parallel=2)
+        self.events = events
+
+    def build(self, inputs):
+        self.events.append(("build", len(inputs)))
+        return super().build(inputs)
+
+
+def _lines(log):
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_each_record_is_in_the_log_before_the_next_candidate_is_timed(tmp_path):
+    wl = Workload.from_op("matmul", 8, 8, 8)
+    log = tmp_path / "m.jsonl"
+    events = []
+    runner = StreamingRunner(log, events)
+    seen = []
+    m = Measurer(log, RecordingBuilder(events), runner)
+    m.measure(_inputs(wl, [1, 2, 4, 8, 3, 5, 6, 7]),
+              on_result=lambda inp, res, rec: seen.append((inp.key, _lines(log))))
+    assert runner.logged_before == list(range(8))     # a kill loses at most one candidate
+    assert [n for _, n in seen] == list(range(1, 9))  # on_result sees its record logged
+    # compiling happens in chunks (2 per compile job), each compiled before it is timed
+    # and never while timing; the first timing does not wait for the whole batch
+    assert events[0] == ("build", 4) and events[1][0] == "time"
+    kinds = "".join("b" if e[0] == "build" else "t" for e in events)
+    assert kinds == "btttt" * 2
+
+
+def test_a_quota_counts_other_writers_and_the_log_stops_at_it(tmp_path):
+    wl = Workload.from_op("matmul", 8, 8, 8)
+    log = tmp_path / "m.jsonl"
+    other = _inputs(wl, [16, 32, 64])        # what another process measures meanwhile
+    target = Measurer(None, runner=CountingRunner()).target
+
+    def other_writer(k):
+        if k == 1:                           # after our first record, it appends three
+            for inp in other:
+                append_record(log, make_record(inp, MeasureResult(costs=(2e-3,)), target))
+    m = Measurer(log, RecordingBuilder([]), StreamingRunner(log, [], other_writer),
+                 chunk=8)
+    quota = Quota(lambda r: r.workload.key == wl.key, 5)
+    res = m.measure(_inputs(wl, [1, 2, 4, 8, 3, 5]), quotas=[quota])
+    recs = load_records(log)
+    assert len(recs) == 5 == quota.count(m)           # exactly the budget, theirs counted
+    assert [r is not None for r in res] == [True, True, False, False, False, False]
+    assert {inp.key for inp in other} <= set(m.known)  # their records are known now
+
+
+def test_records_other_writers_append_are_not_measured_again(tmp_path):
+    wl = Workload.from_op("matmul", 8, 8, 8)
+    log = tmp_path / "m.jsonl"
+    runner = CountingRunner()
+    m = Measurer(log, runner=runner)
+    theirs = _inputs(wl, [2])[0]
+    append_record(log, make_record(theirs, MeasureResult(costs=(5e-3,)), m.target))
+    (res,) = m.measure([theirs])
+    assert runner.seen == [] and res.costs == (5e-3,)
+
+
+def test_a_bad_log_path_is_refused_before_any_work(tmp_path):
+    (tmp_path / "file.txt").write_text("x")
+    builds = []
+    for bad, why in ((tmp_path / "file.txt" / "log.jsonl", "is a file, not a folder"),
+                     (tmp_path, "is a directory")):
+        with pytest.raises(ValueError, match=why) as err:
+            Measurer(bad, RecordingBuilder(builds), CountingRunner())
+        assert str(bad) in str(err.value) and "Errno" not in str(err.value)
+        with pytest.raises(ValueError, match=why):
+            check_log_path(bad)
+    assert builds == []
+    check_log_path(tmp_path / "new" / "log.jsonl")    # creatable: fine, and nothing left
+    assert not (tmp_path / "new" / "log.jsonl").exists()

@@ -104,7 +104,7 @@ def test_good_candidates_have_one_positive_cost_per_repeat(wl, builder, good) ->
         assert r.ok, r.error_msg
         assert len(r.costs) == 4 and all(c > 0 for c in r.costs)
         assert r.build_seconds == b.seconds or r.build_seconds > 0
-        assert 0 < r.run_seconds < 60
+        assert r.run_seconds > 0
 
 
 def test_crash_abort_hang_are_isolated_and_the_next_candidate_runs(
@@ -121,7 +121,7 @@ def test_crash_abort_hang_are_isolated_and_the_next_candidate_runs(
         assert abort.error_no == E.RUNTIME_CRASH and "SIGABRT" in abort.error_msg
         assert "boom" in abort.error_msg                 # the tail of the worker's stderr
         assert hang.error_no == E.RUN_TIMEOUT and "timeout=2.0" in hang.error_msg
-        assert 1.9 < hang.run_seconds < 30
+        assert hang.run_seconds > 1.9                    # the deadline was waited for
         assert after.ok and len(after.costs) == 3, after.error_msg
         assert runner.worker_pid not in (None, pid)      # replaced after the crashes
 
@@ -231,3 +231,33 @@ def test_worker_threads_are_bound_unless_the_user_says_otherwise():
     import tvmlite, os
     assert os.path.dirname(os.path.dirname(os.path.abspath(tvmlite.__file__))) in \
         env["PYTHONPATH"].split(os.pathsep)
+
+
+def test_reference_folders_of_dead_tunings_are_swept(tmp_path: Path) -> None:
+    """A tuning killed with SIGKILL leaves its tvmlite-ref-<pid>-* folder; the next
+    runner that makes one deletes those whose owner is dead, and nothing else."""
+    import subprocess
+    import sys
+    from tvmlite.search.measure.runner import sweep_stale_reference_dirs
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for name in (f"tvmlite-ref-{dead.pid}-abc", f"tvmlite-ref-{os.getpid()}-def",
+                 "tvmlite-ref-old_style", f"other-{dead.pid}-x"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "0.npy").write_bytes(b"x")
+    gone = sweep_stale_reference_dirs(str(tmp_path))
+    assert gone == [str(tmp_path / f"tvmlite-ref-{dead.pid}-abc")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"tvmlite-ref-{os.getpid()}-def", "tvmlite-ref-old_style", f"other-{dead.pid}-x"])
+
+
+def test_the_reference_folder_names_its_owner(good, builder) -> None:
+    import glob
+    import tempfile
+    inp, b = good
+    with LocalRunner() as runner:
+        [r] = runner.run([inp], [b], builder.build_reference)
+        assert r.ok, r.error_msg
+        mine = glob.glob(os.path.join(tempfile.gettempdir(), f"tvmlite-ref-{os.getpid()}-*"))
+        assert runner._ref_dir is not None and runner._ref_dir.name in mine
+    assert not os.path.exists(runner_dir := mine[0]), runner_dir    # closed: deleted

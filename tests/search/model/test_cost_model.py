@@ -4,8 +4,6 @@ random scores before it has data, round-trip through a file and stay determinist
 Models train on one thread (OpenMP threads spin when other tests share the cores)."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -180,22 +178,21 @@ def test_pairwise_accuracy():
         pairwise_accuracy([1, 2], [3, 3, 4])
 
 
-def test_fast_enough_for_the_search():
-    """2000 programs of ~5 stores x 160 features: train in about 1.5 s and score 2048
-    programs in about 10 ms on one idle core; the bounds are loose for a busy machine."""
+def test_trains_and_scores_a_search_sized_set():
+    """The sizes one search round uses: 2000 programs of ~5 stores x 160 features train a
+    model that ranks them (better than chance by far) and score 2048 programs, one finite
+    score each, the same twice. How fast that is belongs in bench/, not in a unit test on
+    a shared machine."""
     rng = np.random.default_rng(15)
     xs = [rng.random((int(rng.integers(3, 8)), 160)).astype(np.float32) for _ in range(2000)]
     ys = np.array([1.0 / float(x[:, :4].sum()) for x in xs])
     model = XGBModel(seed=0, n_threads=1)
-    start = time.perf_counter()
     model.update(xs, ys)
-    assert time.perf_counter() - start < 20.0
     candidates = xs[:1024] * 2
-    model.predict(candidates)
-    start = time.perf_counter()
     scores = model.predict(candidates)
-    assert time.perf_counter() - start < 1.0
-    assert scores.shape == (2048,)
+    assert scores.shape == (2048,) and np.isfinite(scores).all()
+    assert np.array_equal(scores, model.predict(candidates))
+    assert pairwise_accuracy(scores[:1024], ys[:1024]) > 0.8
 
 
 def test_ranks_held_out_real_measurements_of_one_task(tmp_path):

@@ -13,8 +13,8 @@ from tvmlite.search.records.record import load_records
 from tvmlite.search.result import Trial
 
 from tvmlite import cli
-from tvmlite.cli.compare import (CSV_COLUMNS, Run, _by_time, _by_trial, make_tuner, summarize,
-                                 templated_task, text_table)
+from tvmlite.cli.compare import (CSV_COLUMNS, Run, _band, _by_time, _by_trial, make_tuner,
+                                 summarize, templated_task, text_table)
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -103,7 +103,25 @@ def test_summary_medians_and_time_to_90_percent():
 def test_curves_by_trial_and_by_time_hold_the_best_so_far():
     run = _run("template-free", 0, [3, 1, 4])
     assert list(_by_trial(run, 5)) == [3, 3, 4, 4, 4]     # a short run keeps its last value
-    assert list(_by_time(run, np.array([0.0, 0.5, 1.0, 2.5, 10.0]))) == [0, 0, 3, 3, 4]
+    by_time = _by_time(run, np.array([0.0, 0.5, 1.0, 2.5, 10.0]))
+    assert np.isnan(by_time[:2]).all()           # nothing measured yet: no value, not 0
+    assert list(by_time[2:]) == [3, 3, 4]
+
+
+def test_wall_time_median_is_over_the_seeds_that_have_measured_something():
+    """Seed 0 ends its first trial at 1 s, seed 1 at 4 s, seed 2 at 6 s: until a seed has
+    measured something it is left out of the median (counting it as 0 made the curve
+    halve and jump), and before any seed has, there is no value at all."""
+    runs = [_run("template-free", 0, [10, 10, 12], step=1.0),
+            _run("template-free", 1, [20, 20], step=4.0),
+            _run("template-free", 2, [30], step=6.0)]
+    grid = np.array([0.5, 1.0, 3.0, 4.0, 6.0, 9.0])
+    mid, lo, hi = _band([_by_time(r, grid) for r in runs])
+    assert np.isnan(mid[0]) and np.isnan(lo[0]) and np.isnan(hi[0])
+    assert list(mid[1:]) == [10, 12, 16, 20, 20]      # 12 alone, then median of 12 and 20
+    assert list(lo[1:]) == [10, 12, 12, 12, 12] and list(hi[1:]) == [10, 12, 20, 30, 30]
+    # the median never falls as seeds join: each is a best-so-far curve
+    assert (np.diff(mid[1:]) >= 0).all()
 
 
 def test_every_templated_tuner_by_name():

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -222,15 +221,32 @@ def test_time_evaluator(mm):
 
 
 def test_time_evaluator_min_repeat_ms(mm):
+    """min_repeat_ms raises the calls per repeat until one repeat lasts that long by the
+    C timer's own clock, and results are seconds per call (what the timer returns), not
+    per repeat. Checked on the calls the evaluator makes, not against the wall clock,
+    which a loaded machine stretches."""
     mod, _ = mm
     a, b, c = arrays()
-    t0 = time.perf_counter()
-    res = mod.time_evaluator(number=1, repeat=2, min_repeat_ms=30)(a, b, c)
-    elapsed = time.perf_counter() - t0
-    assert len(res.results) == 2
-    # each repeat ran enough calls to last about 30 ms
-    assert elapsed >= 2 * 0.030 * 0.5, elapsed
-    assert res.median < 0.030                      # per call, not per repeat
+    calls = []
+    timer = mod._timer
+
+    def recording(*args):
+        t = timer(*args)
+        calls.append((args[-1], t))      # (calls timed, seconds per call)
+        return t
+    mod._timer = recording
+    try:
+        res = mod.time_evaluator(number=1, repeat=2, min_repeat_ms=30)(a, b, c)
+    finally:
+        mod._timer = timer
+    probes, repeats = calls[:-2], calls[-2:]
+    assert len(res.results) == 2 and list(res.results) == [t for _, t in repeats]
+    n = repeats[0][0]
+    assert repeats[1][0] == n and probes and probes[-1][0] == n
+    assert probes[-1][1] * n * 1e3 >= 30              # the last probe lasted 30 ms
+    assert all(t * k * 1e3 < 30 for k, t in probes[:-1])   # the shorter ones did not
+    assert [k for k, _ in probes] == sorted({k for k, _ in probes})   # raised, never lowered
+    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("kw", [dict(number=0), dict(repeat=0), dict(number=True),
