@@ -29,6 +29,9 @@ class Measurer:
         self.target = target or Target.host()
         self.builder = builder or LocalBuilder(self.target)
         self.runner = runner or LocalRunner()
+        check = getattr(self.runner, "check_target", None)   # a Runner has it; a stand-in may not
+        if check is not None:
+            check(self.target)   # a runner that cannot run the target is refused here, first
         self.tuner, self.seed = tuner, seed
         self.log_file = log_file
         self.known: dict[str, Any] = {}     # state key -> Record (this target's, from the log)
@@ -36,7 +39,9 @@ class Measurer:
         if log_file is not None:
             from tvmlite.search.records.record import load_records, target_matches
             for rec in load_records(log_file, missing_ok=True):
-                if target_matches(rec.target, self.target):
+                # an emulated timing is no answer for a real runner, nor the reverse
+                if target_matches(rec.target, self.target) \
+                        and rec.emulated == bool(getattr(self.runner, "emulated", False)):
                     self.known.setdefault(rec.key, rec)
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
@@ -54,7 +59,8 @@ class Measurer:
             builds = self.builder.build(todo)   # all compiles happen before any timing
             measured = self.runner.run(todo, builds, reference=self.builder.build_reference)
             for inp, res in zip(todo, measured):
-                rec = make_record(inp, res, self.target, tuner=self.tuner, seed=self.seed)
+                rec = make_record(inp, res, self.target, tuner=self.tuner, seed=self.seed,
+                                  runner=self.runner)
                 if self.log_file is not None:
                     append_record(self.log_file, rec)
                 self.known[inp.key] = rec

@@ -28,6 +28,12 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 
 BUNDLE = "tvmlite_kernels"
+
+
+class UncheckedWarning(UserWarning):
+    """Replayed kernels were built for a target no given runner can run: not re-checked."""
+
+
 MAX_TRIES = 5          # records tried per workload before giving up on it
 MANIFEST_VERSION = 1
 
@@ -38,12 +44,22 @@ class ReplayReport:
     kernels: list = field(default_factory=list)     # manifest entries of exported kernels
     skipped: list = field(default_factory=list)     # {"workload", "key", "reason"}
     bundle: Path | None = None
+    target: Any = None
+    checked_by: str = ""        # the runner that re-checked each kernel ("" = not checked)
+    unchecked_reason: str = ""
 
     def __str__(self) -> str:
-        lines = [f"exported {len(self.kernels)} kernel(s) to {self.out_dir}"]
+        t = self.target
+        where = f" for {t.name or t.arch} ({t.arch}, {' '.join(f for f in t.cflags if f.startswith(('-march', '-mcpu', '-mtune')))})" \
+            if t is not None else ""
+        lines = [f"exported {len(self.kernels)} kernel(s) to {self.out_dir}{where}"]
+        if self.checked_by:
+            lines.append(f"  checked against the unscheduled build by the {self.checked_by} runner")
+        elif self.unchecked_reason:
+            lines.append(f"  NOT checked here: {self.unchecked_reason}")
         for k in self.kernels:
             lines.append(f"  {k['name']:<28} {k['gflops']:9.2f} GFLOP/s  {k['time_seconds'] * 1e3:9.4f} ms"
-                         f"  lib{k['name']}.so")
+                         f"  lib{k['name']}.so{'  (emulated timing)' if k['emulated'] else ''}")
         if self.bundle is not None:
             lines.append(f"  bundle: {self.bundle.name} + {BUNDLE}.h")
         for s in self.skipped:
@@ -51,22 +67,27 @@ class ReplayReport:
         return "\n".join(lines)
 
 
-def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
+def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True,
            runner: Any = None) -> ReplayReport:
-    """Export the best record of every workload in ``log`` into ``out_dir``.
+    """Export the best record of every workload in ``log`` into ``out_dir``, built for
+    ``target`` (a Target or a name; default this machine).
 
     ``check=False`` skips the re-check (the records' own correctness checks stand);
-    ``runner`` is a LocalRunner to verify with (default: a fresh one)."""
+    ``runner`` is the Runner to verify with (default: a fresh LocalRunner). ``check=None``
+    checks when it can: with ``runner``, else locally when this machine runs the target,
+    else it builds without checking and the report says so (pass an emulated runner,
+    ``QemuRunner``, or one on a machine of the target to check)."""
     from tvmlite.codegen_c import link_shared
     from tvmlite.target.target import Target
     from tvmlite.search.measure.builder import LocalBuilder
     from tvmlite.search.records.record import load_records
+    from tvmlite.search.measure.base_runner import RunnerError
     from tvmlite.search.measure.runner import LocalRunner
-    target = target or Target.host()
+    target = Target.resolve(target)
     records = load_records(log)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report = ReplayReport(out)
+    report = ReplayReport(out, target=target)
     groups: dict[str, list] = {}
     for r in records:
         groups.setdefault(r.workload.key, []).append(r)
@@ -74,6 +95,19 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     builder = LocalBuilder(target)
     own_runner = runner is None
     runner = runner or LocalRunner(number=1, repeat=1, timeout=60.0)
+    if check is not False:
+        try:
+            runner.check_target(target)
+            check = True
+        except RunnerError as e:
+            if check:          # asked to check, and this runner cannot: say so, build nothing
+                raise
+            report.unchecked_reason = (f"{e}. The kernels are built for {target.name or target.arch}"
+                                       f" but were not run: pass --runner qemu (or a runner on "
+                                       f"a {target.arch} machine) to check them")
+            warnings.warn(f"replay: {report.unchecked_reason}", UncheckedWarning, stacklevel=2)
+            check = False
+    report.checked_by = runner.name if check else ""
     try:
         for key, recs in groups.items():
             rec = _first_good(recs, target, builder, runner if check else None, report)
@@ -88,7 +122,10 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
         decls = "".join(_decl_of(out / f"{k['name']}.h") for k in report.kernels)
         (out / f"{BUNDLE}.h").write_text(header(BUNDLE, decls))
     manifest = {"version": MANIFEST_VERSION, "log": str(log), "created": time.time(),
-                "target": target.to_json(),
+                "target_name": target.name, "arch": target.arch,
+                "compiler": f"{target.compiler} ({target.compiler_version})",
+                "cflags": list(target.cflags), "target": target.to_json(),
+                "checked_by": report.checked_by or None,
                 "bundle": ({"library": f"lib{BUNDLE}.so", "header": f"{BUNDLE}.h"}
                            if report.bundle else None),
                 "kernels": report.kernels, "skipped": report.skipped}
@@ -125,13 +162,17 @@ def _export(rec: Any, name: str, target: Any, out: Path) -> dict:
 def _ranked(recs: list, target: Any) -> list:
     """Valid records, fastest first: those tuned for this CPU, else (with a warning) any."""
     from tvmlite.search.records.record import TargetMismatchWarning, target_matches
-    valid = sorted((r for r in recs if r.result.ok), key=lambda r: r.mean_cost)
+    from tvmlite.search.records.record import real_first
+    valid = sorted(real_first([r for r in recs if r.result.ok]), key=lambda r: r.mean_cost)
     here = [r for r in valid if target_matches(r.target, target)]
     if valid and not here:
         other = valid[0].target
-        warnings.warn(f"replay: {valid[0].workload.name} was tuned on another CPU ({other.arch}: "
-                      f"{' '.join(other.features) or 'no features'}); building its schedule for "
-                      f"this one, where it may be slower", TargetMismatchWarning, stacklevel=3)
+        warnings.warn(f"replay: {valid[0].workload.name} was tuned for another CPU "
+                      f"({other.name or other.arch}: {other.arch}, {other.vector_bits}-bit "
+                      f"vectors, {' '.join(other.features) or 'no features'}); rebuilding its "
+                      f"schedule for {target.name or target.arch} ({target.vector_bits}-bit "
+                      f"vectors), where it is still correct but may be slower",
+                      TargetMismatchWarning, stacklevel=3)
         return valid
     return here
 
@@ -177,8 +218,10 @@ def _entry(name: str, rec: Any, decl: str) -> dict:
         "args": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
                   "role": "output" if t.name in outputs else "input"} for t in wl.tensors],
         "time_seconds": rec.mean_cost, "gflops": rec.gflops, "flops": wl.flops,
+        "emulated": rec.emulated,
         "record": {"key": rec.key, "timestamp": rec.result.timestamp, "tuner": rec.tuner,
-                   "seed": rec.seed, "tuned_on": {"arch": rec.target.arch,
+                   "seed": rec.seed, "runner": rec.runner,
+                   "tuned_on": {"name": rec.target.name, "arch": rec.target.arch,
                                                   "features": list(rec.target.features)}},
     }
 
