@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -26,13 +28,53 @@ import numpy as np
 
 from tvmlite.codegen_c.compiler import compile_executable
 
-__all__ = ["HarnessError", "HarnessResult", "build_harness", "run_harness", "write_inputs",
-           "read_outputs", "harness_arg_flags"]
+__all__ = ["HarnessError", "HarnessResult", "EmulatorNotFoundError", "build_harness",
+           "run_harness", "write_inputs", "read_outputs", "harness_arg_flags",
+           "emulator_prefix", "QEMU_PACKAGE"]
+
+QEMU_PACKAGE = "qemu-user"
+# arch -> (GNU triplet, the Debian package of its libc, libgomp's package)
+_SYSROOTS = {"aarch64": ("aarch64-linux-gnu", "libc6-arm64-cross", "libgomp1-arm64-cross"),
+             "x86_64": ("x86_64-linux-gnu", "libc6-amd64-cross", "libgomp1-amd64-cross")}
 
 _CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
 _SHORT = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
 _EXIT = {2: "bad usage", 3: "the kernel could not allocate its buffers",
          4: "a file could not be loaded, read or written"}
+
+
+class EmulatorNotFoundError(RuntimeError):
+    """No user-mode emulator (or no cross sysroot) for an architecture; the message names
+    the Debian package to install."""
+
+
+def emulator_prefix(arch: str, sysroot: str | None = None,
+                    native_ok: bool = True) -> list[str]:
+    """The command line prefix that runs a dynamically linked ``arch`` program on this
+    machine: ``[]`` when this machine is ``arch`` (with ``native_ok``; else qemu of this
+    arch on this machine's own libraries), else ``["qemu-aarch64", "-L",
+    "/usr/aarch64-linux-gnu"]`` (qemu user mode and the cross sysroot)."""
+    if arch not in _SYSROOTS:
+        raise EmulatorNotFoundError(f"no emulator known for {arch!r}: use one of "
+                                    f"{', '.join(_SYSROOTS)}")
+    host = platform.machine().lower()
+    native = {"amd64": "x86_64", "arm64": "aarch64"}.get(host, host) == arch
+    if native and native_ok and sysroot is None:
+        return []
+    exe = shutil.which(f"qemu-{arch}") or shutil.which(f"qemu-{arch}-static")
+    if exe is None:
+        raise EmulatorNotFoundError(
+            f"qemu-{arch} (user-mode emulation) is not on PATH: install the Debian package "
+            f"{QEMU_PACKAGE} (`apt-get install {QEMU_PACKAGE}`)")
+    if native and sysroot is None:
+        return [exe]
+    triplet, libc, gomp = _SYSROOTS[arch]
+    root = sysroot or f"/usr/{triplet}"
+    if not os.path.isdir(os.path.join(root, "lib")):
+        raise EmulatorNotFoundError(
+            f"the {arch} sysroot {root} (its libc, libm and libgomp) is missing: install "
+            f"{libc} and {gomp} (they come with gcc-{triplet}), or pass sysroot=...")
+    return [exe, "-L", root]
 
 
 class HarnessError(RuntimeError):

@@ -22,7 +22,6 @@ harness and reference check run unchanged on a board or on a remote runner.
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import tempfile
 import threading
@@ -31,43 +30,27 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable, Iterator, Sequence
 
 from tvmlite.codegen_c import CompileError
-from tvmlite.codegen_c.harness import (HarnessError, build_harness, read_outputs,
-                                       run_harness)
+from tvmlite.codegen_c.harness import (EmulatorNotFoundError, HarnessError, build_harness,
+                                       emulator_prefix, read_outputs, run_harness)
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.measure.worker import mismatch
 from tvmlite.target.named import CROSS_COMPILERS
 
-__all__ = ["QemuRunner", "qemu_command", "QEMU_PACKAGE"]
+__all__ = ["QemuRunner", "qemu_command"]
 
-QEMU_PACKAGE = "qemu-user"
 REFERENCE_TIMEOUT_MIN = 300.0
-_SYSROOT_PACKAGE = {"aarch64": "libc6-arm64-cross", "x86_64": "libc6-amd64-cross"}
 
 
 def qemu_command(arch: str, sysroot: str | None = None) -> list[str]:
     """``["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]``: the command line prefix that
     runs a dynamically linked ``arch`` program here. RunnerError naming the Debian package
     when the emulator or the cross sysroot is missing."""
-    exe = shutil.which(f"qemu-{arch}") or shutil.which(f"qemu-{arch}-static")
-    if exe is None:
-        raise RunnerError(f"the qemu runner needs qemu-{arch} (user-mode emulation) to run "
-                          f"{arch} code, and it is not on PATH: install the Debian package "
-                          f"{QEMU_PACKAGE} (`apt-get install {QEMU_PACKAGE}`)")
-    triplet = CROSS_COMPILERS[arch][0].removesuffix("-gcc")
-    root = sysroot or f"/usr/{triplet}"
-    if arch != _host_arch() and not os.path.isdir(os.path.join(root, "lib")):
-        raise RunnerError(f"the qemu runner needs the {arch} sysroot {root} (its libc, libm "
-                          f"and libgomp): install {_SYSROOT_PACKAGE.get(arch, 'libc6-*-cross')}"
-                          f" and libgomp1-arm64-cross (they come with gcc-aarch64-linux-gnu), "
-                          f"or pass QemuRunner(sysroot=...)")
-    return [exe, "-L", root]
-
-
-def _host_arch() -> str:
-    m = platform.machine().lower()
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+    try:
+        return emulator_prefix(arch, sysroot, native_ok=False)
+    except EmulatorNotFoundError as e:
+        raise RunnerError(f"the qemu runner cannot run {arch} code here: {e}") from None
 
 
 class QemuRunner(Runner):

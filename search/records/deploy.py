@@ -102,9 +102,10 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True
         except RunnerError as e:
             if check:          # asked to check, and this runner cannot: say so, build nothing
                 raise
-            report.unchecked_reason = (f"{e}. The kernels are built for {target.name or target.arch}"
-                                       f" but were not run: pass --runner qemu (or a runner on "
-                                       f"a {target.arch} machine) to check them")
+            report.unchecked_reason = (
+                f"the kernels are built for {target.name or target.arch} but not run: the "
+                f"{runner.name} runner cannot run {target.arch} code ({e}); pass --runner "
+                f"qemu (or a runner on an {target.arch} machine) to check them")
             warnings.warn(f"replay: {report.unchecked_reason}", UncheckedWarning, stacklevel=2)
             check = False
     report.checked_by = runner.name if check else ""
