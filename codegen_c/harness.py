@@ -66,15 +66,16 @@ def emulator_prefix(arch: str, sysroot: str | None = None,
         raise EmulatorNotFoundError(
             f"qemu-{arch} (user-mode emulation) is not on PATH: install the Debian package "
             f"{QEMU_PACKAGE} (`apt-get install {QEMU_PACKAGE}`)")
+    cpu = ["-cpu", "max"] if arch == "x86_64" else []   # qemu64 lacks AVX; max has AVX2
     if native and sysroot is None:
-        return [exe]
+        return [exe, *cpu]
     triplet, libc, gomp = _SYSROOTS[arch]
     root = sysroot or f"/usr/{triplet}"
     if not os.path.isdir(os.path.join(root, "lib")):
         raise EmulatorNotFoundError(
             f"the {arch} sysroot {root} (its libc, libm and libgomp) is missing: install "
             f"{libc} and {gomp} (they come with gcc-{triplet}), or pass sysroot=...")
-    return [exe, "-L", root]
+    return [exe, *cpu, "-L", root]
 
 
 class HarnessError(RuntimeError):

@@ -98,6 +98,10 @@ class QemuRunner(Runner):
         if target.arch not in CROSS_COMPILERS:
             raise RunnerError(f"the qemu runner cannot run target {target.arch}: it knows "
                               f"{', '.join(CROSS_COMPILERS)}")
+        if target.arch == "x86_64" and any(f.startswith("avx512") for f in target.features):
+            raise RunnerError(f"the qemu runner cannot run target {target.name or target.arch}"
+                              f": qemu's x86 emulation has no AVX-512. Use --runner local on "
+                              f"an AVX-512 machine, or --target x86_64-avx2")
         self._prefix = qemu_command(target.arch, self.sysroot)
         self._target = target
         self.name = f"qemu-{target.arch}"

@@ -171,7 +171,10 @@ class TemplatedTask:
             raise TemplateError(f"target must be a tvmlite.target.Target or a target name "
                                 f"(e.g. 'x86_64-avx2'), got {type(target).__name__}")
         self.name, self.args, self._bound = name, args, bound
-        self.target = Target.resolve(target, "target")
+        try:
+            self.target = Target.resolve(target, "target")
+        except ValueError as e:
+            raise TemplateError(f"target must be a tvmlite.Target or a target name: {e}") from None
         self.space = ConfigSpace()
         _, tensors = self.template.run(self.space, bound)
         self.workload = Workload.from_tensors(tensors, name, dict(bound.arguments))

@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--workload", metavar="KEY", help="the best record of this workload "
                        "(a key prefix or a workload name)")
     c.add_argument("--c", action="store_true", help="print the C source instead")
+    target_args(c, runner=False)
     return p
 
 
@@ -294,9 +295,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     import tvmlite
     from tvmlite.runtime.module import generate_c
     from tvmlite.schedule.schedule import Schedule
-    from tvmlite.target.target import Target
     line, rec = _pick_record(_existing_log(args.log), args.index, args.workload)
-    wl, target = rec.workload, Target.host()
+    wl, target = rec.workload, resolve_target(args)
     s = Schedule.from_steps(wl.outputs, rec.steps)
     outcome = f"{rec.gflops:.2f} GFLOP/s, {rec.mean_cost * 1e3:.4g} ms" if rec.result.ok \
         else rec.result.error_no.name
