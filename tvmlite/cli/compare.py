@@ -318,7 +318,8 @@ def report_markdown(runs: Sequence[Run], workload: Any, trials: int, tuner: str 
              f"- budget: {trials} trials per run, seeds {seeds[0]}..{seeds[-1]} "
              f"({len(seeds)} per method); templated tuner: {tuner}"]
     if target is not None:
-        lines.append(f"- target: {target.arch}, {target.cores} cores, "
+        lines.append(f"- target: {target.name + ', ' if target.name else ''}{target.arch}, "
+                     f"{target.cores} cores, "
                      f"{target.vector_bits}-bit vectors, {' '.join(target.features)}")
     lines += ["- curves: `curves.csv`, `curves.png`; logs: `<method>_seed<s>.jsonl`", "",
               "## Results", "",
