@@ -122,7 +122,7 @@ recs = [r for r in load_records(payload["log"]) if r.workload.key == payload["ke
 rec = min(recs, key=lambda r: r.mean_cost)
 wl = rec.workload
 s = Schedule.from_steps(wl.outputs, rec.steps)
-mod = tvmlite.build(s, list(wl.tensors))
+mod = tvmlite.build(s, list(wl.tensors), target=rec.target.name or None)  # the CPU it was tuned for
 ins = iter(random_inputs(wl.tensors, seed=0))
 arrays = [next(ins) if t.op.__class__.__name__ == "PlaceholderOp" else tvmlite.empty(t.shape, t.dtype)
           for t in wl.tensors]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from tvmlite.codegen_c.compiler import (CompileError, CompileTimeoutError, compile_shared,
+from tvmlite.codegen_c.compiler import (CompileError, CompileTimeoutError, compile_executable,
+                                        compile_shared,
                                         default_cache_dir, link_shared)
 from tvmlite.codegen_c.loader import load_library
 
-__all__ = ["CompileError", "CompileTimeoutError", "compile_shared", "default_cache_dir",
+__all__ = ["CompileError", "CompileTimeoutError", "compile_executable", "compile_shared",
+           "default_cache_dir",
            "link_shared", "load_library"]

@@ -25,13 +25,13 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tvmlite.target.target import Target
 
-__all__ = ["CompileError", "CompileTimeoutError", "compile_shared", "default_cache_dir",
-           "link_shared"]
+__all__ = ["CompileError", "CompileTimeoutError", "compile_shared", "compile_executable",
+           "default_cache_dir", "link_shared"]
 
 # Bump when the command line shape below changes, so old cache entries are not reused.
 _SCHEME = "tvmlite-compile-v1"
@@ -66,7 +66,8 @@ def default_cache_dir() -> Path:
     return fallback
 
 
-def cache_key(source: str, target: Target, flags: tuple[str, ...]) -> str:
+def cache_key(source: str, target: Target, flags: tuple[str, ...],
+              link: tuple[str, ...] = _LINK_LIBS) -> str:
     """sha256 of everything that decides the compiled bytes.
 
     The CPU (arch + features) is included because ``-march=native`` means a different
@@ -75,7 +76,7 @@ def cache_key(source: str, target: Target, flags: tuple[str, ...]) -> str:
     canon = json.dumps({
         "scheme": _SCHEME, "source": source, "compiler": target.compiler,
         "compiler_version": target.compiler_version, "flags": list(flags),
-        "link": list(_LINK_LIBS), "arch": target.arch, "features": list(target.features),
+        "link": list(link), "arch": target.arch, "features": list(target.features),
     }, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()
 
@@ -102,10 +103,30 @@ def compile_shared(source: str, target: Target, *,
                          "seconds, or None for no limit")
     flags = tuple(target.cflags) + tuple(extra_flags) + (("-Werror",) if warnings_as_errors
                                                          else ())
-    key = cache_key(source, target, flags)
+    return _compile_cached(source, target, flags, _LINK_LIBS, ".so", cache_dir, timeout)
+
+
+def compile_executable(source: str, target: Target, *,
+                       cache_dir: str | os.PathLike[str] | None = None,
+                       timeout: float | None = 120.0) -> Path:
+    """Compile ``source`` (one C file with ``main``) into a program for ``target``: the
+    target's compiler (a cross compiler for another architecture) and flags, without
+    ``-shared``, linked with libdl and libm. Cached like ``compile_shared``; the result
+    runs on the target (or under its emulator), not necessarily here."""
+    if not isinstance(source, str):
+        raise TypeError(f"compile_executable(source=...) must be C source text (str), got "
+                        f"{type(source).__name__}")
+    flags = tuple(f for f in target.cflags if f not in ("-shared", "-fPIC"))
+    return _compile_cached(source, target, flags, ("-ldl", "-lm"), ".exe", cache_dir, timeout)
+
+
+def _compile_cached(source: str, target: Target, flags: tuple[str, ...],
+                    link: tuple[str, ...], suffix: str, cache_dir: Any,
+                    timeout: float | None) -> Path:
+    key = cache_key(source, target, flags, link)
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     bucket = root / key[:2]
-    so_path = bucket / f"{key}.so"
+    so_path = bucket / f"{key}{suffix}"
     if so_path.exists():
         return so_path
     bucket.mkdir(parents=True, exist_ok=True)
@@ -113,8 +134,8 @@ def compile_shared(source: str, target: Target, *,
     if not c_path.exists():
         _atomic_write(c_path, source)
 
-    tmp_so = bucket / f".{key}.{_unique()}.so.tmp"
-    cmd = [target.compiler, *flags, str(c_path), "-o", str(tmp_so), *_LINK_LIBS]
+    tmp_so = bucket / f".{key}.{_unique()}{suffix}.tmp"
+    cmd = [target.compiler, *flags, str(c_path), "-o", str(tmp_so), *link]
     try:
         returncode, stderr = _run_compiler(cmd, timeout, c_path)
         if returncode != 0:

@@ -10,6 +10,8 @@ from typing import Any
 
 from tvmlite.checks import check_int, check_number
 
+RUNNERS = ("local", "qemu")
+
 
 @dataclass(frozen=True)
 class TuningOptions:
@@ -32,6 +34,9 @@ class TuningOptions:
     flush_cache: bool = False
     check_correctness: bool = True
     n_threads: int | None = None       # OpenMP threads of measured kernels (default: all)
+    # where candidates run, chosen apart from the target: "local" (this machine) or
+    # "qemu" (the C harness under qemu user mode: correct, emulated timings)
+    runner: str = "local"
 
     def __post_init__(self) -> None:
         positive_ints = ("measures_per_round", "population", "number", "repeat")
@@ -49,18 +54,32 @@ class TuningOptions:
                 check_number(v, "TuningOptions.min_repeat_ms", 0)
             elif f.name in ("early_stopping", "n_parallel", "n_threads"):
                 check_int(v, f"TuningOptions.{f.name}", 1, allow_none=True)
+            elif f.name == "runner" and v not in RUNNERS:
+                raise ValueError(f"TuningOptions.runner must be one of {', '.join(RUNNERS)}, "
+                                 f"got {v!r}")
             elif f.name in ("flush_cache", "check_correctness") and not isinstance(v, bool):
                 raise ValueError(f"TuningOptions.{f.name} must be True or False, got {v!r}")
 
     def measurer(self, log_file: Any, target: Any, tuner: str) -> Any:
-        """The Measurer these options describe (builder + isolated runner + log)."""
+        """The Measurer these options describe (builder + runner + log). The runner is
+        checked against ``target`` here, before any tuning starts."""
         from tvmlite.search.measure.builder import LocalBuilder
         from tvmlite.search.measure.measurer import Measurer
-        from tvmlite.search.measure.runner import LocalRunner
         builder = LocalBuilder(target, n_parallel=self.n_parallel, timeout=self.build_timeout)
-        runner = LocalRunner(number=self.number, repeat=self.repeat,
-                             min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,
-                             flush_cache=self.flush_cache,
-                             check_correctness=self.check_correctness,
-                             n_threads=self.n_threads, seed=self.seed)
-        return Measurer(log_file, builder, runner, target, tuner=tuner, seed=self.seed)
+        return Measurer(log_file, builder, self.make_runner(), target, tuner=tuner,
+                        seed=self.seed)
+
+    def make_runner(self) -> Any:
+        """The runner ``self.runner`` names, with these options' timing settings (the
+        emulated one times one call once: its figures say nothing of speed)."""
+        from tvmlite.search.measure.qemu_runner import QemuRunner
+        from tvmlite.search.measure.runner import LocalRunner
+        if self.runner == "qemu":
+            return QemuRunner(timeout=max(self.run_timeout, 30.0),
+                              check_correctness=self.check_correctness,
+                              n_threads=self.n_threads, seed=self.seed)
+        return LocalRunner(number=self.number, repeat=self.repeat,
+                           min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,
+                           flush_cache=self.flush_cache,
+                           check_correctness=self.check_correctness,
+                           n_threads=self.n_threads, seed=self.seed)

@@ -110,6 +110,9 @@ class Measurer:
         self.target = target or Target.host()
         self.builder = builder or LocalBuilder(self.target)
         self.runner = runner or LocalRunner()
+        check = getattr(self.runner, "check_target", None)   # a Runner has it; a stand-in may not
+        if check is not None:
+            check(self.target)   # a runner that cannot run the target is refused here, first
         self.tuner, self.seed, self._chunk = tuner, seed, chunk
         self.log_file = log_file
         self.known: dict[str, Any] = {}     # state key -> Record (this target's, from the log)
@@ -138,7 +141,9 @@ class Measurer:
             os.close(fd)
 
     def _add(self, rec: Record) -> None:
-        if target_matches(rec.target, self.target):
+        # an emulated timing is no answer for a real runner, nor the reverse
+        if target_matches(rec.target, self.target) \
+                and rec.emulated == bool(getattr(self.runner, "emulated", False)):
             self.logged.append(rec)
             self.known.setdefault(rec.key, rec)
 
@@ -247,7 +252,8 @@ class Measurer:
             builds = self.builder.build(part)   # the chunk compiles before it is timed
             for j, res in self._iter_run(part, builds):
                 inp = part[j]
-                rec = make_record(inp, res, self.target, tuner=self.tuner, seed=self.seed)
+                rec = make_record(inp, res, self.target, tuner=self.tuner, seed=self.seed,
+                                  runner=self.runner)
                 if not self._log(rec, quotas):
                     continue
                 self.known[inp.key] = rec

@@ -33,8 +33,15 @@ from typing import Any
 from tvmlite.runtime.module import generate_c, header
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
+from tvmlite.search.measure.base_runner import RunnerError
 
 BUNDLE = "tvmlite_kernels"
+
+
+class UncheckedWarning(UserWarning):
+    """Replayed kernels were built for a target no given runner can run: not re-checked."""
+
+
 MAX_TRIES = 5          # records tried per workload before giving up on it
 MANIFEST_VERSION = 1
 
@@ -45,16 +52,27 @@ class ReplayReport:
     kernels: list = field(default_factory=list)     # manifest entries of exported kernels
     skipped: list = field(default_factory=list)     # {"workload", "key", "reason"}
     bundle: Path | None = None
+    target: Any = None
+    checked_by: str = ""        # the runner that re-checked each kernel ("" = not checked)
+    unchecked_reason: str = ""
 
     def __str__(self) -> str:
-        lines = [f"exported {len(self.kernels)} kernel(s) to {self.out_dir}"]
+        t = self.target
+        where = f" for {t.name or t.arch} ({t.arch}, {' '.join(f for f in t.cflags if f.startswith(('-march', '-mcpu', '-mtune')))})" \
+            if t is not None else ""
+        lines = [f"exported {len(self.kernels)} kernel(s) to {self.out_dir}{where}"]
+        if self.checked_by:
+            lines.append(f"  checked against the unscheduled build by the {self.checked_by} runner")
+        elif self.unchecked_reason:
+            lines.append(f"  NOT checked here: {self.unchecked_reason}")
         for k in self.kernels:
             logged, here = k["logged"], k["measured_here"]
             now = (f"measured here: {here['gflops']:.2f} GFLOP/s "
                    f"({here['time_seconds'] * 1e3:.4g} ms)" if here else
                    f"not measured here ({k['measured_here_note']})")
             lines.append(f"  {k['name']:<28} lib{k['name']}.so  logged on {logged['target']}: "
-                         f"{logged['gflops']:.2f} GFLOP/s; {now}")
+                         f"{logged['gflops']:.2f} GFLOP/s; {now}"
+                         f"{'  (emulated timing)' if k['emulated'] else ''}")
         if self.bundle is not None:
             lines.append(f"  bundle: {self.bundle.name} + {BUNDLE}.h")
         for s in self.skipped:
@@ -62,22 +80,26 @@ class ReplayReport:
         return "\n".join(lines)
 
 
-def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
+def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True,
            runner: Any = None) -> ReplayReport:
-    """Export the best record of every workload in ``log`` into ``out_dir``.
+    """Export the best record of every workload in ``log`` into ``out_dir``, built for
+    ``target`` (a Target or a name; default this machine).
 
     ``check=False`` skips the re-check (the records' own correctness checks stand);
-    ``runner`` is a LocalRunner to verify with (default: a fresh one)."""
+    ``runner`` is the Runner to verify with (default: a fresh LocalRunner). ``check=None``
+    checks when it can: with ``runner``, else locally when this machine runs the target,
+    else it builds without checking and the report says so (pass an emulated runner,
+    ``QemuRunner``, or one on a machine of the target to check)."""
     from tvmlite.codegen_c import link_shared
     from tvmlite.target.target import Target
     from tvmlite.search.measure.builder import LocalBuilder
     from tvmlite.search.records.record import load_records
     from tvmlite.search.measure.runner import LocalRunner
-    target = target or Target.host()
+    target = Target.resolve(target)
     records = load_records(log)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report = ReplayReport(out)
+    report = ReplayReport(out, target=target)
     groups: dict[str, list] = {}
     for r in records:
         groups.setdefault(r.workload.key, []).append(r)
@@ -85,6 +107,20 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     builder = LocalBuilder(target)
     own_runner = runner is None
     runner = runner or LocalRunner(number=1, repeat=3, min_repeat_ms=10.0, timeout=60.0)
+    if check is not False:
+        try:
+            getattr(runner, "check_target", lambda t: None)(target)   # stand-ins may lack it
+            check = True
+        except RunnerError as e:
+            if check:          # asked to check, and this runner cannot: say so, build nothing
+                raise
+            report.unchecked_reason = (
+                f"the kernels are built for {target.name or target.arch} but not run: the "
+                f"{getattr(runner, 'name', 'given')} runner cannot run {target.arch} code ({e}); pass --runner "
+                f"qemu (or a runner on an {target.arch} machine) to check them")
+            warnings.warn(f"replay: {report.unchecked_reason}", UncheckedWarning, stacklevel=2)
+            check = False
+    report.checked_by = getattr(runner, "name", "given") if check else ""
     timing_note = _why_not_timed_here(runner if check else None, target)
     try:
         for key, recs in groups.items():
@@ -103,7 +139,10 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
         decls = "".join(_decl_of(out / f"{k['name']}.h") for k in report.kernels)
         (out / f"{BUNDLE}.h").write_text(header(BUNDLE, decls))
     manifest = {"version": MANIFEST_VERSION, "log": str(log), "created": time.time(),
-                "target": target.to_json(),
+                "target_name": target.name, "arch": target.arch,
+                "compiler": f"{target.compiler} ({target.compiler_version})",
+                "cflags": list(target.cflags), "target": target.to_json(),
+                "checked_by": report.checked_by or None,
                 "bundle": ({"library": f"lib{BUNDLE}.so", "header": f"{BUNDLE}.h"}
                            if report.bundle else None),
                 "kernels": report.kernels, "skipped": report.skipped}
@@ -121,7 +160,7 @@ def _why_not_timed_here(runner: Any, target: Any) -> str | None:
     if check_target is not None:
         try:
             check_target(target)
-        except Exception as err:  # noqa: BLE001 -- any runner's refusal: report, not raise
+        except RunnerError as err:
             return f"this machine cannot run it: {err}"
     return None
 
@@ -156,7 +195,8 @@ def _export(rec: Any, name: str, target: Any, out: Path, costs: tuple | None,
 def _ranked(recs: list, target: Any, log: Any) -> list:
     """Valid records, fastest first: those tuned for this CPU, else (with a warning) any."""
     from tvmlite.search.records.record import TargetMismatchWarning, target_matches
-    valid = sorted((r for r in recs if r.result.ok), key=lambda r: r.mean_cost)
+    from tvmlite.search.records.record import real_first
+    valid = sorted(real_first([r for r in recs if r.result.ok]), key=lambda r: r.mean_cost)
     here = [r for r in valid if target_matches(r.target, target)]
     if valid and not here:
         other = valid[0].target
@@ -260,8 +300,10 @@ def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
                    "same_cpu": where_logged(rec.target, target).startswith("this CPU")},
         "measured_here": here,
         "measured_here_note": "" if here else (note or "the re-check gave no timing"),
+        "emulated": rec.emulated,
         "record": {"key": rec.key, "timestamp": rec.result.timestamp, "tuner": rec.tuner,
-                   "seed": rec.seed, "tuned_on": {"arch": rec.target.arch,
+                   "seed": rec.seed, "runner": rec.runner,
+                   "tuned_on": {"name": rec.target.name, "arch": rec.target.arch,
                                                   "features": list(rec.target.features)}},
     }
 

@@ -35,7 +35,7 @@ from tvmlite.search.records.workload import Workload, WorkloadError
 
 __all__ = ["FORMAT_VERSION", "RecordError", "RecordWarning", "TargetMismatchWarning",
            "Record", "make_record", "append_record", "RecordWriter", "iter_records",
-           "load_records", "target_matches", "best_record"]
+           "load_records", "target_matches", "best_record", "real_first"]
 
 FORMAT_VERSION = 1
 MAX_LINE = 8 << 20            # bytes; a longer line is skipped unread
@@ -48,6 +48,9 @@ MAX_DECISION_NODES = 100_000
 _TUNER = re.compile(r"^[A-Za-z0-9_.+-]{0,64}$")
 _KEYS = ("version", "workload", "target", "steps", "decisions", "costs", "error",
          "build_seconds", "run_seconds", "timestamp", "tuner", "seed")
+# where it was measured; absent in logs written before runners were named
+_OPTIONAL_KEYS = ("runner", "emulated")
+_RUNNER = re.compile(r"^[A-Za-z0-9_.:/+@-]{0,128}$")
 
 
 class RecordError(ValueError):
@@ -73,6 +76,8 @@ class Record:
     decisions: Any = None
     tuner: str = ""
     seed: int | None = None
+    runner: str = ""          # the Runner's name: "local", "qemu-aarch64", ...
+    emulated: bool = False    # timed under an emulator: correct, but says nothing of speed
 
     def __post_init__(self) -> None:
         if not isinstance(self.workload, Workload):
@@ -94,6 +99,12 @@ class Record:
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(
                 self.seed, int) or not -2**63 <= self.seed < 2**64):
             raise RecordError(f"Record.seed must be an int or None, got {_short(self.seed)}")
+        if not isinstance(self.runner, str) or not _RUNNER.match(self.runner):
+            raise RecordError(f"Record.runner must be a runner name (e.g. 'local'), got "
+                              f"{_short(self.runner)}")
+        if not isinstance(self.emulated, bool):
+            raise RecordError(f"Record.emulated must be True or False, got "
+                              f"{_short(self.emulated)}")
 
     @property
     def key(self) -> str:
@@ -121,7 +132,8 @@ class Record:
                 "decisions": self.decisions, "costs": list(r.costs),
                 "error": {"code": r.error_no.name, "msg": r.error_msg[:MAX_MSG]},
                 "build_seconds": r.build_seconds, "run_seconds": r.run_seconds,
-                "timestamp": r.timestamp, "tuner": self.tuner, "seed": self.seed}
+                "timestamp": r.timestamp, "tuner": self.tuner, "seed": self.seed,
+                "runner": self.runner, "emulated": self.emulated}
 
     def to_line(self) -> str:
         line = json.dumps(self.to_json(), allow_nan=False, separators=(",", ":"))
@@ -140,10 +152,12 @@ class Record:
 
 
 def make_record(inp: MeasureInput, res: MeasureResult, target: Target, tuner: str = "",
-                seed: int | None = None) -> Record:
-    """The record of one measurement, as the measurer appends it to the log."""
+                seed: int | None = None, runner: Any = None) -> Record:
+    """The record of one measurement, as the measurer appends it to the log; ``runner``
+    (the Runner that measured it) gives its name and whether it was emulated."""
     steps = tuple(s if isinstance(s, Step) else _step(s, i) for i, s in enumerate(inp.steps))
-    return Record(inp.workload, target, steps, res, inp.decisions, tuner, seed)
+    return Record(inp.workload, target, steps, res, inp.decisions, tuner, seed,
+                  getattr(runner, "name", ""), bool(getattr(runner, "emulated", False)))
 
 
 # -- validation ---------------------------------------------------------------------------
@@ -218,7 +232,7 @@ def _from_json(d: Any, workloads: dict, targets: dict) -> Record:
         raise RecordError(f"format version {_short(version)}, this tvmlite reads "
                           f"{FORMAT_VERSION}")
     missing = [k for k in _KEYS if k not in d]
-    extra = sorted(str(k) for k in d if k not in _KEYS)
+    extra = sorted(str(k) for k in d if k not in _KEYS + _OPTIONAL_KEYS)
     if missing or extra:
         raise RecordError(f"missing keys {missing}, unknown keys {extra[:5]}")
     wl = _cached(workloads, d["workload"], Workload.from_json, WorkloadError, "workload")
@@ -246,7 +260,8 @@ def _from_json(d: Any, workloads: dict, targets: dict) -> Record:
         run_seconds=_number(d["run_seconds"], "run_seconds", 0.0, math.inf),
         timestamp=_number(d["timestamp"], "timestamp", 0.0, math.inf))
     return Record(wl, target, tuple(_step(s, i) for i, s in enumerate(steps)), result,
-                  d["decisions"], d["tuner"], d["seed"])
+                  d["decisions"], d["tuner"], d["seed"], d.get("runner", ""),
+                  d.get("emulated", False))
 
 
 def _cached(cache: dict, raw: Any, parse: Any, error: Any, what: str) -> Any:
@@ -411,6 +426,13 @@ def load_records(path: str | os.PathLike, missing_ok: bool = False) -> list[Reco
 
 # -- choosing -----------------------------------------------------------------------------
 
+def real_first(records: list[Record]) -> list[Record]:
+    """Emulated timings never compete with real ones: the real records when there are
+    any, else the emulated ones (then every figure drawn from them is emulated)."""
+    real = [r for r in records if not r.emulated]
+    return real if real else list(records)
+
+
 def target_matches(a: Target, b: Target) -> bool:
     """Timings carry over between two targets of the same arch and CPU features."""
     return a.arch == b.arch and a.features == b.features
@@ -445,12 +467,12 @@ def best_record(log: str | os.PathLike | Iterable[Record], workload: Workload | 
     if not valid:
         return None
     target = Target.host() if target is None else target
-    here = [r for r in valid if target_matches(r.target, target)]
+    here = real_first([r for r in valid if target_matches(r.target, target)])
     if here:
         return min(here, key=lambda r: r.mean_cost)
     if not fallback:
         return None
-    best = min(valid, key=lambda r: r.mean_cost)
+    best = min(real_first(valid), key=lambda r: r.mean_cost)
     warnings.warn(f"best_record: no record of {best.workload!r} was tuned for this target "
                   f"({target.arch}: {' '.join(target.features) or 'no features'}); using one "
                   f"tuned on {best.target.arch} with features "

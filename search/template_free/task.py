@@ -69,7 +69,7 @@ class SearchTask:
             raise TypeError(f"SearchTask(args=...) must be a tuple of the operator's "
                             f"arguments, got {type(args).__name__}")
         self.workload = make_workload(func, args, kwargs, workload, name)
-        self.target = target or Target.host()
+        self.target = Target.resolve(target, "SearchTask(target=...)")  # a Target or a name
         self.rules = rules
 
     @classmethod

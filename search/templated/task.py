@@ -167,11 +167,14 @@ class TemplatedTask:
             raise TemplateError(f"args of template {name!r} must be a tuple of its arguments "
                                 f"{self.template.signature} or a dict of them, got "
                                 f"{type(args).__name__}")
-        if target is not None and not isinstance(target, Target):
-            raise TemplateError(f"target must be a tvmlite.target.Target (e.g. "
-                                f"Target.host()), got {type(target).__name__}")
+        if target is not None and not isinstance(target, (Target, str)):
+            raise TemplateError(f"target must be a tvmlite.target.Target or a target name "
+                                f"(e.g. 'x86_64-avx2'), got {type(target).__name__}")
         self.name, self.args, self._bound = name, args, bound
-        self.target = target or Target.host()
+        try:
+            self.target = Target.resolve(target, "target")
+        except ValueError as e:
+            raise TemplateError(f"target must be a tvmlite.Target or a target name: {e}") from None
         self.space = ConfigSpace(self.target)
         _, tensors = self.template.run(self.space, bound)
         self.workload = Workload.from_tensors(tensors, name, dict(bound.arguments))
@@ -208,7 +211,8 @@ class TemplatedTask:
 
 
 def create(name: str, args: Any, target: Any = None) -> TemplatedTask:
-    """The task of template ``name`` at ``args`` (a tuple, or a dict by name)."""
+    """The task of template ``name`` at ``args`` (a tuple, or a dict by name) for
+    ``target`` (a Target, a target name such as "aarch64-neon", or None: this machine)."""
     return TemplatedTask(name, args, target)
 
 

@@ -127,9 +127,34 @@ def _existing_log(path: str) -> str:
 
 
 
+def target_args(c: argparse.ArgumentParser, runner: bool = True) -> None:
+    """--target NAME (what to compile for) and --runner (where to measure): separate."""
+    from tvmlite.target.target import TARGET_NAMES
+    c.add_argument("--target", default="host", metavar="NAME", help="the CPU to compile "
+                   f"for: {', '.join(TARGET_NAMES)} (default host: this machine)")
+    if runner:
+        c.add_argument("--runner", choices=("local", "qemu"), default=None,
+                       help="where candidates run: local (this machine, the default) or "
+                       "qemu (user-mode emulation of the target: checked for correctness, "
+                       "timings emulated)")
+
+
+def resolve_target(args: argparse.Namespace) -> Any:
+    """The --target as a Target; an unknown name is a usage error listing the names."""
+    from tvmlite.target.target import TARGET_NAMES, Target
+    name = getattr(args, "target", "host") or "host"
+    if name not in TARGET_NAMES:
+        raise UsageError(f"--target {name!r} is unknown: use one of {', '.join(TARGET_NAMES)}"
+                         + (" ('llvm' is TVM's code generator; tvmlite generates C for a "
+                            "named CPU)" if name == "llvm" else ""))
+    return Target.from_name(name)
+
+
 def _options(args: argparse.Namespace, seed: int = 0) -> Any:
     from tvmlite.search.options import TuningOptions
     opts: dict = {"seed": seed}
+    if getattr(args, "runner", None):
+        opts["runner"] = args.runner
     if args.population:
         opts["population"] = args.population
     if args.batch:

@@ -25,7 +25,8 @@ from typing import Any
 
 
 from tvmlite.cli.args import (LIBRARY_ERRORS, UsageError, _existing_log, _options, _positive_int,
-                              _seconds, _seed, parse_params, parse_value, signature)
+                              _seconds, _seed, parse_params, parse_value, resolve_target,
+                              signature, target_args)
 from tvmlite.cli.tune import cmd_tune, tune_summary
 
 __all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "CPU (takes seconds) and cache it for tuning summaries")
     c.add_argument("--peak-seconds", type=_seconds, default=1.0, help="seconds per peak run")
     c.add_argument("--peak-runs", type=_positive_int, default=5, help="peak runs (median)")
+    target_args(c, runner=False)
 
     c = command(sub, "tune", cmd_tune, "tune one operator (or your own compute) and log "
                 "every measurement")
@@ -71,11 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
     c.add_argument("--resume", action="store_true", help="continue a tuning already in "
                    "--log: its records count toward --trials and are not measured again")
+    target_args(c)
 
     c = command(sub, "replay", cmd_replay, "export the best record of every workload of a "
                 "log as deployable kernels (.c .h .so + manifest.json)")
     c.add_argument("log", metavar="LOG")
     c.add_argument("--out", required=True, metavar="DIR")
+    target_args(c)
 
     c = command(sub, "compare", cmd_compare, "templated against template-free search: same "
                 "operator, budget and seeds; writes curves.csv, curves.png, report.md")
@@ -86,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True, metavar="DIR")
     c.add_argument("--tuner", choices=("xgb", "ga", "random", "grid"), default="xgb",
                    help="templated tuner (default xgb)")
+    target_args(c)
 
     log = command(sub, "log", None, "inspect and combine tuning logs")
     logsub = log.add_subparsers(dest="log_command", metavar="SUBCOMMAND", required=True)
@@ -110,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--workload", metavar="KEY", help="the best record of this workload "
                        "(a key prefix or a workload name)")
     c.add_argument("--c", action="store_true", help="print the C source instead")
+    target_args(c, runner=False)
     return p
 
 
@@ -132,9 +138,14 @@ def cmd_target(args: argparse.Namespace) -> int:
     from tvmlite.target import peak as peaks
     from tvmlite.target.target import CompilerNotFoundError, Target
     try:
-        target = Target.host()
+        target = resolve_target(args)
+        host = Target.host()
     except CompilerNotFoundError as err:
         return _target_without_compiler(args, err)
+    runs_here = target.arch == host.arch and set(target.features) <= set(host.features)
+    if args.peak and not runs_here:
+        raise UsageError(f"--peak measures on this machine ({host.arch}), which cannot run "
+                         f"code for --target {args.target}: drop --peak")
     measured = peaks.measure_peak(target, seconds=args.peak_seconds, runs=args.peak_runs) \
         if args.peak else peaks.cached_peak(target)
     if args.json:
@@ -160,7 +171,7 @@ def cmd_target(args: argparse.Namespace) -> int:
 
 def _target_without_compiler(args: argparse.Namespace, err: Exception) -> int:
     """Describe the CPU anyway and say what is missing (exit 0; 1 if --peak was asked)."""
-    from tvmlite.target.target import describe_cpu, describe_cpu_text
+    from tvmlite.target.detect import describe_cpu, describe_cpu_text
     cpu = describe_cpu()
     if args.json:
         print(json.dumps({**cpu, "compiler": None, "missing": str(err)}, indent=2))
@@ -180,7 +191,11 @@ def _target_without_compiler(args: argparse.Namespace, err: Exception) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from tvmlite.search.records.deploy import replay
-    report = replay(_existing_log(args.log), args.out)
+    target = resolve_target(args)
+    from tvmlite.search.options import TuningOptions
+    runner = TuningOptions(runner=args.runner).make_runner() if args.runner else None
+    report = replay(_existing_log(args.log), args.out, target=target, runner=runner,
+                    check=None if runner is None else True)
     print(report)
     if not report.kernels:
         print(f"tvmlite: error: nothing exported from {args.log}: no record was valid here",
@@ -221,7 +236,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   f"{len(run.trials)} trial(s) in {run.seconds:.1f}s", file=sys.stderr)
     try:
         result = compare(args.op, kwargs, args.trials, args.seeds, args.out, args.tuner,
-                         _options(args), args.population, on_trial, on_run)
+                         _options(args), args.population, on_trial, on_run,
+                         target=resolve_target(args))
     except KeyboardInterrupt:
         print(f"\ninterrupted: the runs so far are logged in {args.out}; compare starts "
               "from empty logs, so run it again with another --out", file=sys.stderr)
@@ -309,9 +325,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     import tvmlite
     from tvmlite.runtime.module import generate_c
     from tvmlite.schedule.schedule import Schedule
-    from tvmlite.target.target import Target
     line, rec = _pick_record(_existing_log(args.log), args.index, args.workload)
-    wl, target = rec.workload, Target.host()
+    wl, target = rec.workload, resolve_target(args)
     s = Schedule.from_steps(wl.outputs, rec.steps)
     outcome = f"{rec.gflops:.2f} GFLOP/s, {rec.mean_cost * 1e3:.4g} ms" if rec.result.ok \
         else rec.result.error_no.name

@@ -52,7 +52,7 @@ REACH = 0.9
 
 # -- the two searches --------------------------------------------------------------------
 
-def templated_task(op: str, kwargs: dict) -> Any:
+def templated_task(op: str, kwargs: dict, target: Any = None) -> Any:
     """The template of operator ``op`` at ``kwargs``; ValueError naming the operators
     that have templates when ``op`` has none."""
     import tvmlite.schedules  # noqa: F401 -- registers the library's templates
@@ -61,7 +61,7 @@ def templated_task(op: str, kwargs: dict) -> Any:
         raise ValueError(f"operator {op!r} has no schedule template (templates: "
                          f"{', '.join(sorted(templated.TEMPLATES))}); tune it with "
                          "--search template-free")
-    return templated.create(op, dict(kwargs))
+    return templated.create(op, dict(kwargs), target)
 
 
 def make_tuner(name: str, task: Any, seed: int = 0, population: int | None = None) -> Any:
@@ -147,12 +147,13 @@ def summarize(runs: Sequence[Run]) -> list[MethodSummary]:
 def run_compare(op: str, kwargs: dict, trials: int, seeds: int, out_dir: str | Path,
                 tuner: str = "xgb", options: Any = None, population: int | None = None,
                 on_trial: Callable[[str, int, Any], None] | None = None,
-                on_run: Callable[[Run], None] | None = None) -> list[Run]:
+                on_run: Callable[[Run], None] | None = None, target: Any = None) -> list[Run]:
     """Run both methods for seeds 0..seeds-1 with ``trials`` measurements each, logging
     to ``out_dir/<method>_seed<s>.jsonl``. ``options`` (a TuningOptions; its seed is
     replaced by each run's) serve both; ``population`` also sizes the templated tuner
     (see ``make_tuner``). ``on_trial(method, seed, trial)`` sees every trial,
-    ``on_run(run)`` every finished run."""
+    ``on_run(run)`` every finished run. ``target`` (a Target or a name; default this
+    machine) is what both compile for."""
     from dataclasses import replace
 
     from tvmlite.search.options import TuningOptions
@@ -162,8 +163,8 @@ def run_compare(op: str, kwargs: dict, trials: int, seeds: int, out_dir: str | P
     if tuner not in TUNERS:
         raise ValueError(f"compare: tuner {tuner!r} is unknown: use one of {', '.join(TUNERS)}")
     options = options or TuningOptions()
-    tasks = {"templated": templated_task(op, kwargs),
-             "template-free": SearchTask(func=op, kwargs=dict(kwargs))}
+    tasks = {"templated": templated_task(op, kwargs, target),
+             "template-free": SearchTask(func=op, kwargs=dict(kwargs), target=target)}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     logs = {(m, s): out / f"{m}_seed{s}.jsonl" for s in range(seeds) for m in METHODS}
@@ -310,11 +311,10 @@ def text_table(summaries: Sequence[MethodSummary], tuner: str = "xgb") -> str:
 def _loop_nest(rec: Any) -> str:
     import tvmlite
     from tvmlite.schedule.schedule import Schedule
-    from tvmlite.target.target import Target
     wl = rec.workload
     s = Schedule.from_steps(wl.outputs, rec.steps)
     func = tvmlite.lower(s, list(wl.tensors), wl.name,
-                         vector_bytes=Target.host().vector_bytes)
+                         vector_bytes=rec.target.vector_bytes)
     steps = "\n".join(f"# {st}" for st in rec.steps) or "# (no steps: the unscheduled program)"
     return f"{steps}\n{func}"
 
@@ -331,7 +331,8 @@ def report_markdown(runs: Sequence[Run], workload: Any, trials: int, tuner: str 
              f"- budget: {trials} trials per run, seeds {seeds[0]}..{seeds[-1]} "
              f"({len(seeds)} per method); templated tuner: {tuner}"]
     if target is not None:
-        lines.append(f"- target: {target.arch}, {target.cores} cores, "
+        lines.append(f"- target: {target.name + ', ' if target.name else ''}{target.arch}, "
+                     f"{target.cores} cores, "
                      f"{target.vector_bits}-bit vectors, {' '.join(target.features)}")
     lines += ["- curves: `curves.csv`, `curves.png`; logs: `<method>_seed<s>.jsonl`", "",
               "## Results", "",
@@ -371,19 +372,20 @@ class CompareResult:
 def compare(op: str, kwargs: dict, trials: int, seeds: int, out_dir: str | Path,
             tuner: str = "xgb", options: Any = None, population: int | None = None,
             on_trial: Callable[[str, int, Any], None] | None = None,
-            on_run: Callable[[Run], None] | None = None) -> CompareResult:
+            on_run: Callable[[Run], None] | None = None,
+            target: Any = None) -> CompareResult:
     """``run_compare`` and write curves.csv, curves.png and report.md into ``out_dir``."""
     from tvmlite.search.records.workload import Workload
     from tvmlite.target.target import Target
+    target = Target.resolve(target)
     runs = run_compare(op, kwargs, trials, seeds, out_dir, tuner, options, population,
-                       on_trial, on_run)
+                       on_trial, on_run, target)
     out = Path(out_dir)
     workload = Workload.from_op(op, **kwargs)
     summaries = summarize(runs)
     write_csv(runs, out / "curves.csv")
     args = ", ".join(f"{k}={v}" for k, v in workload.args.items())
     plot(runs, out / "curves.png", f"{workload.name}({args}): best so far over {seeds} seed(s)")
-    (out / "report.md").write_text(report_markdown(runs, workload, trials, tuner,
-                                                   Target.host()))
+    (out / "report.md").write_text(report_markdown(runs, workload, trials, tuner, target))
     return CompareResult(runs, summaries, out / "curves.csv", out / "curves.png",
                          out / "report.md", text_table(summaries, tuner))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tvmlite.cli.args import _KEY, UsageError, _options, parse_params
+from tvmlite.cli.args import _KEY, UsageError, _options, parse_params, resolve_target
 
 # -- tune --------------------------------------------------------------------------------------
 
@@ -56,6 +56,7 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
 
     from tvmlite.cli.compare import make_tuner, templated_task
     params = list(args.params)
+    target = resolve_target(args)
     if args.workload:
         if args.op is not None:
             params.insert(0, args.op)
@@ -64,7 +65,7 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
                              "exist for the operators of tvmlite.ops")
         fn = _load_function(args.workload)
         kwargs = parse_params(params, fn, fn.__name__)
-        return SearchTask(func=fn, kwargs=kwargs), None
+        return SearchTask(func=fn, kwargs=kwargs, target=target), None
     if args.op is None:
         raise UsageError("name an operator (e.g. `tvmlite tune matmul M=512 N=512 K=512 "
                          "...`) or pass --workload FILE.py:FUNCTION")
@@ -75,13 +76,14 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
         if args.tuner:
             raise UsageError("--tuner chooses a templated tuner: add --search templated, or "
                              "drop --tuner")
-        return SearchTask(func=args.op, kwargs=parse_params(params, OPS[args.op], args.op)), None
+        return SearchTask(func=args.op, kwargs=parse_params(params, OPS[args.op], args.op),
+                          target=target), None
     import tvmlite.schedules  # noqa: F401 -- registers the templates
     from tvmlite.search.templated.task import TEMPLATES
     if args.op not in TEMPLATES:
         raise UsageError(f"operator {args.op!r} has no template (templates: "
                          f"{', '.join(sorted(TEMPLATES))}); use --search template-free")
-    task = templated_task(args.op, parse_params(params, OPS[args.op], args.op))
+    task = templated_task(args.op, parse_params(params, OPS[args.op], args.op), target)
     return task, make_tuner(args.tuner or "xgb", task, args.seed, args.population)
 
 
@@ -148,6 +150,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     workload = task.workload
     _check_log(args.log, workload, args.resume)
     options = _options(args, args.seed)
+    with options.make_runner() as runner:   # a runner that cannot run the target stops here
+        runner.check_target(task.target)
     progress = Progress(args.trials, sys.stderr, "quiet" if args.quiet else None,
                         label=workload.name)
     callback = _trace_trials(progress)
@@ -189,12 +193,13 @@ def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
     reference itself, so nothing to check, and it may be slow: one call per repeat."""
     from tvmlite.search.measure.builder import LocalBuilder
     from tvmlite.search.measure.inputs import MeasureInput
-    from tvmlite.search.measure.runner import LocalRunner
+    from dataclasses import replace
     inp = MeasureInput(workload, ())
     builder = LocalBuilder(target, timeout=options.build_timeout)
-    with LocalRunner(number=1, repeat=options.repeat, timeout=max(options.run_timeout, 60.0),
-                     flush_cache=options.flush_cache, check_correctness=False,
-                     seed=options.seed) as runner:
+    opts = replace(options, number=1, run_timeout=max(options.run_timeout, 60.0),
+                   check_correctness=False)
+    with opts.make_runner() as runner:   # the tuning's kind of runner
+        runner.check_target(target)
         return runner.run([inp], builder.build([inp]))[0]
 
 
@@ -217,9 +222,15 @@ def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -
         lines.append(f"no valid schedule in {log}: every trial failed (`tvmlite log show "
                      f"{shlex.quote(log)}` lists the errors)")
         return "\n".join(lines)
-    lines.append(f"best:     {best.mean_cost * 1e3:.4g} ms, {_gf(best.gflops)} GFLOP/s")
+    lines.append(f"best:     {best.mean_cost * 1e3:.4g} ms, {_gf(best.gflops)} GFLOP/s"
+                 + (f" (EMULATED under {best.runner}: the schedule is checked correct, the "
+                    f"figures say nothing about speed on a real {target.arch} CPU)"
+                    if best.emulated else ""))
     dtype = workload.outputs[-1].dtype
-    if dtype in ("float32", "float64"):
+    if best.emulated:
+        lines.append(f"peak:     not measurable here: {target.name or target.arch} runs only "
+                     "under emulation on this machine")
+    elif dtype in ("float32", "float64"):
         measured = peaks.cached_peak(target)
         if measured is None:   # once per machine (cached): a spec-sheet guess misleads
             try:
@@ -238,10 +249,12 @@ def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -
     base = _time_unscheduled(workload, target, options)
     if base.ok:
         lines.append(f"speedup:  {_gf(base.mean_cost / best.mean_cost)}x over the unscheduled "
-                     f"program ({base.mean_cost * 1e3:.4g} ms)")
+                     f"program ({base.mean_cost * 1e3:.4g} ms)"
+                     + (", both emulated" if best.emulated else ""))
     else:
         lines.append(f"speedup:  unknown: the unscheduled program gave {base.error_no.name}")
-    lines.append(f"replay:   tvmlite replay {shlex.quote(log)} --out dist")
+    flag = f" --target {target.name}" if target.name and target.name != "host" else ""
+    lines.append(f"replay:   tvmlite replay {shlex.quote(log)}{flag} --out dist")
     return "\n".join(lines)
 
 

@@ -196,7 +196,7 @@ def generate_c(s: Schedule, args: Sequence[Any], target: Target | None = None,
     """Lower and generate C without compiling: (loop IR, C source, C declarations).
     This is the per-candidate cost of a search, so it is what benchmarks time."""
     from tvmlite.codegen_c.codegen import cdecl, generate
-    target = target or Target.host()
+    target = Target.resolve(target)   # a Target, a target name, or None: this machine
     func = lower(s, args, name=name, vector_bytes=target.vector_bits // 8)
     outputs = [st.name for st in s.state.stages]
     return func, generate(func, outputs, openmp=target.openmp), cdecl(func, outputs)
@@ -204,9 +204,17 @@ def generate_c(s: Schedule, args: Sequence[Any], target: Target | None = None,
 
 def build(s: Schedule, args: Sequence[Any], target: Target | None = None,
           name: str = "default_function") -> Module:
-    """Lower, generate C, compile (cached by content) and load the kernel."""
+    """Lower, generate C, compile (cached by content) and load the kernel. ``target`` is
+    a Target or its name; a target this machine cannot run is refused before compiling
+    (build it with ``generate_c`` + ``compile_shared``, or replay a log, instead)."""
     from tvmlite.codegen_c import compile_shared
-    target = target or Target.host()
+    target = Target.resolve(target)   # a Target, a target name, or None: this machine
+    host = Target.host()
+    if target.arch != host.arch or not set(target.features) <= set(host.features):
+        raise ValueError(f"build(target={target.name or target.arch!r}): this machine "
+                         f"({host.arch}) cannot load code for it; build for it with "
+                         f"tvmlite.runtime.module.generate_c + codegen_c.compile_shared, "
+                         f"or tune and replay with --target and --runner qemu")
     func, source, decl = generate_c(s, args, target, name)
     path = compile_shared(source, target)
     return Module(func, source, decl, path, target, [st.name for st in s.state.stages])

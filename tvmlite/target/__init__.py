@@ -2,6 +2,6 @@
 compiler and flags; ``target.py``) and its measured FMA peak (``peak.py``)."""
 from __future__ import annotations
 
-from tvmlite.target.target import CompilerNotFoundError, Target
+from tvmlite.target.target import TARGET_NAMES, CompilerNotFoundError, Target
 
-__all__ = ["Target", "CompilerNotFoundError"]
+__all__ = ["Target", "CompilerNotFoundError", "TARGET_NAMES"]

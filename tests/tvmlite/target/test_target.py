@@ -123,7 +123,7 @@ HASWELL = "processor\t: 0\nflags\t\t: fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx a
 
 
 def test_aarch64_cpuinfo_gives_neon_and_128_bit_vectors() -> None:
-    from tvmlite.target.target import _cpuinfo_features, _normalize_arch, _vector_bits
+    from tvmlite.target.detect import _cpuinfo_features, _normalize_arch, _vector_bits
     assert _normalize_arch("arm64") == "aarch64"
     features = _cpuinfo_features("aarch64", GRAVITON)
     assert "neon" in features and not any(f.startswith("avx") for f in features)
@@ -131,7 +131,7 @@ def test_aarch64_cpuinfo_gives_neon_and_128_bit_vectors() -> None:
 
 
 def test_avx2_cpuinfo_gives_256_bit_vectors() -> None:
-    from tvmlite.target.target import _cpuinfo_features, _vector_bits
+    from tvmlite.target.detect import _cpuinfo_features, _vector_bits
     features = _cpuinfo_features("x86_64", HASWELL)
     assert {"avx2", "fma", "sse4_2"} <= set(features) and "avx512f" not in features
     assert _vector_bits(features) == 256

@@ -1,0 +1,222 @@
+"""The emulated runner: measure candidates for another CPU under ``qemu-<arch>`` user mode.
+
+A candidate built for AArch64 (by the target's cross compiler) cannot run here, but
+qemu's user-mode emulation runs it as an ordinary process against the cross sysroot
+(``qemu-aarch64 -L /usr/aarch64-linux-gnu``). Each candidate runs in the C measuring
+harness (codegen_c/harness.c), compiled for the target like the kernel, so nothing of
+Python, cffi or numpy runs inside the emulator: exactly what runs on a board.
+
+Emulated runs are real for correctness and meaningless for speed: ``emulated = True``, so
+the Measurer marks their records emulated, they never count as a best against real
+timings, and the tuning summary says its figures are emulated. Since no timing means
+anything, candidates run ``n_parallel`` at a time and are yielded as they finish.
+
+The correctness reference is the unscheduled build of the same compute, *built for the
+same target and run by the same harness under the same emulator* on the same seeded
+inputs -- not computed on the host. The target's own numerics (its libm's expf/tanhf,
+FMA contraction by its compiler, NEON's rounding) are then on both sides of the
+comparison, so a tolerance never has to absorb the difference between two machines'
+math libraries, and the check needs nothing of the host but the emulator: the same
+harness and reference check run unchanged on a board or on a remote runner.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Callable, Iterator, Sequence
+
+from tvmlite.codegen_c import CompileError
+from tvmlite.codegen_c.harness import (EmulatorNotFoundError, HarnessError, build_harness,
+                                       emulator_prefix, read_outputs, run_harness)
+from tvmlite.search.measure.base_runner import Runner, RunnerError
+from tvmlite.search.measure.builder import BuildResult
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+from tvmlite.search.measure.worker import mismatch
+from tvmlite.target.named import CROSS_COMPILERS
+
+__all__ = ["QemuRunner", "qemu_command"]
+
+REFERENCE_TIMEOUT_MIN = 300.0
+
+
+def qemu_command(arch: str, sysroot: str | None = None) -> list[str]:
+    """``["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]``: the command line prefix that
+    runs a dynamically linked ``arch`` program here. RunnerError naming the Debian package
+    when the emulator or the cross sysroot is missing."""
+    try:
+        return emulator_prefix(arch, sysroot, native_ok=False)
+    except EmulatorNotFoundError as e:
+        raise RunnerError(f"the qemu runner cannot run {arch} code here: {e}") from None
+
+
+class QemuRunner(Runner):
+    """Runs candidates in the C harness under qemu user mode; see the module docstring.
+
+    ``number``/``repeat``/``min_repeat_ms`` are as LocalRunner's (default: one call, one
+    repeat: emulated times say nothing of speed); ``timeout`` bounds each candidate's
+    emulated check and timing; ``n_parallel`` candidates run at once (default: this
+    machine's CPUs); ``sysroot`` overrides ``/usr/<triplet>``."""
+
+    emulated = True
+
+    def __init__(self, number: int = 1, repeat: int = 1, min_repeat_ms: float = 0.0,
+                 timeout: float = 60.0, check_correctness: bool = True,
+                 n_threads: int | None = None, seed: int = 0, n_parallel: int | None = None,
+                 sysroot: str | None = None):
+        for name, val, low in (("number", number, 1), ("repeat", repeat, 1), ("seed", seed, 0)):
+            if isinstance(val, bool) or not isinstance(val, int) or val < low:
+                raise ValueError(f"QemuRunner({name}={val!r}): use an int >= {low}")
+        for name, val in (("n_threads", n_threads), ("n_parallel", n_parallel)):
+            if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 1):
+                raise ValueError(f"QemuRunner({name}={val!r}): use a positive int or None")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"QemuRunner(timeout={timeout!r}): use a positive number of seconds")
+        if isinstance(min_repeat_ms, bool) or not isinstance(min_repeat_ms, (int, float)) \
+                or min_repeat_ms < 0:
+            raise ValueError(f"QemuRunner(min_repeat_ms={min_repeat_ms!r}): use a number >= 0")
+        self.number, self.repeat, self.min_repeat_ms = number, repeat, float(min_repeat_ms)
+        self.timeout, self.check_correctness = float(timeout), bool(check_correctness)
+        self.n_threads, self.seed, self.sysroot = n_threads, seed, sysroot
+        self.n_parallel = n_parallel or max(1, len(os.sched_getaffinity(0))
+                                            if hasattr(os, "sched_getaffinity") else 1)
+        self.name = "qemu"
+        self._target: Any = None
+        self._prefix: list[str] = []
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._harnesses: dict[tuple, str] = {}
+        self._refs: dict[str, tuple | str] = {}    # workload key -> (outputs, tols) or error
+        self._lock = threading.Lock()
+
+    # -- the seam ----------------------------------------------------------------------
+    def check_target(self, target: Any) -> None:
+        """qemu runs any architecture it has an emulator for; the emulator, the sysroot
+        and the target's compiler (which builds the harness) must be here."""
+        if target.arch not in CROSS_COMPILERS:
+            raise RunnerError(f"the qemu runner cannot run target {target.arch}: it knows "
+                              f"{', '.join(CROSS_COMPILERS)}")
+        if target.arch == "x86_64" and any(f.startswith("avx512") for f in target.features):
+            raise RunnerError(f"the qemu runner cannot run target {target.name or target.arch}"
+                              f": qemu's x86 emulation has no AVX-512. Use --runner local on "
+                              f"an AVX-512 machine, or --target x86_64-avx2")
+        self._prefix = qemu_command(target.arch, self.sysroot)
+        self._target = target
+        self.name = f"qemu-{target.arch}"
+
+    def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
+                 reference: Callable[[Any], BuildResult] | None = None
+                 ) -> Iterator[tuple[int, MeasureResult]]:
+        """Every reference first (once per workload), then the candidates ``n_parallel``
+        at a time, each yielded as it finishes."""
+        inputs, builds = list(inputs), list(builds)
+        if len(inputs) != len(builds):
+            raise ValueError(f"QemuRunner.run: got {len(inputs)} inputs but {len(builds)} "
+                             f"builds; pass the list LocalBuilder.build(inputs) returned")
+        if self._target is None:
+            raise RunnerError("QemuRunner.run: call check_target(target) first: the runner "
+                              "builds its harness for the target the candidates were built for")
+        if self.check_correctness and reference is None:
+            raise ValueError("QemuRunner.run(reference=...) is needed to check correctness: "
+                             "pass builder.build_reference, or QemuRunner(check_correctness="
+                             "False)")
+        if self.check_correctness:
+            for inp, b in zip(inputs, builds):
+                if b.ok and inp.workload.key not in self._refs:
+                    self._refs[inp.workload.key] = self._reference(inp.workload, reference)
+        with ThreadPoolExecutor(self.n_parallel) as pool:
+            futures = {pool.submit(self._run_one, inp, b): i
+                       for i, (inp, b) in enumerate(zip(inputs, builds))}
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        self._refs.clear()
+
+    # -- pieces ------------------------------------------------------------------------
+    def _dir(self) -> str:
+        with self._lock:
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="tvmlite-qemu-")
+            return tempfile.mkdtemp(dir=self._tmp.name)
+
+    def _harness(self, build: BuildResult) -> str:
+        sig = tuple((a.dtype, a.is_output) for a in build.args)
+        with self._lock:
+            hit = self._harnesses.get(sig)
+        if hit is None:
+            hit = str(build_harness(build.args, self._target))
+            with self._lock:
+                self._harnesses[sig] = hit
+        return hit
+
+    def _harness_run(self, build: BuildResult, outputs_dir: str | None, repeat: int,
+                     timeout: float) -> Any:
+        return run_harness(self._harness(build), build.lib_path, build.kernel, build.args,
+                           prefix=self._prefix, seed=self.seed, outputs_dir=outputs_dir,
+                           number=self.number, repeat=repeat,
+                           min_repeat_ms=self.min_repeat_ms, threads=self.n_threads,
+                           slow_seconds=self.timeout / 4, timeout=timeout)
+
+    def _reference(self, workload: Any, reference: Callable[[Any], BuildResult]
+                   ) -> tuple | str:
+        """(expected outputs, tolerances), or why the workload cannot be checked."""
+        from tvmlite.testing.check import reduction_length, tolerance
+        ref = reference(workload)
+        if not isinstance(ref, BuildResult) or not ref.ok:
+            why = ref.error_msg if isinstance(ref, BuildResult) else f"got {ref!r}"
+            return (f"the reference (unscheduled) build of workload {workload.key} failed, "
+                    f"so no candidate of it can be checked: {why}")
+        out = self._dir()
+        try:
+            self._harness_run(ref, out, 0, max(10 * self.timeout, REFERENCE_TIMEOUT_MIN))
+            expected = read_outputs(out, ref.args)
+        except (HarnessError, CompileError, OSError, ValueError) as e:
+            return (f"the reference (unscheduled) kernel of workload {workload.key} failed "
+                    f"under {self._prefix[0]}, so no candidate of it can be checked: {e}")
+        length = reduction_length(workload.tensors)
+        return expected, [tolerance(a.dtype, length) for a in ref.args if a.is_output]
+
+    def _run_one(self, inp: MeasureInput, build: BuildResult) -> MeasureResult:
+        if not build.ok:
+            return MeasureResult(error_no=build.error_no, error_msg=build.error_msg,
+                                 build_seconds=build.seconds)
+        start = time.monotonic()
+        error_no, msg, costs = MeasureErrorNo.NO_ERROR, "", ()
+        try:
+            ref = self._refs.get(inp.workload.key) if self.check_correctness else None
+            if isinstance(ref, str):
+                raise _Verdict(MeasureErrorNo.UNKNOWN, ref)
+            out = self._dir()
+            res = self._harness_run(build, out if ref else None, self.repeat, self.timeout)
+            if ref:
+                got = read_outputs(out, build.args)
+                names = [a.name for a in build.args if a.is_output]
+                for name, g, w, (rtol, atol) in zip(names, got, ref[0], ref[1]):
+                    bad = mismatch(name, g, w, rtol, atol)
+                    if bad:
+                        raise _Verdict(MeasureErrorNo.WRONG_ANSWER, bad)
+                shutil.rmtree(out, ignore_errors=True)
+            costs = res.costs
+        except _Verdict as v:
+            error_no, msg = v.error_no, str(v)
+        except HarnessError as e:
+            error_no = {"timeout": MeasureErrorNo.RUN_TIMEOUT,
+                        "crash": MeasureErrorNo.RUNTIME_CRASH}.get(e.kind,
+                                                                    MeasureErrorNo.RUNTIME_CRASH)
+            msg = f"under {self._prefix[0]}: {e}"
+        except (CompileError, OSError, ValueError) as e:
+            error_no, msg = MeasureErrorNo.UNKNOWN, f"the harness could not run: {e}"
+        return MeasureResult(costs, error_no, msg, build_seconds=build.seconds,
+                             run_seconds=time.monotonic() - start)
+
+
+class _Verdict(Exception):
+    def __init__(self, error_no: MeasureErrorNo, msg: str):
+        super().__init__(msg)
+        self.error_no = error_no

@@ -1,0 +1,140 @@
+"""The emulated runner and the whole AArch64 flow from this machine: tune under qemu
+(records marked emulated), replay into an AArch64 bundle, and a C program cross-compiled
+against it that runs under qemu and checks its result. Skipped with the reason shown when
+the cross toolchain or qemu is missing."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tvmlite.cli.commands import main
+from tvmlite.codegen_c.harness import emulator_prefix
+from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+from tvmlite.search.measure.qemu_runner import QemuRunner
+from tvmlite.search.records.record import load_records
+from tvmlite.search.records.workload import Workload
+from tvmlite.target import Target
+from tvmlite.testing.cross import cross_unavailable
+
+REASON = cross_unavailable("aarch64-neon")
+pytestmark = pytest.mark.skipif(REASON is not None,
+                                reason=f"AArch64 toolchain or qemu unavailable: {REASON}")
+
+
+def test_qemu_runner_checks_and_times_candidates() -> None:
+    from tvmlite import te
+    target = Target.from_name("aarch64-neon")
+    wl = Workload.from_op("matmul", M=8, N=16, K=5)
+    s = te.create_schedule(wl.outputs[-1].op)
+    C = wl.outputs[-1]
+    _, j = s[C].op.axis
+    _, ji = s[C].split(j, factor=8)
+    s[C].vectorize(ji)
+    plain, tiled = MeasureInput(wl, ()), MeasureInput(wl, tuple(s.steps))
+    builder = LocalBuilder(target)
+    with QemuRunner(n_parallel=2) as runner:
+        runner.check_target(target)
+        assert runner.name == "qemu-aarch64" and runner.emulated
+        results = dict(runner.iter_run([plain, tiled], builder.build([plain, tiled]),
+                                       builder.build_reference))
+    assert sorted(results) == [0, 1]
+    for r in results.values():
+        assert r.ok, r.error_msg
+        assert r.costs and all(c > 0 for c in r.costs)
+
+
+def test_qemu_runner_needs_check_target_first() -> None:
+    with QemuRunner() as runner, pytest.raises(ValueError, match="check_target"):
+        list(runner.iter_run([], [], None))
+
+
+def test_wrong_answer_is_caught_under_qemu() -> None:
+    """A 'reference' that computes something else makes the candidate WRONG_ANSWER."""
+    target = Target.from_name("aarch64-neon")
+    mm = Workload.from_op("matmul", M=4, N=8, K=3)
+    builder = LocalBuilder(target)
+
+    def fake_reference(workload):      # the reference of a 2x-scaled compute
+        from tvmlite import te
+        A = te.placeholder((4, 3), name="A")
+        B = te.placeholder((3, 8), name="B")
+        k = te.reduce_axis((0, 3), name="k")
+        C = te.compute((4, 8), lambda i, j: te.sum(A[i, k] * B[k, j] * 2.0, axis=k), name="C")
+        return builder.build_reference(Workload.from_tensors([A, B, C], name="scaled"))
+    inp = MeasureInput(mm, ())
+    with QemuRunner() as runner:
+        runner.check_target(target)
+        (res,) = runner.run([inp], builder.build([inp]), fake_reference)
+    assert res.error_no == MeasureErrorNo.WRONG_ANSWER, res
+
+
+def test_local_runner_is_refused_before_tuning(tmp_path: Path, capsys) -> None:
+    log = tmp_path / "a.jsonl"
+    rc = main(["tune", "matmul", "M=16", "N=16", "K=16", "--target", "aarch64-neon",
+               "--trials", "4", "--log", str(log), "--quiet"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "local runner cannot run" in err and "--runner qemu" in err
+    assert not log.exists()
+
+
+def test_tune_replay_and_deploy_on_aarch64(tmp_path: Path, capsys) -> None:
+    log, dist = tmp_path / "a.jsonl", tmp_path / "dist"
+    rc = main(["tune", "matmul", "M=16", "N=16", "K=16", "--target", "aarch64-neon",
+               "--runner", "qemu", "--trials", "6", "--population", "12", "--log", str(log),
+               "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "EMULATED" in out and "--target aarch64-neon" in out
+    records = load_records(log)
+    assert len(records) == 6
+    assert all(r.target.arch == "aarch64" and r.target.name == "aarch64-neon"
+               and r.emulated and r.runner == "qemu-aarch64" for r in records)
+    assert sum(r.result.ok for r in records) >= 1
+
+    rc = main(["replay", str(log), "--target", "aarch64-neon", "--out", str(dist)])
+    cap = capsys.readouterr()
+    assert rc == 0 and "NOT checked here" in cap.out and "--runner qemu" in cap.out
+    assert "not run" in cap.err
+    manifest = json.loads((dist / "manifest.json").read_text())
+    assert manifest["target_name"] == "aarch64-neon" and manifest["arch"] == "aarch64"
+    assert "-march=armv8-a" in manifest["cflags"] and "-march=native" not in manifest["cflags"]
+    elf = (dist / "libtvmlite_kernels.so").read_bytes()
+    assert elf[:4] == b"\x7fELF" and int.from_bytes(elf[18:20], "little") == 183  # EM_AARCH64
+
+    rc = main(["replay", str(log), "--target", "aarch64-neon", "--runner", "qemu",
+               "--out", str(tmp_path / "checked")])
+    assert rc == 0 and "checked against the unscheduled build by the qemu-aarch64" in \
+        capsys.readouterr().out
+
+    # a C program of the user's, cross-compiled against the bundle, run under qemu
+    main_c = tmp_path / "main.c"
+    main_c.write_text(r'''
+#include <math.h>
+#include <stdio.h>
+#include "tvmlite_kernels.h"
+int main(void) {
+  static float A[16 * 16], B[16 * 16], C[16 * 16];
+  for (int i = 0; i < 256; ++i) { A[i] = (float)(i % 7) - 3.0f; B[i] = (float)(i % 5) * 0.5f; }
+  if (matmul(A, B, C) != 0) return 2;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float want = 0.0f;
+      for (int k = 0; k < 16; ++k) want += A[i * 16 + k] * B[k * 16 + j];
+      if (fabsf(C[i * 16 + j] - want) > 1e-4f) { printf("wrong at %d %d\n", i, j); return 1; }
+    }
+  printf("ok\n");
+  return 0;
+}
+''')
+    target = Target.from_name("aarch64-neon")
+    exe = tmp_path / "main"
+    subprocess.run([target.compiler, str(main_c), f"-I{dist}", f"-L{dist}",
+                    "-ltvmlite_kernels", "-lm", "-fopenmp", "-o", str(exe)], check=True)
+    run = subprocess.run([*emulator_prefix("aarch64"), str(exe)], capture_output=True,
+                         text=True, env={"LD_LIBRARY_PATH": str(dist)}, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
