@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tvmlite.search.measure.base_runner import Runner
+
 
 @dataclass(frozen=True)
 class TuningOptions:
@@ -30,6 +32,9 @@ class TuningOptions:
     flush_cache: bool = False
     check_correctness: bool = True
     n_threads: int | None = None       # OpenMP threads of measured kernels (default: all)
+    # where to measure: a Runner (e.g. search.DaskRunner), used as is (its own measuring
+    # arguments apply); None: a LocalRunner from the fields above
+    runner: Any = None
 
     def __post_init__(self) -> None:
         positive_ints = ("measures_per_round", "population", "number", "repeat")
@@ -54,6 +59,9 @@ class TuningOptions:
                 if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                     raise ValueError(f"TuningOptions.{f.name} must be None or an int >= 1, "
                                      f"got {v!r}")
+            elif f.name == "runner" and v is not None and not isinstance(v, Runner):
+                raise ValueError(f"TuningOptions.runner must be None or a Runner (LocalRunner, "
+                                 f"DaskRunner, ...), got {type(v).__name__}")
             elif f.name in ("flush_cache", "check_correctness") and not isinstance(v, bool):
                 raise ValueError(f"TuningOptions.{f.name} must be True or False, got {v!r}")
 
@@ -63,9 +71,9 @@ class TuningOptions:
         from tvmlite.search.measure.measurer import Measurer
         from tvmlite.search.measure.runner import LocalRunner
         builder = LocalBuilder(target, n_parallel=self.n_parallel, timeout=self.build_timeout)
-        runner = LocalRunner(number=self.number, repeat=self.repeat,
-                             min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,
-                             flush_cache=self.flush_cache,
-                             check_correctness=self.check_correctness,
-                             n_threads=self.n_threads, seed=self.seed)
+        runner = self.runner or LocalRunner(
+            number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
+            timeout=self.run_timeout, flush_cache=self.flush_cache,
+            check_correctness=self.check_correctness, n_threads=self.n_threads,
+            seed=self.seed)
         return Measurer(log_file, builder, runner, target, tuner=tuner, seed=self.seed)

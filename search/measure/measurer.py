@@ -29,6 +29,9 @@ class Measurer:
         self.target = target or Target.host()
         self.builder = builder or LocalBuilder(self.target)
         self.runner = runner or LocalRunner()
+        check = getattr(self.runner, "check_target", None)   # a Runner has it
+        if check is not None:
+            check(self.target)   # a runner that cannot run this target says so now
         self.tuner, self.seed = tuner, seed
         self.log_file = log_file
         self.known: dict[str, Any] = {}     # state key -> Record (this target's, from the log)

@@ -56,7 +56,8 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     """Export the best record of every workload in ``log`` into ``out_dir``.
 
     ``check=False`` skips the re-check (the records' own correctness checks stand);
-    ``runner`` is a LocalRunner to verify with (default: a fresh one)."""
+    ``runner`` is the Runner to verify with (a LocalRunner, a DaskRunner; default: a fresh
+    LocalRunner)."""
     from tvmlite.codegen_c import link_shared
     from tvmlite.target.target import Target
     from tvmlite.search.measure.builder import LocalBuilder
@@ -74,6 +75,8 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     builder = LocalBuilder(target)
     own_runner = runner is None
     runner = runner or LocalRunner(number=1, repeat=1, timeout=60.0)
+    if check and hasattr(runner, "check_target"):
+        runner.check_target(target)   # e.g. a DaskRunner picks the workers of this target
     try:
         for key, recs in groups.items():
             rec = _first_good(recs, target, builder, runner if check else None, report)

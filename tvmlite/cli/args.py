@@ -107,7 +107,45 @@ def _existing_log(path: str) -> str:
 
 
 
+def _runner_spec(text: str) -> str:
+    """``--runner``: ``local`` or ``dask://HOST:PORT`` (a Dask scheduler)."""
+    if text == "local":
+        return text
+    if not text.startswith("dask://"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a runner: use local or "
+                                         "dask://HOST:PORT (a Dask scheduler)")
+    try:
+        from tvmlite.search.measure.dask_runner import parse_address
+    except ImportError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    try:
+        parse_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def make_runner(spec: str | None, **measuring: Any) -> Any:
+    """The Runner ``--runner`` names, with these measuring arguments (LocalRunner's);
+    None for ``local`` or no flag: the tuning then builds its own LocalRunner."""
+    if spec is None or spec == "local":
+        return None
+    from tvmlite.search.measure.dask_runner import DaskRunner
+    return DaskRunner(spec, **measuring)
+
+
 def _options(args: argparse.Namespace, seed: int = 0) -> Any:
+    from dataclasses import replace
+    options = _plain_options(args, seed)
+    runner = make_runner(getattr(args, "runner", None), number=options.number,
+                         repeat=options.repeat, min_repeat_ms=options.min_repeat_ms,
+                         timeout=options.run_timeout, flush_cache=options.flush_cache,
+                         check_correctness=options.check_correctness,
+                         n_threads=options.n_threads, seed=options.seed)
+    return options if runner is None else replace(options, runner=runner)
+
+
+def _plain_options(args: argparse.Namespace, seed: int = 0) -> Any:
     from tvmlite.search.options import TuningOptions
     opts: dict = {"seed": seed}
     if args.population:

@@ -25,7 +25,8 @@ from typing import Any
 
 
 from tvmlite.cli.args import (LIBRARY_ERRORS, UsageError, _existing_log, _options, _positive_int,
-                              _seconds, _seed, parse_params, parse_value, signature)
+                              _runner_spec, _seconds, _seed, make_runner, parse_params,
+                              parse_value, signature)
 from tvmlite.cli.tune import cmd_tune, tune_summary
 
 __all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "log as deployable kernels (.c .h .so + manifest.json)")
     c.add_argument("log", metavar="LOG")
     c.add_argument("--out", required=True, metavar="DIR")
+    _runner_arg(c)
 
     c = command(sub, "compare", cmd_compare, "templated against template-free search: same "
                 "operator, budget and seeds; writes curves.csv, curves.png, report.md")
@@ -120,6 +122,13 @@ def _tuning_args(c: argparse.ArgumentParser) -> None:
                    "size); small values make quick test runs")
     c.add_argument("--batch", type=_positive_int, metavar="B", help="advanced: "
                    "measurements per round (default 64)")
+    _runner_arg(c)
+
+
+def _runner_arg(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--runner", type=_runner_spec, metavar="RUNNER", help="where to measure: "
+                   "local (default: this machine) or dask://HOST:PORT, the workers of a Dask "
+                   "cluster (see README: Measuring on many machines)")
 
 
 # -- target ------------------------------------------------------------------------------------
@@ -150,7 +159,13 @@ def cmd_target(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from tvmlite.search.records.deploy import replay
-    report = replay(_existing_log(args.log), args.out)
+    log = _existing_log(args.log)
+    runner = make_runner(args.runner, number=1, repeat=1, timeout=60.0)
+    try:
+        report = replay(log, args.out, runner=runner)
+    finally:
+        if runner is not None:
+            runner.close()
     print(report)
     if not report.kernels:
         print(f"tvmlite: error: nothing exported from {args.log}: no record was valid here",

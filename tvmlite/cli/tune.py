@@ -135,9 +135,12 @@ def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
     from tvmlite.search.measure.runner import LocalRunner
     inp = MeasureInput(workload, ())
     builder = LocalBuilder(target, timeout=options.build_timeout)
-    with LocalRunner(number=1, repeat=options.repeat, timeout=max(options.run_timeout, 60.0),
+    measuring = dict(number=1, repeat=options.repeat, timeout=max(options.run_timeout, 60.0),
                      flush_cache=options.flush_cache, check_correctness=False,
-                     seed=options.seed) as runner:
+                     seed=options.seed)
+    # where the tuning measured (a cluster's workers), or this machine
+    replace = getattr(options.runner, "replace", None)
+    with (replace(**measuring) if replace is not None else LocalRunner(**measuring)) as runner:
         return runner.run([inp], builder.build([inp]))[0]
 
 
