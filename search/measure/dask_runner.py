@@ -336,6 +336,12 @@ class DaskRunner(Runner):
                             submit(i)
                             continue
                         yield i, lost(i)
+                    elif fut.status == "cancelled":
+                        # not by us (we forget what we cancel): the scheduler is gone
+                        raise RunnerError(
+                            f"lost the Dask scheduler at {self.address} in the middle of a "
+                            f"batch; {len(live) + 1} candidate(s) were not measured (and are "
+                            f"not logged: resuming the tuning measures them)")
                     else:
                         why = f"{type(exc).__name__}: {exc}" if exc else f"task {fut.status}"
                         yield i, MeasureResult(error_no=MeasureErrorNo.UNKNOWN,

@@ -111,6 +111,20 @@ def test_tuning_through_dask_gives_valid_records_whose_best_checks_out(cluster, 
     runner.close()
 
 
+def test_the_task_scheduler_measures_through_dask(cluster, tmp_path):
+    log = tmp_path / "two.jsonl"
+    tasks = [search.SearchTask(func="matmul", args=(16, 16, 16, "float32")),
+             search.SearchTask(func="relu", args=((64,),))]
+    with DaskRunner(cluster.scheduler_address, number=1, repeat=1) as runner:
+        opts = search.TuningOptions(population=8, generations=1, measures_per_round=2,
+                                    runner=runner)
+        search.TaskScheduler(tasks, strategy="round-robin").tune(6, log, opts)
+    records = load_records(log)
+    assert len(records) == 6 and {r.workload.key for r in records} == \
+        {t.workload.key for t in tasks}
+    assert all(r.result.ok for r in records)
+
+
 def test_crashing_and_hanging_candidates_are_error_records_and_workers_survive(
         cluster, workload, builder):
     kinds = ["segv", "ok", "abort", "hang", "ok"]
