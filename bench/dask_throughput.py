@@ -43,6 +43,7 @@ def _measuring(args: argparse.Namespace) -> dict:
 
 def tune_once(args: argparse.Namespace, runner, tmp: Path, label: str) -> dict:
     """One tuning from an empty log and an empty compile cache; its trials per minute."""
+    from tvmlite.search.records.record import load_records
     from tvmlite.search.template_free.task import SearchTask
     home = tmp / f"home-{label}"
     home.mkdir()
@@ -54,7 +55,8 @@ def tune_once(args: argparse.Namespace, runner, tmp: Path, label: str) -> dict:
     return {"label": label, "trials": res.measured, "wall": wall,
             "per_min": 60.0 * res.measured / wall,
             "best_ms": res.best.mean_cost * 1e3 if res.best is not None else float("nan"),
-            "measure_s": res.measure_seconds}
+            "search_s": res.search_seconds, "measure_s": res.measure_seconds,
+            "run_s": sum(r.result.run_seconds for r in load_records(tmp / f"{label}.jsonl"))}
 
 
 def overhead(args: argparse.Namespace, address: str, n: int = 32) -> dict:
@@ -138,12 +140,14 @@ def main() -> None:
         f"(n_threads=1); an empty compile cache per run. Dask: a LocalCluster of worker "
         f"processes (1 thread, measure=1 each); 2 workers measure pinned to one core each.",
         "",
-        "| runner | trials | wall s | trials/min | x 1 worker | best ms |",
-        "|---|---|---|---|---|---|",
+        "| runner | trials | wall s | trials/min | x 1 worker | search s | build+measure s "
+        "| timing s (sum over workers) | best ms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(f"| {r['label']} | {r['trials']} | {r['wall']:.1f} | {r['per_min']:.1f} | "
-                     f"{r['per_min'] / one['per_min']:.2f} | {r['best_ms']:.4f} |")
+                     f"{r['per_min'] / one['per_min']:.2f} | {r['search_s']:.1f} | "
+                     f"{r['measure_s']:.1f} | {r['run_s']:.1f} | {r['best_ms']:.4f} |")
     if cost is not None:
         lines += ["", f"Dask's overhead per candidate: {cost['overhead_ms']:.1f} ms ({cost['n']} "
                   f"built candidates, tiny timing: {cost['local_ms']:.1f} ms each with "
