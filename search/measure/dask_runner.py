@@ -195,9 +195,10 @@ class DaskRunner(Runner):
                 else:
                     self.workers[addr] = desc
                     self._watch(addr)
-        for addr in list(self.workers):
-            if addr not in info:
-                del self.workers[addr]
+        for addr in list(self._known):
+            if addr not in info:      # gone: described afresh if it comes back
+                del self._known[addr]
+                self.workers.pop(addr, None)
         if not self.workers:
             reasons = "; ".join(f"{a}: {w}" for a, w in self._known.items() if w)
             raise RunnerError(
@@ -362,6 +363,7 @@ class DaskRunner(Runner):
         matching worker left, every pending candidate does."""
         addr = msg.get("worker", "?")
         was_ours = self.workers.pop(addr, None) is not None
+        self._known.pop(addr, None)
         self.cores.pop(addr, None)
         if was_ours:
             warnings.warn(f"{self.name}: Dask worker {addr} left the cluster; measuring goes "
