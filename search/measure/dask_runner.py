@@ -54,6 +54,7 @@ __all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE"]
 MEASURE = "measure"      # the Dask resource: candidates a worker may time at once
 RETRIES = 1              # another worker after the first death, then an error record
 COMPARED = ("arch", "features", "vector_bits", "cores")
+_POLL = 5.0              # seconds without news before checking the workers are there
 _START = ("dask worker SCHEDULER --nthreads 1 --resources measure=1")
 
 
@@ -300,7 +301,7 @@ class DaskRunner(Runner):
         inbox: queue.Queue = queue.Queue()
         live: dict[str, int] = {}          # task key -> candidate index
         futures: dict[str, Any] = {}
-        deaths: dict[int, list[str]] = {i: [] for i in jobs}
+        deaths: dict[int, dict[str, str]] = {i: {} for i in jobs}   # worker -> why
         started: dict[str, str] = {}       # task key -> worker that started it
 
         def submit(i: int) -> None:
@@ -313,7 +314,7 @@ class DaskRunner(Runner):
 
         def lost(i: int) -> MeasureResult:
             return MeasureResult(error_no=MeasureErrorNo.UNKNOWN, error_msg=(
-                f"not measured: {'; '.join(deaths[i])}" + ("" if self.workers else
+                f"not measured: {'; '.join(deaths[i].values())}" + ("" if self.workers else
                 f"; no Dask worker of {self.name} that matches the target remains")),
                 build_seconds=jobs[i].build.seconds)
 
@@ -322,7 +323,12 @@ class DaskRunner(Runner):
             for i in jobs:
                 submit(i)
             while live:
-                kind, msg = inbox.get()
+                try:
+                    kind, msg = inbox.get(timeout=_POLL)
+                except queue.Empty:     # no news for a while: is everyone still there?
+                    for gone in self._missing_workers():
+                        inbox.put(("gone", {"worker": gone}))
+                    continue
                 if kind == "start":
                     started[msg["key"]] = msg["worker"]
                 elif kind == "done" and msg in live:
@@ -332,7 +338,9 @@ class DaskRunner(Runner):
                         continue
                     exc = fut.exception() if fut.status == "error" else None
                     if isinstance(exc, KilledWorker):
-                        deaths[i].append(f"Dask reported its worker dead ({exc})")
+                        last = getattr(getattr(exc, "last_worker", None), "address", "?")
+                        deaths[i].setdefault(last, f"its Dask worker {last} died while "
+                                                   f"measuring it (Dask: {exc})")
                         if len(deaths[i]) <= RETRIES and self.workers:
                             submit(i)
                             continue
@@ -372,7 +380,7 @@ class DaskRunner(Runner):
         for key in msg.get("processing-tasks", ()):
             if key in live and started.get(key) == addr:
                 i = live[key]
-                deaths[i].append(f"its Dask worker {addr} died while measuring it")
+                deaths[i][addr] = f"its Dask worker {addr} died while measuring it"
                 if len(deaths[i]) > RETRIES:
                     del live[key]
                     futures.pop(key).cancel()
@@ -381,8 +389,19 @@ class DaskRunner(Runner):
             for key, i in list(live.items()):
                 del live[key]
                 futures.pop(key).cancel()
-                deaths[i].append("its worker left")
+                deaths[i].setdefault(addr, f"its Dask worker {addr} left")
                 yield i, lost(i)
+
+    def _missing_workers(self) -> list[str]:
+        """Our workers the scheduler no longer has (a removal whose event we missed);
+        RunnerError when the scheduler itself is gone."""
+        try:
+            info = self._client.scheduler_info(n_workers=-1)["workers"]
+        except (OSError, TimeoutError) as e:
+            raise RunnerError(f"lost the Dask scheduler at {self.address} in the middle of a "
+                              f"batch ({e}); the candidates not yet measured are not logged: "
+                              f"resuming the tuning measures them") from None
+        return [a for a in self.workers if a not in info]
 
     def close(self) -> None:
         """Disconnect (a client given to the constructor stays open)."""

@@ -248,6 +248,7 @@ class Killer:
 
 
 def _slow_batch(cluster, workload, builder, n: int, kills: int):
+    """Measure ``n`` slow candidates, killing the worker that starts one ``kills`` times."""
     with distributed.Client(cluster.scheduler_address, set_as_default=False) as c:
         _wait_workers(c, 2)
     runner = DaskRunner(cluster.scheduler_address, number=1, repeat=1, timeout=20.0,
@@ -279,6 +280,22 @@ def test_a_worker_killed_during_a_batch_loses_nothing(cluster, workload, builder
     assert len(killed) == 1
     assert all(r.ok for r in got.values())
     assert any(killed[0] in m and "the 1 matching worker(s) that remain" in m for m in msgs)
+
+
+def test_a_scheduler_that_gives_up_at_once_still_gets_one_retry(workload, builder):
+    """With allowed-failures 0, Dask fails the task (KilledWorker) at the first death:
+    the runner submits it once more itself, and counts that death once."""
+    import dask
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cl = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      resources={"measure": 1}, dashboard_address=None)
+    try:
+        got, killed, _ = _slow_batch(cl, workload, builder, n=2, kills=1)
+    finally:
+        cl.close()
+    assert len(killed) == 1 and all(r.ok for r in got.values())
 
 
 def test_a_candidate_whose_worker_dies_twice_is_an_error_record(cluster, workload, builder):
