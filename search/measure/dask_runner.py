@@ -173,7 +173,11 @@ class DaskRunner(Runner):
                             f"{type(target).__name__}")
         self._target = target
         self._known.clear()
-        self._refresh()
+        try:
+            self._refresh()
+        except RunnerError:
+            self.close()     # nothing will use the connection: do not leave it open
+            raise
 
     def _refresh(self) -> None:
         """Bring ``workers`` up to date with the cluster: describe workers not seen yet,
