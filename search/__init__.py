@@ -21,6 +21,7 @@ _EXPORTS = {
     "MeasureInput": "measure.inputs", "MeasureResult": "measure.inputs",
     "MeasureErrorNo": "measure.inputs", "Measurer": "measure.measurer",
     "LocalBuilder": "measure.builder", "LocalRunner": "measure.runner",
+    "DaskRunner": "measure.dask_runner",
     "Workload": "records.workload", "Record": "records.record",
     "load_records": "records.record", "best_record": "records.record",
     "replay": "records.deploy", "TuningOptions": "options", "Trial": "result",

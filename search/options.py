@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from tvmlite.checks import check_int, check_number
+from tvmlite.search.measure.base_runner import Runner
 
 RUNNERS = ("local", "qemu")
 
@@ -34,9 +35,10 @@ class TuningOptions:
     flush_cache: bool = False
     check_correctness: bool = True
     n_threads: int | None = None       # OpenMP threads of measured kernels (default: all)
-    # where candidates run, chosen apart from the target: "local" (this machine) or
-    # "qemu" (the C harness under qemu user mode: correct, emulated timings)
-    runner: str = "local"
+    # where candidates run, chosen apart from the target: "local" (this machine), "qemu"
+    # (the C harness under qemu user mode: correct, emulated timings), or a Runner (e.g.
+    # search.DaskRunner), used as is (its own measuring arguments apply)
+    runner: Any = "local"
 
     def __post_init__(self) -> None:
         positive_ints = ("measures_per_round", "population", "number", "repeat")
@@ -54,9 +56,9 @@ class TuningOptions:
                 check_number(v, "TuningOptions.min_repeat_ms", 0)
             elif f.name in ("early_stopping", "n_parallel", "n_threads"):
                 check_int(v, f"TuningOptions.{f.name}", 1, allow_none=True)
-            elif f.name == "runner" and v not in RUNNERS:
-                raise ValueError(f"TuningOptions.runner must be one of {', '.join(RUNNERS)}, "
-                                 f"got {v!r}")
+            elif f.name == "runner" and not isinstance(v, Runner) and v not in RUNNERS:
+                raise ValueError(f"TuningOptions.runner must be one of {', '.join(RUNNERS)} or "
+                                 f"a Runner (LocalRunner, DaskRunner, ...), got {v!r}")
             elif f.name in ("flush_cache", "check_correctness") and not isinstance(v, bool):
                 raise ValueError(f"TuningOptions.{f.name} must be True or False, got {v!r}")
 
@@ -70,10 +72,12 @@ class TuningOptions:
                         seed=self.seed)
 
     def make_runner(self) -> Any:
-        """The runner ``self.runner`` names, with these options' timing settings (the
+        """The runner ``self.runner`` is or names, with these options' timing settings (the
         emulated one times one call once: its figures say nothing of speed)."""
         from tvmlite.search.measure.qemu_runner import QemuRunner
         from tvmlite.search.measure.runner import LocalRunner
+        if isinstance(self.runner, Runner):
+            return self.runner
         if self.runner == "qemu":
             return QemuRunner(timeout=max(self.run_timeout, 30.0),
                               check_correctness=self.check_correctness,

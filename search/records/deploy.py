@@ -86,10 +86,11 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True
     ``target`` (a Target or a name; default this machine).
 
     ``check=False`` skips the re-check (the records' own correctness checks stand);
-    ``runner`` is the Runner to verify with (default: a fresh LocalRunner). ``check=None``
-    checks when it can: with ``runner``, else locally when this machine runs the target,
-    else it builds without checking and the report says so (pass an emulated runner,
-    ``QemuRunner``, or one on a machine of the target to check)."""
+    ``runner`` is the Runner to verify with (a LocalRunner, a QemuRunner, a DaskRunner;
+    default: a fresh LocalRunner). ``check=None`` checks when it can: with ``runner``, else
+    locally when this machine runs the target, else it builds without checking and the
+    report says so (pass an emulated runner, ``QemuRunner``, or one on a machine of the
+    target to check)."""
     from tvmlite.codegen_c import link_shared
     from tvmlite.target.target import Target
     from tvmlite.search.measure.builder import LocalBuilder

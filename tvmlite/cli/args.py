@@ -133,10 +133,11 @@ def target_args(c: argparse.ArgumentParser, runner: bool = True) -> None:
     c.add_argument("--target", default="host", metavar="NAME", help="the CPU to compile "
                    f"for: {', '.join(TARGET_NAMES)} (default host: this machine)")
     if runner:
-        c.add_argument("--runner", choices=("local", "qemu"), default=None,
-                       help="where candidates run: local (this machine, the default) or "
-                       "qemu (user-mode emulation of the target: checked for correctness, "
-                       "timings emulated)")
+        c.add_argument("--runner", type=_runner_spec, default=None, metavar="RUNNER",
+                       help="where candidates run: local (this machine, the default), qemu "
+                       "(user-mode emulation of the target: checked for correctness, timings "
+                       "emulated) or dask://HOST:PORT (the workers of a Dask cluster; see "
+                       "README: Measuring on many machines)")
 
 
 def resolve_target(args: argparse.Namespace) -> Any:
@@ -150,10 +151,48 @@ def resolve_target(args: argparse.Namespace) -> Any:
     return Target.from_name(name)
 
 
+def _runner_spec(text: str) -> str:
+    """``--runner``: ``local``, ``qemu`` or ``dask://HOST:PORT`` (a Dask scheduler)."""
+    if text in ("local", "qemu"):
+        return text
+    if not text.startswith("dask://"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a runner: use local, qemu or "
+                                         "dask://HOST:PORT (a Dask scheduler)")
+    try:
+        from tvmlite.search.measure.dask_runner import parse_address
+    except ImportError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    try:
+        parse_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def make_runner(spec: str | None, **measuring: Any) -> Any:
+    """The Runner of a ``dask://`` --runner, with these measuring arguments (LocalRunner's);
+    None for the others (local, qemu, no flag): TuningOptions.make_runner builds those."""
+    if spec is None or not spec.startswith("dask://"):
+        return None
+    from tvmlite.search.measure.dask_runner import DaskRunner
+    return DaskRunner(spec, **measuring)
+
+
 def _options(args: argparse.Namespace, seed: int = 0) -> Any:
+    from dataclasses import replace
+    options = _plain_options(args, seed)
+    runner = make_runner(getattr(args, "runner", None), number=options.number,
+                         repeat=options.repeat, min_repeat_ms=options.min_repeat_ms,
+                         timeout=options.run_timeout, flush_cache=options.flush_cache,
+                         check_correctness=options.check_correctness,
+                         n_threads=options.n_threads, seed=options.seed)
+    return options if runner is None else replace(options, runner=runner)
+
+
+def _plain_options(args: argparse.Namespace, seed: int = 0) -> Any:
     from tvmlite.search.options import TuningOptions
     opts: dict = {"seed": seed}
-    if getattr(args, "runner", None):
+    if getattr(args, "runner", None) in ("local", "qemu"):
         opts["runner"] = args.runner
     if args.population:
         opts["population"] = args.population

@@ -25,8 +25,8 @@ from typing import Any
 
 
 from tvmlite.cli.args import (LIBRARY_ERRORS, UsageError, _existing_log, _options, _positive_int,
-                              _seconds, _seed, parse_params, parse_value, resolve_target,
-                              signature, target_args)
+                              _seconds, _seed, make_runner, parse_params, parse_value,
+                              resolve_target, signature, target_args)
 from tvmlite.cli.tune import cmd_tune, tune_summary
 
 __all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",
@@ -192,10 +192,17 @@ def _target_without_compiler(args: argparse.Namespace, err: Exception) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from tvmlite.search.records.deploy import replay
     target = resolve_target(args)
-    from tvmlite.search.options import TuningOptions
-    runner = TuningOptions(runner=args.runner).make_runner() if args.runner else None
-    report = replay(_existing_log(args.log), args.out, target=target, runner=runner,
-                    check=None if runner is None else True)
+    log = _existing_log(args.log)
+    runner = make_runner(args.runner, number=1, repeat=1, timeout=60.0)
+    if runner is None and args.runner == "qemu":
+        from tvmlite.search.options import TuningOptions
+        runner = TuningOptions(runner="qemu").make_runner()
+    try:
+        report = replay(log, args.out, target=target, runner=runner,
+                        check=None if runner is None else True)
+    finally:
+        if runner is not None:
+            runner.close()
     print(report)
     if not report.kernels:
         print(f"tvmlite: error: nothing exported from {args.log}: no record was valid here",

@@ -198,7 +198,11 @@ def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
     builder = LocalBuilder(target, timeout=options.build_timeout)
     opts = replace(options, number=1, run_timeout=max(options.run_timeout, 60.0),
                    check_correctness=False)
-    with opts.make_runner() as runner:   # the tuning's kind of runner
+    own = getattr(options.runner, "replace", None)   # a cluster's runner: its own workers
+    runner = own(number=1, repeat=options.repeat, timeout=opts.run_timeout,
+                 flush_cache=options.flush_cache, check_correctness=False,
+                 seed=options.seed) if own is not None else opts.make_runner()
+    with runner:   # the tuning's kind of runner
         runner.check_target(target)
         return runner.run([inp], builder.build([inp]))[0]
 

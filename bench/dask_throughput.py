@@ -1,0 +1,162 @@
+"""Throughput of one tuning measured on a Dask cluster: trials per minute with 1 and with
+2 Dask workers against ``LocalRunner``, and the overhead Dask adds per candidate.
+
+The cluster is a ``LocalCluster`` of worker processes on this machine, each worker with
+one thread and ``measure=1``: two workers on a 2-core machine are two small "machines",
+each timing its candidates pinned to its own core (``DaskRunner`` splits a shared host's
+cores between its workers), with single-threaded kernels (``n_threads=1``). Every
+configuration runs the same template-free tuning (same workload, seed and settings) and
+starts from an empty compile cache, so each pays its own compiles, as a fresh tuning does.
+
+Overhead per candidate: one batch of already-compiled candidates measured by a
+``LocalRunner`` and by a ``DaskRunner`` on one worker with the same (tiny) timing
+settings, after a warm-up batch; (Dask wall - local wall) / candidates.
+
+    PYTHONPATH=. python bench/dask_throughput.py [--trials 48] [--out RESULTS-dask.md]
+
+Run it alone (flock /work/timing.lock ...): the numbers are wall times.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+OP, ARGS = "matmul", (64, 64, 64, "float32")
+
+
+def _options(args: argparse.Namespace, runner=None):
+    from tvmlite.search.options import TuningOptions
+    return TuningOptions(population=args.population, generations=1,
+                         measures_per_round=args.batch, seed=0, number=1, repeat=args.repeat,
+                         min_repeat_ms=args.min_repeat_ms, n_threads=1, runner=runner)
+
+
+def _measuring(args: argparse.Namespace) -> dict:
+    return dict(number=1, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                n_threads=1, timeout=10.0)
+
+
+def tune_once(args: argparse.Namespace, runner, tmp: Path, label: str) -> dict:
+    """One tuning from an empty log and an empty compile cache; its trials per minute."""
+    from tvmlite.search.records.record import load_records
+    from tvmlite.search.template_free.task import SearchTask
+    home = tmp / f"home-{label}"
+    home.mkdir()
+    os.environ["HOME"] = str(home)     # the compile cache lives under ~/.cache
+    task = SearchTask(func=OP, args=ARGS)
+    start = time.perf_counter()
+    res = task.tune(args.trials, tmp / f"{label}.jsonl", _options(args, runner))
+    wall = time.perf_counter() - start
+    return {"label": label, "trials": res.measured, "wall": wall,
+            "per_min": 60.0 * res.measured / wall,
+            "best_ms": res.best.mean_cost * 1e3 if res.best is not None else float("nan"),
+            "search_s": res.search_seconds, "measure_s": res.measure_seconds,
+            "run_s": sum(r.result.run_seconds for r in load_records(tmp / f"{label}.jsonl"))}
+
+
+def overhead(args: argparse.Namespace, address: str, n: int = 32) -> dict:
+    """Dask's wall time per candidate over LocalRunner's, on one batch of built ones."""
+    from tvmlite.search.measure.builder import LocalBuilder
+    from tvmlite.search.measure.dask_runner import DaskRunner
+    from tvmlite.search.measure.inputs import MeasureInput
+    from tvmlite.search.measure.runner import LocalRunner
+    from tvmlite.search.records.workload import Workload
+    wl = Workload.from_op(OP, *ARGS)
+    builder = LocalBuilder()
+    inputs = [MeasureInput(wl, (), decisions=i) for i in range(n)]
+    builds = builder.build(inputs)
+    tiny = dict(number=1, repeat=1, min_repeat_ms=0.0, n_threads=1, timeout=10.0)
+    walls = {}
+    for name, runner in (("local", LocalRunner(**tiny)), ("dask", DaskRunner(address, **tiny))):
+        with runner:
+            runner.run(inputs[:2], builds[:2], builder.build_reference)    # warm-up
+            best = float("inf")
+            for _ in range(3):
+                start = time.perf_counter()
+                results = runner.run(inputs, builds, builder.build_reference)
+                best = min(best, time.perf_counter() - start)
+            assert all(r.ok for r in results), [r.error_msg for r in results if not r.ok]
+            walls[name] = best
+    return {"local_ms": 1e3 * walls["local"] / n, "dask_ms": 1e3 * walls["dask"] / n,
+            "overhead_ms": 1e3 * (walls["dask"] - walls["local"]) / n, "n": n}
+
+
+def main() -> None:
+    import distributed
+
+    from tvmlite.search.measure.dask_runner import DaskRunner
+    from tvmlite.target.target import Target
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trials", type=int, default=48)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--population", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--min-repeat-ms", type=float, default=100.0)
+    p.add_argument("--out", type=Path, help="also write the results as markdown here")
+    args = p.parse_args()
+    target = Target.host()
+    load0 = os.getloadavg()[0]
+    rows, cost = [], None
+    with tempfile.TemporaryDirectory(prefix="tvmlite-dask-bench-") as d:
+        tmp = Path(d)
+        home = os.environ.get("HOME")
+        try:
+            warm = argparse.Namespace(**{**vars(args), "trials": 4, "batch": 4})
+            tune_once(warm, None, tmp, "warm-up")     # imports, xgboost, the peak cache
+            rows.append(tune_once(args, None, tmp, "LocalRunner"))
+            for n_workers in (1, 2):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cluster = distributed.LocalCluster(
+                        n_workers=n_workers, threads_per_worker=1, processes=True,
+                        resources={"measure": 1}, dashboard_address=None)
+                try:
+                    runner = DaskRunner(cluster.scheduler_address, **_measuring(args))
+                    rows.append(tune_once(args, runner, tmp, f"DaskRunner, {n_workers} worker(s)"))
+                    if n_workers == 1:
+                        cost = overhead(args, cluster.scheduler_address)
+                finally:
+                    cluster.close()
+        finally:
+            if home is not None:
+                os.environ["HOME"] = home
+    one = next(r for r in rows if r["label"].endswith("1 worker(s)"))
+    lines = [
+        "# Measuring on a Dask cluster: throughput",
+        "",
+        f"Date: {time.strftime('%Y-%m-%dT%H:%M')}. Generated by `python bench/dask_throughput.py "
+        f"--trials {args.trials}`. CPU: {target.arch}, {target.cores} cores, "
+        f"{target.vector_bits}-bit vectors ({platform.processor() or 'x86_64'}); a shared "
+        f"machine (load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end).",
+        "",
+        f"One template-free tuning of {OP}{ARGS[:3]}: {args.trials} trials, batches of "
+        f"{args.batch}, population {args.population}, seed 0; each candidate checked, then "
+        f"timed {args.repeat} x >= {args.min_repeat_ms:g} ms, single-threaded "
+        f"(n_threads=1); an empty compile cache per run. Dask: a LocalCluster of worker "
+        f"processes (1 thread, measure=1 each); 2 workers measure pinned to one core each.",
+        "",
+        "| runner | trials | wall s | trials/min | x 1 worker | search s | build+measure s "
+        "| timing s (sum over workers) | best ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['label']} | {r['trials']} | {r['wall']:.1f} | {r['per_min']:.1f} | "
+                     f"{r['per_min'] / one['per_min']:.2f} | {r['search_s']:.1f} | "
+                     f"{r['measure_s']:.1f} | {r['run_s']:.1f} | {r['best_ms']:.4f} |")
+    if cost is not None:
+        lines += ["", f"Dask's overhead per candidate: {cost['overhead_ms']:.1f} ms ({cost['n']} "
+                  f"built candidates, tiny timing: {cost['local_ms']:.1f} ms each with "
+                  f"LocalRunner, {cost['dask_ms']:.1f} ms with DaskRunner on 1 worker; best of 3)."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

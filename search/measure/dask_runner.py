@@ -1,0 +1,425 @@
+"""``DaskRunner``: measure candidates on the workers of a Dask distributed cluster.
+
+Measuring is what a tuning waits for, and several identical machines can measure at
+once. Dask brings the scheduling, worker health and a live dashboard; this module adds
+what tuning needs on top:
+
+- **Where compiling happens.** The client compiles (``LocalBuilder``, in parallel on its
+  own cores, through its content-addressed cache) and ships each library's bytes. One
+  compiler builds every candidate, so the binary a record describes is the one the log's
+  target names, whichever worker timed it; workers need Python and tvmlite, not the same
+  compiler version. Libraries are small (tens of KB), shipping them costs little.
+- **Isolation.** A worker never loads a kernel in its own process: ``dask_worker`` runs
+  each candidate in the isolated measuring process of a ``LocalRunner`` living in the
+  worker, so a crash or hang is an error record and the Dask worker keeps serving.
+- **Exclusivity.** Every candidate needs one unit of the Dask resource ``measure``; a
+  worker started with ``--resources measure=1`` times one candidate at a time. Workers
+  that share a machine are each pinned to their own cores (``pin=True``), so they can time
+  at once without timing each other.
+- **Comparable records.** Every worker reports its target; only workers whose arch,
+  features, vector width and cores equal the task's measure it. Others are named in a
+  warning and not used; if none is left, ``check_target`` raises before any tuning starts.
+- **Faults.** A worker that dies while timing a candidate: Dask reschedules it on another
+  worker once; a second death records it as an error with the reason. Each candidate is
+  yielded exactly once, whatever Dask does; the client alone writes the log (the
+  ``Measurer``). The run goes on with the workers that remain, and a warning says how many.
+
+Map: ``parse_address`` · ``DaskRunner`` (connect, check_target and worker selection,
+iter_run and its fault handling).
+"""
+from __future__ import annotations
+
+import queue
+import uuid
+import warnings
+from typing import Any, Callable, Iterator, Sequence
+
+try:
+    import distributed
+    from distributed import KilledWorker
+except ImportError as _e:  # pragma: no cover -- the dask extra is not installed
+    raise ImportError("search.DaskRunner needs Dask distributed: pip install "
+                      "'tvmlite[dask]' (or pip install distributed)") from _e
+
+from tvmlite.search.measure.base_runner import Runner, RunnerError
+from tvmlite.search.measure.builder import BuildResult
+from tvmlite.search.measure.dask_worker import (START_TOPIC, Config, Job, describe_worker,
+                                                measure_job)
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.target.target import Target
+
+__all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE"]
+
+MEASURE = "measure"      # the Dask resource: candidates a worker may time at once
+RETRIES = 1              # another worker after the first death, then an error record
+COMPARED = ("arch", "features", "vector_bits", "cores")
+_POLL = 5.0              # seconds without news before checking the workers are there
+_START = ("dask worker SCHEDULER --nthreads 1 --resources measure=1")
+
+
+class DaskWorkerWarning(UserWarning):
+    """A Dask worker is not used (another target, no ``measure`` resource) or left."""
+
+
+def parse_address(text: str) -> str:
+    """``dask://HOST:PORT``, ``tcp://HOST:PORT`` or ``HOST:PORT`` -> the scheduler's
+    ``tcp://HOST:PORT``; ValueError naming the form otherwise."""
+    if not isinstance(text, str):
+        raise TypeError(f"DaskRunner(scheduler=...) must be an address string or a "
+                        f"distributed.Client, got {type(text).__name__}")
+    rest = text[len("dask://"):] if text.startswith("dask://") else \
+        text[len("tcp://"):] if text.startswith("tcp://") else text
+    host, colon, port = rest.rpartition(":")
+    if not colon or not host or "/" in rest or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"Dask scheduler address {text!r}: write dask://HOST:PORT, e.g. "
+                         f"dask://127.0.0.1:8786 (the port `dask scheduler` prints)")
+    return f"tcp://{host}:{port}"
+
+
+class DaskRunner(Runner):
+    """Measures on a Dask cluster; see the module docstring.
+
+    ``scheduler`` is an address (``dask://HOST:PORT``) or a ``distributed.Client`` (kept
+    open on ``close``). The measuring arguments are ``LocalRunner``'s and mean the same;
+    ``pin`` gives workers sharing a machine their own cores; ``connect_timeout`` bounds
+    reaching the scheduler. ``close`` disconnects; the runner reconnects when used again.
+    """
+
+    emulated = False
+
+    def __init__(self, scheduler: Any, number: int = 3, repeat: int = 3,
+                 min_repeat_ms: float = 0.0, timeout: float = 10.0, flush_cache: bool = False,
+                 check_correctness: bool = True, n_threads: int | None = None, seed: int = 0,
+                 pin: bool = True, connect_timeout: float = 10.0):
+        params = dict(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                      timeout=timeout, flush_cache=flush_cache,
+                      check_correctness=check_correctness, n_threads=n_threads, seed=seed)
+        LocalRunner(**params)   # the same checks, the same messages
+        if not isinstance(pin, bool):
+            raise ValueError(f"DaskRunner(pin={pin!r}): use True or False")
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)) \
+                or connect_timeout <= 0:
+            raise ValueError(f"DaskRunner(connect_timeout={connect_timeout!r}): use a "
+                             f"positive number of seconds")
+        self.params, self.pin, self.connect_timeout = params, pin, float(connect_timeout)
+        self.check_correctness = bool(check_correctness)
+        if isinstance(scheduler, distributed.Client):
+            self._client: Any = scheduler
+            self._own_client = False
+            self.address = scheduler.scheduler.address
+        else:
+            self._client, self._own_client = None, True
+            self.address = parse_address(scheduler)
+        self.name = "dask://" + self.address.split("://", 1)[-1]
+        self._target: Target | None = None
+        self.workers: dict[str, dict] = {}     # usable address -> its description
+        self.cores: dict[str, tuple] = {}      # address -> cores it measures on
+        self._known: dict[str, str] = {}       # address -> "" (usable) or why not
+        self._inbox: queue.Queue | None = None
+        self._watched: set[str] = set()       # worker addresses whose topic we follow
+        self._references: dict[str, tuple[BuildResult, bytes]] = {}
+
+    def replace(self, **params: Any) -> "DaskRunner":
+        """A runner on the same cluster and connection with other measuring arguments."""
+        twin = DaskRunner(self._client if self._client is not None else self.address,
+                          **{**self.params, **params}, pin=self.pin,
+                          connect_timeout=self.connect_timeout)
+        return twin
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """The scheduler's dashboard, where the tuning's tasks show live."""
+        return self._client.dashboard_link if self._client is not None else None
+
+    # -- connecting and choosing workers -------------------------------------------------
+    def _connect(self) -> Any:
+        if self._client is None:
+            try:
+                self._client = distributed.Client(self.address, timeout=self.connect_timeout,
+                                                  set_as_default=False)
+            except (OSError, TimeoutError, ValueError) as e:
+                raise RunnerError(
+                    f"cannot reach the Dask scheduler at {self.address} within "
+                    f"{self.connect_timeout:g}s ({type(e).__name__}: {e}); start one there "
+                    f"with `dask scheduler` (and workers with `{_START}`), or fix the "
+                    f"address given as --runner dask://HOST:PORT") from None
+            self._known.clear()
+            self._watched.clear()
+        self._client.subscribe_topic(START_TOPIC, self._on_start)
+        return self._client
+
+    def _on_start(self, event: tuple) -> None:
+        inbox = self._inbox
+        if inbox is not None:
+            inbox.put(("start", event[1]))
+
+    def _watch(self, address: str) -> None:
+        """Hear of ``address`` leaving: the scheduler logs its removal on the topic named
+        by the worker's address, with the tasks it was processing."""
+        def on_event(event: tuple, _address: str = address) -> None:
+            inbox, msg = self._inbox, event[1]
+            if inbox is not None and isinstance(msg, dict) \
+                    and msg.get("action") == "remove-worker":
+                inbox.put(("gone", dict(msg, worker=_address)))
+        self._client.subscribe_topic(address, on_event)
+        self._watched.add(address)
+
+    def check_target(self, target: Any) -> None:
+        """Connect, ask every worker for its target and keep those that match ``target``;
+        RunnerError naming each worker and why, when none does."""
+        if not isinstance(target, Target):
+            raise TypeError(f"DaskRunner.check_target(target=...) must be a Target, got "
+                            f"{type(target).__name__}")
+        self._target = target
+        self._known.clear()
+        try:
+            self._refresh()
+        except RunnerError:
+            self.close()     # nothing will use the connection: do not leave it open
+            raise
+
+    def _refresh(self) -> None:
+        """Bring ``workers`` up to date with the cluster: describe workers not seen yet,
+        drop those gone, re-split shared machines' cores."""
+        client = self._connect()
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        new = [a for a in info if a not in self._known]
+        if new:
+            described = client.run(describe_worker, workers=new, on_error="return")
+            for addr in new:
+                desc = described.get(addr)
+                if isinstance(desc, BaseException) or desc is None:
+                    desc = {"error": f"it did not answer ({desc!r}); is tvmlite importable "
+                                     f"there?", "target": None, "host": "?", "cpus": []}
+                why = self._unusable(desc, info[addr].get("resources") or {})
+                self._known[addr] = why
+                if why:
+                    warnings.warn(f"{self.name}: not measuring on Dask worker {addr}: {why}",
+                                  DaskWorkerWarning, stacklevel=4)
+                else:
+                    self.workers[addr] = desc
+                    self._watch(addr)
+        for addr in list(self._known):
+            if addr not in info:      # gone: described afresh if it comes back
+                del self._known[addr]
+                self.workers.pop(addr, None)
+        if not self.workers:
+            reasons = "; ".join(f"{a}: {w}" for a, w in self._known.items() if w)
+            raise RunnerError(
+                f"no Dask worker of {self.name} can measure for this target ("
+                f"{self._target.arch} {' '.join(self._target.features)}, "
+                f"{self._target.vector_bits}-bit vectors, {self._target.cores} cores)"
+                + (f": {reasons}" if reasons else ": the scheduler has no workers")
+                + f". Start workers of that target with `{_START}`")
+        self._split_cores()
+
+    def _unusable(self, desc: dict, resources: dict) -> str:
+        """Why a worker must not measure this target ('' when it may)."""
+        if resources.get(MEASURE, 0) < 1:
+            return (f"it offers no '{MEASURE}' resource, so nothing would bound how many "
+                    f"candidates it times at once; start it with `{_START}`")
+        if desc.get("target") is None:
+            return desc.get("error") or "it reported no target"
+        theirs, ours = desc["target"], self._target.to_json()
+        diff = [f"{k} {theirs[k]!r} (the task's: {ours[k]!r})" for k in COMPARED
+                if theirs[k] != ours[k]]
+        return f"its target differs: {', '.join(diff)}" if diff else ""
+
+    def _split_cores(self) -> None:
+        """Workers sharing a host each get an equal share of its CPUs, in address order;
+        a worker alone on its host is not pinned."""
+        self.cores = {}
+        if not self.pin:
+            return
+        hosts: dict[str, list[str]] = {}
+        for addr, desc in sorted(self.workers.items()):
+            hosts.setdefault(desc["host"], []).append(addr)
+        for host, addrs in hosts.items():
+            if len(addrs) < 2:
+                continue
+            cpus = sorted({c for a in addrs for c in self.workers[a]["cpus"]})
+            per = len(cpus) // len(addrs)
+            if per == 0:
+                for extra in addrs[len(cpus):]:
+                    del self.workers[extra]
+                    self._known[extra] = (f"{len(addrs)} workers share host {host} and its "
+                                          f"{len(cpus)} CPU(s); one per CPU measures")
+                    warnings.warn(f"{self.name}: not measuring on Dask worker {extra}: "
+                                  f"{self._known[extra]}", DaskWorkerWarning, stacklevel=5)
+                addrs, per = addrs[:len(cpus)], 1
+            for i, addr in enumerate(addrs):
+                self.cores[addr] = tuple(cpus[i * per:(i + 1) * per])
+
+    # -- measuring -------------------------------------------------------------------------
+    def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
+                 reference: Callable[[Any], BuildResult] | None = None
+                 ) -> Iterator[tuple[int, MeasureResult]]:
+        """Submit every candidate of the batch at once and yield each result as its task
+        finishes (two workers time two candidates at once). Failed builds are yielded
+        first, with their error."""
+        inputs, builds = list(inputs), list(builds)
+        if len(inputs) != len(builds):
+            raise ValueError(f"DaskRunner.run: got {len(inputs)} inputs but {len(builds)} "
+                             f"builds; pass the list LocalBuilder.build(inputs) returned")
+        if self.check_correctness and reference is None:
+            raise ValueError("DaskRunner.run(reference=...) is needed to check correctness: "
+                             "pass builder.build_reference, or DaskRunner(check_correctness="
+                             "False)")
+        if self._target is None:
+            self.check_target(Target.host())   # the builder's default target
+        else:
+            self._refresh()
+        jobs: dict[int, Job] = {}
+        libs: dict[str, bytes] = {}
+        for i, (inp, b) in enumerate(zip(inputs, builds)):
+            if not b.ok:
+                yield i, MeasureResult(error_no=b.error_no, error_msg=b.error_msg,
+                                       build_seconds=b.seconds)
+                continue
+            if b.lib_path not in libs:
+                with open(b.lib_path, "rb") as f:
+                    libs[b.lib_path] = f.read()
+            ref, ref_lib = self._reference(inp.workload, reference)
+            jobs[i] = Job(inp, b, libs[b.lib_path], ref, ref_lib)
+        if jobs:
+            yield from self._run_jobs(jobs)
+
+    def _reference(self, workload: Any, reference: Callable[[Any], BuildResult] | None
+                   ) -> tuple[BuildResult | None, bytes]:
+        """The reference build of ``workload`` and its library bytes (once per workload)."""
+        if not self.check_correctness:
+            return None, b""
+        if workload.key not in self._references:
+            ref = reference(workload)
+            data = b""
+            if isinstance(ref, BuildResult) and ref.ok:
+                with open(ref.lib_path, "rb") as f:
+                    data = f.read()
+            self._references[workload.key] = (ref, data)
+        return self._references[workload.key]
+
+    def _run_jobs(self, jobs: dict[int, Job]) -> Iterator[tuple[int, MeasureResult]]:
+        client = self._client
+        config = Config(tuple(sorted(self.params.items())), tuple(sorted(self.cores.items())))
+        inbox: queue.Queue = queue.Queue()
+        live: dict[str, int] = {}          # task key -> candidate index
+        futures: dict[str, Any] = {}
+        deaths: dict[int, dict[str, str]] = {i: {} for i in jobs}   # worker -> why
+        started: dict[str, str] = {}       # task key -> worker that started it
+
+        def submit(i: int) -> None:
+            key = f"tvmlite-measure-{uuid.uuid4().hex}"
+            live[key] = i
+            futures[key] = fut = client.submit(
+                measure_job, jobs[i], config, key=key, workers=sorted(self.workers),
+                allow_other_workers=False, resources={MEASURE: 1}, pure=False)
+            fut.add_done_callback(lambda f: inbox.put(("done", f.key)))
+
+        def lost(i: int) -> MeasureResult:
+            return MeasureResult(error_no=MeasureErrorNo.UNKNOWN, error_msg=(
+                f"not measured: {'; '.join(deaths[i].values())}" + ("" if self.workers else
+                f"; no Dask worker of {self.name} that matches the target remains")),
+                build_seconds=jobs[i].build.seconds)
+
+        self._inbox = inbox
+        try:
+            for i in jobs:
+                submit(i)
+            while live:
+                try:
+                    kind, msg = inbox.get(timeout=_POLL)
+                except queue.Empty:     # no news for a while: is everyone still there?
+                    for gone in self._missing_workers():
+                        inbox.put(("gone", {"worker": gone}))
+                    continue
+                if kind == "start":
+                    started[msg["key"]] = msg["worker"]
+                elif kind == "done" and msg in live:
+                    i, fut = live.pop(msg), futures.pop(msg)
+                    if fut.status == "finished":
+                        yield i, fut.result()
+                        continue
+                    exc = fut.exception() if fut.status == "error" else None
+                    if isinstance(exc, KilledWorker):
+                        last = getattr(getattr(exc, "last_worker", None), "address", "?")
+                        deaths[i].setdefault(last, f"its Dask worker {last} died while "
+                                                   f"measuring it (Dask: {exc})")
+                        if len(deaths[i]) <= RETRIES and self.workers:
+                            submit(i)
+                            continue
+                        yield i, lost(i)
+                    elif fut.status == "cancelled":
+                        # not by us (we forget what we cancel): the scheduler is gone
+                        raise RunnerError(
+                            f"lost the Dask scheduler at {self.address} in the middle of a "
+                            f"batch; {len(live) + 1} candidate(s) were not measured (and are "
+                            f"not logged: resuming the tuning measures them)")
+                    else:
+                        why = f"{type(exc).__name__}: {exc}" if exc else f"task {fut.status}"
+                        yield i, MeasureResult(error_no=MeasureErrorNo.UNKNOWN,
+                                               error_msg=f"the Dask task failed: {why}",
+                                               build_seconds=jobs[i].build.seconds)
+                elif kind == "gone":
+                    yield from self._worker_gone(msg, live, futures, started, deaths, lost)
+        finally:
+            self._inbox = None
+            if futures:
+                client.cancel(list(futures.values()))
+
+    def _worker_gone(self, msg: dict, live: dict, futures: dict, started: dict,
+                     deaths: dict, lost: Callable[[int], MeasureResult]
+                     ) -> Iterator[tuple[int, MeasureResult]]:
+        """A worker left: the candidates it was timing have one more death (Dask puts
+        them on another worker; past RETRIES they become error records); without any
+        matching worker left, every pending candidate does."""
+        addr = msg.get("worker", "?")
+        was_ours = self.workers.pop(addr, None) is not None
+        self._known.pop(addr, None)
+        self.cores.pop(addr, None)
+        if was_ours:
+            warnings.warn(f"{self.name}: Dask worker {addr} left the cluster; measuring goes "
+                          f"on with the {len(self.workers)} matching worker(s) that remain",
+                          DaskWorkerWarning, stacklevel=4)
+        for key in msg.get("processing-tasks", ()):
+            if key in live and started.get(key) == addr:
+                i = live[key]
+                deaths[i][addr] = f"its Dask worker {addr} died while measuring it"
+                if len(deaths[i]) > RETRIES:
+                    del live[key]
+                    futures.pop(key).cancel()
+                    yield i, lost(i)
+        if not self.workers:
+            for key, i in list(live.items()):
+                del live[key]
+                futures.pop(key).cancel()
+                deaths[i].setdefault(addr, f"its Dask worker {addr} left")
+                yield i, lost(i)
+
+    def _missing_workers(self) -> list[str]:
+        """Our workers the scheduler no longer has (a removal whose event we missed);
+        RunnerError when the scheduler itself is gone."""
+        try:
+            info = self._client.scheduler_info(n_workers=-1)["workers"]
+        except (OSError, TimeoutError) as e:
+            raise RunnerError(f"lost the Dask scheduler at {self.address} in the middle of a "
+                              f"batch ({e}); the candidates not yet measured are not logged: "
+                              f"resuming the tuning measures them") from None
+        return [a for a in self.workers if a not in info]
+
+    def close(self) -> None:
+        """Disconnect (a client given to the constructor stays open)."""
+        if self._client is not None and self._client.status == "running":
+            for topic in (START_TOPIC, *self._watched):
+                try:
+                    self._client.unsubscribe_topic(topic)
+                except ValueError:
+                    pass
+            if self._own_client:
+                self._client.close()
+        if self._own_client:
+            self._client = None
+        self._watched.clear()
+        self.workers.clear()
+        self._known.clear()
+        self._references.clear()
