@@ -203,9 +203,9 @@ def _ranked(recs: list, target: Any, log: Any) -> list:
         other = valid[0].target
         _warn_each_time(f"replay {log}: {valid[0].workload.name} ({valid[0].workload.key[:8]}) "
                         f"was tuned on {where_logged(other, target)}; building its "
-                        f"schedule for this one, where it may be slower; its logged GFLOP/s "
-                        f"are that CPU's, the re-check times it here", TargetMismatchWarning,
-                        log)
+                        f"schedule for {target.name or target.arch}, where it is still correct "
+                        f"but may be slower; its logged GFLOP/s are that CPU's, the re-check "
+                        f"times it here", TargetMismatchWarning, log)
         return valid
     return here
 
