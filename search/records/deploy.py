@@ -234,9 +234,10 @@ def where_logged(logged: Any, here: Any) -> str:
 
 
 def target_label(t: Any) -> str:
-    """A short name for a target in tables: its name if it has one, else arch and ISA."""
+    """A short name for a target in tables: its name if it has one (not "host", which
+    says nothing of another machine), else arch and ISA."""
     name = getattr(t, "name", None)
-    if isinstance(name, str) and name:
+    if isinstance(name, str) and name and name != "host":
         return name
     for isa in ("avx512f", "avx2", "avx", "sse4_2", "sve", "neon", "asimd"):
         if isa in t.features:
