@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tvmlite.runtime.module import generate_c, header
+from tvmlite.runtime.module import generate_c, header, size_doc
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 
@@ -68,8 +68,8 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     out.mkdir(parents=True, exist_ok=True)
     report = ReplayReport(out)
     groups: dict[str, list] = {}
-    for r in records:
-        groups.setdefault(r.workload.key, []).append(r)
+    for r in records:  # a dynamic workload's records at every size make one group
+        groups.setdefault(getattr(r.workload, "base_key", r.workload.key), []).append(r)
     names = _kernel_names([g[0].workload for g in groups.values()])
     builder = LocalBuilder(target)
     own_runner = runner is None
@@ -114,10 +114,10 @@ def _export(rec: Any, name: str, target: Any, out: Path) -> dict:
     from tvmlite.codegen_c import compile_shared
     wl = rec.workload
     s = Schedule.from_steps(wl.outputs, rec.steps)
-    _, source, decl = generate_c(s, list(wl.tensors), target, name)
+    func, source, decl = generate_c(s, list(wl.tensors), target, name)
     lib = compile_shared(source, target)
     (out / f"{name}.c").write_text(source)
-    (out / f"{name}.h").write_text(header(name, decl))
+    (out / f"{name}.h").write_text(header(name, size_doc(func) + decl))
     shutil.copyfile(lib, out / f"lib{name}.so")
     return _entry(name, rec, decl)
 
@@ -125,7 +125,10 @@ def _export(rec: Any, name: str, target: Any, out: Path) -> dict:
 def _ranked(recs: list, target: Any) -> list:
     """Valid records, fastest first: those tuned for this CPU, else (with a warning) any."""
     from tvmlite.search.records.record import TargetMismatchWarning, target_matches
-    valid = sorted((r for r in recs if r.result.ok), key=lambda r: r.mean_cost)
+    dynamic = any(getattr(r.workload, "sizes", None) for r in recs)
+    # one workload at several sizes: times are not comparable, throughput is
+    rank = (lambda r: -r.gflops) if dynamic else (lambda r: r.mean_cost)
+    valid = sorted((r for r in recs if r.result.ok), key=rank)
     here = [r for r in valid if target_matches(r.target, target)]
     if valid and not here:
         other = valid[0].target
@@ -157,8 +160,17 @@ def _kernel_names(workloads: list) -> dict:
     count: dict[str, int] = {}
     for w in workloads:
         count[w.name] = count.get(w.name, 0) + 1
-    return {w.key: w.name if count[w.name] == 1 else f"{w.name}_{w.key[:8]}"
+    return {_base(w): w.name if count[w.name] == 1 else f"{w.name}_{_base(w)[:8]}"
             for w in workloads}
+
+
+def _base(w: Any) -> str:
+    return getattr(w, "base_key", w.key)
+
+
+def _dim(d: Any) -> Any:
+    """A manifest dimension: an int, or a symbolic size's text ("M")."""
+    return d if isinstance(d, int) else str(d)
 
 
 def _skip(wl: Any, reason: str) -> dict:
@@ -173,8 +185,10 @@ def _entry(name: str, rec: Any, decl: str) -> dict:
         "source": f"{name}.c", "header": f"{name}.h", "library": f"lib{name}.so",
         "functions": {"kernel": name, "time": f"{name}_time",
                       "set_num_threads": f"{name}_set_num_threads"},
-        "workload": {"name": wl.name, "key": wl.key, "args": wl.args},
-        "args": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+        "workload": {"name": wl.name, "key": _base(wl), "args": wl.args},
+        **({"sizes": list(wl.size_names), "measured_at": dict(wl.sizes)}
+           if getattr(wl, "sizes", None) else {}),
+        "args": [{"name": t.name, "shape": [_dim(d) for d in t.shape], "dtype": t.dtype,
                   "role": "output" if t.name in outputs else "input"} for t in wl.tensors],
         "time_seconds": rec.mean_cost, "gflops": rec.gflops, "flops": wl.flops,
         "record": {"key": rec.key, "timestamp": rec.result.timestamp, "tuner": rec.tuner,
@@ -187,4 +201,4 @@ def _decl_of(header_path: Path) -> str:
     """The prototypes of a kernel header (between its extern "C" guards)."""
     lines = header_path.read_text().splitlines()
     return "".join(line + "\n" for line in lines
-                   if line.startswith(("int32_t ", "double ", "void ")))
+                   if line.startswith(("int32_t ", "double ", "void ", "/* ", "   arrays: ")))

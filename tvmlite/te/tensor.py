@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from tvmlite.ir.expr import (BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select, TensorRead,
                              Var, as_expr, binop, check_dtype, const, is_float, walk)
-from tvmlite.ir.symbolic import SizeVar, is_size_expr, is_static
+from tvmlite.ir.symbolic import SizeVar, fold, is_size_expr, is_static
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
            "all", "any", "const", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf",
@@ -220,7 +220,7 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
     check_name(name, "reduce_axis name")
     lo, hi = (0, dom) if isinstance(dom, (int, Expr)) else tuple(dom)
     if is_static(lo) and is_size_expr(hi) and not isinstance(hi, Const):
-        return IterVar(Var(name), hi if lo == 0 else binop("-", hi, lo), "reduce", lo)
+        return IterVar(Var(name), hi if lo == 0 else fold(binop("-", hi, lo)), "reduce", lo)
     if not builtins.all(isinstance(x, int) and not isinstance(x, bool) for x in (lo, hi)) or hi <= lo:
         raise ValueError(f"reduce_axis {name}: dom must be (lo, hi) ints with lo < hi, got {dom!r}")
     return IterVar(Var(name), hi - lo, "reduce", lo)
