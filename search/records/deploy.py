@@ -76,6 +76,9 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
     runner = runner or LocalRunner(number=1, repeat=1, timeout=60.0)
     try:
         for key, recs in groups.items():
+            if _export_dynamic(recs, names[key], target, out, builder,
+                               runner if check else None, report):
+                continue
             rec = _first_good(recs, target, builder, runner if check else None, report)
             if rec is not None:
                 report.kernels.append(_export(rec, names[key], target, out))
@@ -83,7 +86,8 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool = True,
         if own_runner:
             runner.close()
     if report.kernels:
-        report.bundle = link_shared([out / f"{k['name']}.c" for k in report.kernels], target,
+        report.bundle = link_shared([out / f for k in report.kernels
+                                     for f in k.get("sources", [k["source"]])], target,
                                     out / f"lib{BUNDLE}.so")
         decls = "".join(_decl_of(out / f"{k['name']}.h") for k in report.kernels)
         (out / f"{BUNDLE}.h").write_text(header(BUNDLE, decls))
@@ -154,6 +158,65 @@ def _verify(rec: Any, builder: Any, runner: Any) -> str | None:
     if not res.ok:
         return f"{res.error_no.name}: {res.error_msg.splitlines()[0] if res.error_msg else ''}"
     return None
+
+
+def _export_dynamic(recs: list, name: str, target: Any, out: Path, builder: Any, runner: Any,
+                    report: ReplayReport) -> bool:
+    """A dynamic workload with a dispatch table: export the dispatching entry point and
+    its variants (each re-checked at a size it serves). False: no table, export as usual."""
+    from tvmlite.search.measure.inputs import MeasureInput
+    from tvmlite.search.records.dispatch import DISPATCH_TUNER, export_dispatch, latest_table
+    tables = [r for r in recs if r.tuner == DISPATCH_TUNER]
+    found = latest_table(tables, tables[0].workload) if tables else None
+    if found is None:
+        return False
+    rec, table = found
+    wl = rec.workload
+    for vi, steps in enumerate(table.variants):
+        m = next((m for m, (v, _) in sorted(table.tuned.items()) if v == vi), 1)
+        try:
+            Schedule.from_steps(wl.outputs, steps)
+        except ScheduleError as e:
+            report.skipped.append(_skip(wl, f"dispatch variant {vi}: steps do not apply: {e}"))
+            return True
+        if runner is not None:
+            inp = MeasureInput(wl.at({table.size: m}), steps)
+            (res,) = runner.run([inp], builder.build([inp]), reference=builder.build_reference)
+            if not res.ok:
+                report.skipped.append(_skip(wl, f"dispatch variant {vi} at {table.size}={m}: "
+                                                f"{res.error_no.name}"))
+                return True
+    files, _ = export_dispatch(wl, table, target, name, out)
+    outputs = {t.name for t in wl.outputs}
+    report.kernels.append({
+        "name": name, "source": f"{name}.c", "sources": [f.name for f in files],
+        "header": f"{name}.h", "library": f"lib{name}.so",
+        "functions": {"kernel": name, "time": f"{name}_time",
+                      "set_num_threads": f"{name}_set_num_threads"},
+        "workload": {"name": wl.name, "key": wl.key, "args": wl.args},
+        "sizes": list(wl.size_names),
+        "dispatch": {"size": table.size, "ranges": [
+            {"lo": lo, "hi": hi, "kernel": f"{name}_v{v}"} for lo, hi, v in table.ranges]},
+        "variants": [f"{name}_v{i}" for i in range(len(table.variants))],
+        "tuned": [{"size": m, "kernel": f"{name}_v{v}", "time_seconds": t}
+                  for m, (v, t) in sorted(table.tuned.items())],
+        "args": [{"name": t.name, "shape": [_dim(d) for d in t.shape], "dtype": t.dtype,
+                  "role": "output" if t.name in outputs else "input"} for t in wl.tensors],
+        **_at_largest(wl, table),
+        "record": {"key": rec.key, "timestamp": rec.result.timestamp, "tuner": rec.tuner},
+    })
+    return True
+
+
+def _at_largest(wl: Any, table: Any) -> dict:
+    """Time and GFLOP/s of a dispatching kernel at its largest tuned size."""
+    if not table.tuned:
+        return {"time_seconds": 0.0, "gflops": 0.0}
+    m = max(table.tuned)
+    t = table.tuned[m][1]
+    flops = wl.at({table.size: m}).flops
+    return {"time_seconds": t, "gflops": flops / t / 1e9 if t > 0 else 0.0,
+            "measured_at": {table.size: m}}
 
 
 def _kernel_names(workloads: list) -> dict:
