@@ -262,3 +262,38 @@ def test_bad_dimension_is_refused():
         te.placeholder((te.var("M"), 0), name="A")
     with pytest.raises(ValueError, match="matmul: M must be a positive int or a te.var"):
         tvmlite.ops.matmul("M", 4, 4)
+
+
+def test_cache_stage_region_is_constant_so_its_axes_unroll():
+    """C_local's axis i has extent M, but computed at a tile of C its region is 8 rows:
+    unrolling it is fine; the full tiles run without guards (loop versioning)."""
+    M = te.var("M")
+    A, B, C = tvmlite.ops.matmul(M, N, K)
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    io, jo, ii, ji = s[C].tile(i, j, 8, 32)
+    f = s[C].fuse(io, jo)
+    s[C].parallel(f)
+    s[CL].compute_at(s[C], f)
+    ci, cj = s[CL].op.axis
+    (ck,) = s[CL].op.reduce_axis
+    cjo, cji = s[CL].split(cj, factor=16)
+    s[CL].reorder(ck, ci, cjo, cji)
+    s[CL].vectorize(cji); s[CL].unroll(ci); s[CL].unroll(cjo)
+    text = str(tvmlite.lower(s, [A, B, C]))
+    assert "* 8 + 7 < M" in text    # the hoisted guard of a whole 8-row tile
+    mod = tvmlite.build(s, [A, B, C], name="matmul")
+    b = rand((K, N), 1)
+    run_all_sizes(mod, lambda m: (rand((m, K)), b), lambda m: (m, N),
+                  lambda m, a, b_: a.astype("float64") @ b_, (1, 7, 8, 9, 100, 1025))
+
+
+def test_symbolic_unroll_of_a_root_cache_stage_fails_when_lowered():
+    M = te.var("M")
+    A, B, C = tvmlite.ops.matmul(M, N, K)
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    s[CL].unroll(s[CL].op.axis[0])      # allowed now: a compute_at could still bound it
+    with pytest.raises(ScheduleError, match="cannot unroll i: its extent M is symbolic"):
+        tvmlite.lower(s, [A, B, C])

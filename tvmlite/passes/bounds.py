@@ -243,6 +243,11 @@ def _loops(info: StageInfo, used: set) -> None:
             for q in rel.parents:
                 n = ext_mul(n, ext[q])
             ext[rel.fused] = n
+    for it in st.leaves:
+        if it.annotation in ("vectorize", "unroll") and not is_static(ext[it.name]):
+            raise ScheduleError(f"stage {st.name}: cannot {it.annotation} {it.name}: its "
+                                f"extent {ext[it.name]} is symbolic; split it by a constant "
+                                f"factor and {it.annotation} the inner loop")
     value: dict = {}
     for it in st.leaves:
         name = it.name if it.name not in used else f"{st.name}_{it.name}"

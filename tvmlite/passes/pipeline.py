@@ -14,6 +14,7 @@ from tvmlite.passes.flatten import flatten
 from tvmlite.passes.simplify_stmt import simplify_stmt
 from tvmlite.passes.unroll import mark_auto_unroll, unroll
 from tvmlite.passes.vectorize import vectorize
+from tvmlite.passes.version import version_guards
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.ir.stmt import Buffer, Stmt
@@ -102,6 +103,7 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int, debug
     nest.check_parallel_nesting(stmt)
     passes = [
         ("simplify", simplify_stmt),
+        ("version", version_guards),
         ("auto_unroll", lambda x: mark_auto_unroll(x, 0, vector_bytes)),
         ("unroll", lambda x: unroll(x, vector_bytes)),
         ("simplify", simplify_stmt),

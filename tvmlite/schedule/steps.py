@@ -200,7 +200,9 @@ class AnnotateStep(Step):
             raise ScheduleError(f"stage {self.stage}: cannot {self.annotation} the reduce axis "
                                 f"{self.iter}: its iterations accumulate into the same element "
                                 f"(use rfactor to parallelize a reduction)")
-        if self.annotation in ("vectorize", "unroll") and not is_static(it.extent):
+        if self.annotation in ("vectorize", "unroll") and not is_static(it.extent) \
+                and self.stage in state.outputs:  # other stages: checked when lowered,
+            # as compute_at may still give them a constant region
             raise ScheduleError(f"stage {self.stage}: cannot {self.annotation} {self.iter}: its "
                                 f"extent {it.extent} is symbolic; split it by a constant "
                                 f"factor and {self.annotation} the inner loop")
