@@ -161,11 +161,14 @@ def dispatcher_source(name: str, func: Any, table: DispatchTable, outputs: list)
             lines.append(f"  return {name}_v{v}({call});  /* {m} >= {lo} */")
         else:
             lines.append(f"  if ({m} <= {hi}) return {name}_v{v}({call});  /* {lo} <= {m} <= {hi} */")
-    tp = params(func, outputs).replace(" restrict", "")
+    # the timer's parameters get names of their own: an argument may be named like the
+    # kernel (conv2d_nhwc's output is conv2d_nhwc), which would hide the function
+    tnames = list(func.sizes) + [f"tvmlite_a{i}" for i in range(len(func.args))]
+    tp = params(func, outputs, tnames).replace(" restrict", "")
     lines += ["}", "", f"double {name}_time({tp}, int32_t number) {{",
               "  struct timespec t0, t1;", "  clock_gettime(CLOCK_MONOTONIC, &t0);",
               "  for (int32_t r = 0; r < number; ++r) {",
-              f"    if ({name}({call}) != 0) return -1.0;", "  }",
+              f"    if ({name}({', '.join(tnames)}) != 0) return -1.0;", "  }",
               "  clock_gettime(CLOCK_MONOTONIC, &t1);",
               "  return ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9)"
               " / (double)number;", "}", "",

@@ -157,3 +157,21 @@ def test_dispatch_with_two_variants_python_and_c(tmp_path):
                     f"-Wl,-rpath,{out}", "-lm", "-o", str(exe)], check=True)
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+def test_dispatch_of_a_kernel_whose_output_has_its_name():
+    """conv2d_nhwc's output tensor is called conv2d_nhwc, like the entry point."""
+    wl = Workload.from_op("conv2d_nhwc", te.var("N"), 6, 6, 8, 16, 3, 1, 1)
+    table = DispatchTable("N", ((),), ((1, None, 0),), {2: (0, 1e-5)})
+    mod = build_dispatch(wl, table, name="conv2d_nhwc")
+    from tvmlite.testing import reference
+    for n in (1, 3):
+        x = np.random.default_rng(n).uniform(-1, 1, (n, 6, 6, 8)).astype("float32")
+        w = np.random.default_rng(0).uniform(-1, 1, (3, 3, 8, 16)).astype("float32")
+        out = np.full((n, 6, 6, 16), np.nan, "float32")
+        mod(x, w, out)
+        want = reference("conv2d_nhwc", [x, w], N=n, H=6, W=6, CI=8, CO=16, kernel=3,
+                         stride=1, padding=1)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    xa, wa, oa = (tvmlite.asaligned(v) for v in (x, w, out))
+    assert mod.time_evaluator(number=1, repeat=1)(xa, wa, oa).median > 0
