@@ -209,7 +209,7 @@ def test_conv2d_dynamic_batch(kind):
         s[out].vectorize(fi)
     mod = tvmlite.build(s, [data, weight, out], name="conv")
     wt = rand((3, 3, 8, 16), 2)
-    sizes = (1, 2, 3, 7, 16, 17)
+    sizes = SIZES
     run_all_sizes(mod, lambda m: (rand((m, 6, 6, 8)), wt), lambda m: (m, 6, 6, 16),
                   lambda m, x, w_: reference("conv2d_nhwc", [x, w_], N=m, H=6, W=6, CI=8,
                                              CO=16, kernel=3, stride=1, padding=1),
