@@ -75,6 +75,9 @@ def test_tune_for_sizes_then_apply_best_and_replay(tmp_path):
     mod = task.apply_best(log)
     assert mod.sizes == ("M",)
     _matmul_check(mod)
+    from tvmlite.search.model.cost_model import XGBModel
+    from tvmlite.search.template_free.policy import pretrain_from_logs
+    assert pretrain_from_logs(XGBModel(), [log], Target.host()) == len(sized)
     out = tmp_path / "dist"
     report = tvmlite.search.replay(log, out)
     assert not report.skipped and len(report.kernels) == 1
@@ -175,3 +178,12 @@ def test_dispatch_of_a_kernel_whose_output_has_its_name():
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
     xa, wa, oa = (tvmlite.asaligned(v) for v in (x, w, out))
     assert mod.time_evaluator(number=1, repeat=1)(xa, wa, oa).median > 0
+
+
+def test_static_only_searches_refuse_a_symbolic_size():
+    import tvmlite.schedules  # noqa: F401 -- registers the templates
+    with pytest.raises(ValueError, match="templates tune fixed sizes"):
+        search.templated.create("matmul", args=(te.var("M"), 8, 8, "float32"))
+    task = search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 8, 8), shapes={"M": [1]})
+    with pytest.raises(ValueError, match="tune it on its own"):
+        search.TaskScheduler([task])
