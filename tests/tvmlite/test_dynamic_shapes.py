@@ -297,3 +297,22 @@ def test_symbolic_unroll_of_a_root_cache_stage_fails_when_lowered():
     s[CL].unroll(s[CL].op.axis[0])      # allowed now: a compute_at could still bound it
     with pytest.raises(ScheduleError, match="cannot unroll i: its extent M is symbolic"):
         tvmlite.lower(s, [A, B, C])
+
+
+@pytest.mark.parametrize("keep", ["inner", "outer"])
+def test_rfactor_of_a_symbolic_reduction(keep):
+    """sum over k < M split by 16 and factored: the factored loop is spatial, the other
+    one keeps the symbolic extent and the guard k < M."""
+    M = te.var("M")
+    A = te.placeholder((M, 16), name="A")
+    k = te.reduce_axis((0, M), name="k")
+    colsum = te.compute((16,), lambda j: te.sum(A[k, j], axis=k), name="colsum")
+    s = te.create_schedule(colsum.op)
+    ko, ki = s[colsum].split(s[colsum].op.reduce_axis[0], factor=16)
+    s.rfactor(colsum, ki if keep == "inner" else ko)
+    mod = tvmlite.build(s, [A, colsum], name="colsum")
+    for m in (1, 15, 16, 17, 1025):
+        a = rand((m, 16))
+        o = np.full((16,), np.nan, "float32")
+        mod(a, o)
+        np.testing.assert_allclose(o, a.astype("float64").sum(axis=0), rtol=1e-5, atol=1e-4)
