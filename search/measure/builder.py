@@ -27,6 +27,7 @@ from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.target.target import CompilerNotFoundError, Target
+from tvmlite.ir.symbolic import bind_extent
 
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
 
@@ -61,6 +62,7 @@ class BuildResult:
     error_no: MeasureErrorNo
     error_msg: str
     seconds: float
+    sizes: tuple = ()   # values of the kernel's leading int64 size arguments, in order
 
     @property
     def ok(self) -> bool:
@@ -68,7 +70,12 @@ class BuildResult:
 
 
 def arg_specs(workload: Any) -> tuple[ArgSpec, ...]:
-    """The kernel's arguments in call order: placeholders are inputs, the rest outputs."""
+    """The kernel's arguments in call order: placeholders are inputs, the rest outputs.
+    A dynamic workload measured at sizes (``Workload.at``) has its shapes at those sizes."""
+    sizes = getattr(workload, "sizes", None)
+    if sizes:
+        return tuple(ArgSpec(t.name, tuple(bind_extent(d, sizes) for d in t.shape), t.dtype,
+                             not isinstance(t.op, te.PlaceholderOp)) for t in workload.tensors)
     return tuple(ArgSpec(t.name, tuple(int(d) for d in t.shape), t.dtype,
                          not isinstance(t.op, te.PlaceholderOp)) for t in workload.tensors)
 
@@ -80,6 +87,7 @@ class _Lowered:
     decl: str
     args: tuple
     seconds: float
+    sizes: tuple = ()
 
 
 class LocalBuilder:
@@ -143,7 +151,7 @@ class LocalBuilder:
             for i, low in waiting:
                 path, error_no, msg, cc_seconds = compiles[low.source].result()
                 results[i] = BuildResult(path, low.decl, KERNEL, low.source, low.args,
-                                         error_no, msg, low.seconds + cc_seconds)
+                                         error_no, msg, low.seconds + cc_seconds, low.sizes)
         return results  # type: ignore[return-value]
 
     def build_reference(self, workload: Any) -> BuildResult:
@@ -167,7 +175,9 @@ class LocalBuilder:
         try:
             args = arg_specs(wl)
             s = Schedule.from_steps(wl.outputs, inp.steps)
-            _, source, decl = generate_c(s, wl.tensors, target, name=KERNEL)
+            func, source, decl = generate_c(s, wl.tensors, target, name=KERNEL)
+            names = getattr(func, "sizes", ())
+            sizes = tuple(wl.sizes[n] for n in names) if names else ()
         except ScheduleError as e:
             return _failed(inp, MeasureErrorNo.INVALID_SCHEDULE, str(e),
                            time.perf_counter() - start)
@@ -179,7 +189,7 @@ class LocalBuilder:
             return _failed(inp, MeasureErrorNo.BUILD_TIMEOUT,
                            f"lowering alone took {seconds:.2f}s, longer than the build "
                            f"timeout={self.timeout}s", seconds)
-        return _Lowered(source, decl, args, seconds)
+        return _Lowered(source, decl, args, seconds, sizes)
 
     def _compile(self, source: str, target: Target,
                  timeout: float) -> tuple[str | None, MeasureErrorNo, str, float]:

@@ -349,7 +349,7 @@ class LocalRunner(Runner):
     def _request(self, build: BuildResult, check: dict | None) -> dict:
         return {"op": "measure", "lib": build.lib_path, "decl": build.decl,
                 "kernel": build.kernel, "args": [a.to_json() for a in build.args],
-                "check": check, "seed": self.seed, "number": self.number,
+                "sizes": list(build.sizes), "check": check, "seed": self.seed, "number": self.number,
                 "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
                 "flush_bytes": self._flush() if self.flush_cache else 0,
                 "slow_seconds": self.timeout / SLOW_FRACTION,
@@ -374,14 +374,16 @@ class LocalRunner(Runner):
             why = ref.error_msg if isinstance(ref, BuildResult) else f"got {ref!r}"
             return (f"the reference (unscheduled) build of workload {workload.key} failed, "
                     f"so no candidate of it can be checked: {why}")
-        length = reduction_length(workload.tensors)
+        length = reduction_length(workload.bound().tensors if getattr(workload, "sizes", None)
+                                  else workload.tensors)
         if self._ref_dir is None:
             sweep_stale_reference_dirs()
             self._ref_dir = tempfile.TemporaryDirectory(prefix=f"{_REF_PREFIX}{os.getpid()}-")
         name = hashlib.sha256(json.dumps([workload.key, ref.lib_path, self.seed]).encode())
         return {"ref": {"path": os.path.join(self._ref_dir.name, name.hexdigest()[:32]),
                         "lib": ref.lib_path, "decl": ref.decl, "kernel": ref.kernel,
-                        "args": [a.to_json() for a in ref.args], "seed": self.seed},
+                        "args": [a.to_json() for a in ref.args], "seed": self.seed,
+                        "sizes": list(ref.sizes)},
                 "tol": [tolerance(a.dtype, length) for a in ref.args if a.is_output]}
 
     def _compute_reference(self, workload: Any, check: dict, worker: _Worker,

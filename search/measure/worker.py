@@ -78,15 +78,18 @@ def call_arrays(args: list[dict], inputs: list, outputs: list) -> list[np.ndarra
 class Kernel:
     """A loaded kernel library: the kernel, its C timer and its thread setter."""
 
-    def __init__(self, lib_path: str, decl: str, name: str, args: list[dict]):
+    def __init__(self, lib_path: str, decl: str, name: str, args: list[dict],
+                 sizes: list | None = None):
         self.ffi, lib = load_library(lib_path, decl)
         self.args = args
+        self.sizes = [int(n) for n in sizes or ()]   # leading int64 size arguments
         self.run_fn = getattr(lib, name)
         self.time_fn = getattr(lib, f"{name}_time")
         self.threads_fn = getattr(lib, f"{name}_set_num_threads")
 
     def pointers(self, arrays: list[np.ndarray]) -> list:
-        return [self.ffi.cast(CPTR[a["dtype"]], x.ctypes.data) for a, x in zip(self.args, arrays)]
+        return self.sizes + [self.ffi.cast(CPTR[a["dtype"]], x.ctypes.data)
+                             for a, x in zip(self.args, arrays)]
 
 
 class Failure(Exception):
@@ -110,7 +113,7 @@ def reference(req: dict) -> tuple[list, list]:
     try:
         outputs = [np.load(f) for f in files]
     except (OSError, ValueError):
-        kernel = Kernel(req["lib"], req["decl"], req["kernel"], args)
+        kernel = Kernel(req["lib"], req["decl"], req["kernel"], args, req.get("sizes"))
         outputs = blank_outputs(args)
         if kernel.run_fn(*kernel.pointers(call_arrays(args, inputs, outputs))) != 0:
             raise Failure("UNKNOWN", "the reference kernel could not allocate its buffers")
@@ -157,7 +160,7 @@ def flush_cache(nbytes: int) -> None:
 def measure(req: dict) -> dict:
     """Check (if asked) and time one candidate; raises Failure with the verdict."""
     args = req["args"]
-    kernel = Kernel(req["lib"], req["decl"], req["kernel"], args)
+    kernel = Kernel(req["lib"], req["decl"], req["kernel"], args, req.get("sizes"))
     if req.get("n_threads"):
         kernel.threads_fn(req["n_threads"])
     check = req.get("check")

@@ -28,6 +28,7 @@ from tvmlite.te.tensor import check_body
 from tvmlite.ir.expr import (ARITH_OPS, CMP_OPS, DTYPES, FLOAT_DTYPES, INT_DTYPES, LOGIC_OPS,
                              UNARY_FUNCS, BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select,
                              TensorRead, Var, binop, children, cmp)
+from tvmlite.ir.symbolic import SizeVar, is_size_expr, is_static
 
 
 MAX_OPS = 256
@@ -42,7 +43,7 @@ _INT_RANGE = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _TAG = re.compile(r"^[A-Za-z0-9_.]{0,64}$")
 # The fields of each expression node kind, and which of them are sub-expressions.
-_FIELDS = {"const": ("dtype", "value"), "var": ("name",), "binop": ("op", "a", "b"),
+_FIELDS = {"const": ("dtype", "value"), "var": ("name",), "size": ("name",), "binop": ("op", "a", "b"),
            "cmp": ("op", "a", "b"), "not": ("a",), "select": ("cond", "then", "else"),
            "call": ("func", "arg"), "cast": ("dtype", "value"), "read": ("tensor", "indices"),
            "reduce": ("combiner", "source", "axes", "where")}
@@ -131,8 +132,8 @@ def compute_json(tensors: Sequence[te.Tensor]) -> dict:
     out = []
     for op in ops:
         if isinstance(op, te.PlaceholderOp):
-            out.append({"op": "placeholder", "name": op.name, "shape": list(op.shape),
-                        "dtype": op.dtype})
+            out.append({"op": "placeholder", "name": op.name,
+                        "shape": [_dim_out(d, op.name) for d in op.shape], "dtype": op.dtype})
             continue
         where = f"compute {op.name}"
         stack = [(op.body, 1)]
@@ -145,7 +146,7 @@ def compute_json(tensors: Sequence[te.Tensor]) -> dict:
         if not _TAG.match(op.tag):
             raise WorkloadError(f"{where}: tag {_short(op.tag)} must match {_TAG.pattern}")
         out.append({"op": "compute", "name": op.name,
-                    "axis": [[iv.name, iv.extent] for iv in op.axis],
+                    "axis": [[iv.name, _dim_out(iv.extent, where)] for iv in op.axis],
                     "body": _expr_json(op.body, index, where), "tag": op.tag})
     return {"ops": out, "tensors": [index[id(t.op)] for t in tensors]}
 
@@ -156,6 +157,8 @@ def _expr_json(e: Expr, index: dict, where: str) -> dict:
     match e:
         case Const(value=v, dtype=dt):
             return {"node": "const", "dtype": dt, "value": _const_out(v, dt, where)}
+        case SizeVar(name=name):
+            return {"node": "size", "name": name}
         case Var(name=name, dtype="int32"):
             return {"node": "var", "name": name}
         case BinOp(op=op, a=a, b=b):
@@ -174,9 +177,27 @@ def _expr_json(e: Expr, index: dict, where: str) -> dict:
             return {"node": "read", "tensor": index[id(t.op)], "indices": [sub(i) for i in idx]}
         case Reduce(combiner=c, source=s, axes=axes, where=cond):
             return {"node": "reduce", "combiner": c, "source": sub(s),
-                    "axes": [[iv.name, iv.min, iv.extent] for iv in axes],
+                    "axes": [[iv.name, iv.min, _dim_out(iv.extent, where)] for iv in axes],
                     "where": None if cond is None else sub(cond)}
     raise WorkloadError(f"{where}: {type(e).__name__} {_short(e)} cannot appear in a compute")
+
+
+def _dim_out(d: Any, where: str) -> Any:
+    """A dimension: an int, or (symbolic, ``te.var``) the JSON of its size expression."""
+    return d if is_static(d) else _expr_json(d, {}, where)
+
+
+def _dim_in(v: Any, where: str, budget: _Budget) -> Any:
+    """The reader's side of ``_dim_out``: ints pass through (the te checks judge them); an
+    object must be an integer expression of sizes only."""
+    if not isinstance(v, dict):
+        return v
+    _check_tree(v, where, budget)
+    e = _expr(v, [], where)
+    if not is_size_expr(e) or isinstance(e, Const):
+        raise WorkloadError(f"{where}: a symbolic dimension must be an integer expression of "
+                            f"sizes (te.var), got {_short(e)}")
+    return e
 
 
 def _const_out(v: Any, dtype: str, where: str) -> Any:
@@ -220,6 +241,7 @@ def _read_op(od: Any, i: int, built: list, budget: _Budget) -> te.Tensor:
         _keys(od, ("op", "name", "shape", "dtype"), where)
         shape = _list(od["shape"], f"{where}: shape", 1, MAX_NDIM)
         dtype = _dtype(od["dtype"], where, allow_bool=False)
+        shape = [_dim_in(x, f"{where}: shape", budget) for x in shape]
         with _at(where):
             return te.placeholder(te.check_shape(shape, "shape"), dtype, od["name"])
     if kind != "compute":
@@ -235,7 +257,7 @@ def _read_op(od: Any, i: int, built: list, budget: _Budget) -> te.Tensor:
         ax = _list(ax, f"{where}: axis entry", 2, 2)
         with _at(where):
             names.append(te.check_name(ax[0], "axis name"))
-        extents.append(ax[1])
+        extents.append(_dim_in(ax[1], f"{where}: axis extent", budget))
     with _at(where):
         extents = te.check_shape(extents, "axis extents")
     if len(set(names)) != len(names):
@@ -302,6 +324,9 @@ def _expr(n: dict, built: list, where: str) -> Expr:
         if not isinstance(n["name"], str) or not te.IDENT.match(n["name"]):
             raise WorkloadError(f"{where}: variable name {_short(n['name'])} is not an identifier")
         return Var(n["name"])
+    if kind == "size":
+        with _at(where):
+            return te.var(n["name"])
     if kind == "binop":
         op = name("op", ARITH_OPS + LOGIC_OPS)
         if op in ARITH_OPS:
@@ -334,6 +359,11 @@ def _expr(n: dict, built: list, where: str) -> Expr:
     for ax in _list(n["axes"], f"{where}: reduce axes", 1, MAX_NDIM):
         rname, lo, ext = _list(ax, f"{where}: reduce axis", 3, 3)
         lo = _int(lo, f"{where}: reduce axis min", -te.MAX_ELEMENTS, te.MAX_ELEMENTS)
+        if isinstance(ext, dict):  # a symbolic extent; its tree was checked with the body
+            ext = _dim_in(ext, f"{where}: reduce axis extent", _Budget())
+            with _at(where):
+                axes.append(te.reduce_axis((lo, ext if lo == 0 else binop("+", ext, lo)), rname))
+            continue
         ext = _int(ext, f"{where}: reduce axis extent", 1, te.MAX_ELEMENTS)
         axes.append(te.reduce_axis((lo, lo + ext), rname))
     cond = None if n["where"] is None else boolean(sub("where"), "where")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tvmlite.runtime.module import generate_c, header
+from tvmlite.runtime.module import generate_c, header, size_doc
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.base_runner import RunnerError
@@ -102,8 +102,8 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True
     out.mkdir(parents=True, exist_ok=True)
     report = ReplayReport(out, target=target)
     groups: dict[str, list] = {}
-    for r in records:
-        groups.setdefault(r.workload.key, []).append(r)
+    for r in records:  # a dynamic workload's records at every size make one group
+        groups.setdefault(getattr(r.workload, "base_key", r.workload.key), []).append(r)
     names = _kernel_names([g[0].workload for g in groups.values()])
     builder = LocalBuilder(target)
     own_runner = runner is None
@@ -125,6 +125,9 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True
     timing_note = _why_not_timed_here(runner if check else None, target)
     try:
         for key, recs in groups.items():
+            if _export_dynamic(recs, names[key], target, out, builder,
+                               runner if check else None, report):
+                continue
             found = _first_good(recs, target, builder, runner if check else None, report, log)
             if found is not None:
                 rec, costs = found
@@ -135,7 +138,8 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True
         if own_runner:
             runner.close()
     if report.kernels:
-        report.bundle = link_shared([out / f"{k['name']}.c" for k in report.kernels], target,
+        report.bundle = link_shared([out / f for k in report.kernels
+                                     for f in k.get("sources", [k["source"]])], target,
                                     out / f"lib{BUNDLE}.so")
         decls = "".join(_decl_of(out / f"{k['name']}.h") for k in report.kernels)
         (out / f"{BUNDLE}.h").write_text(header(BUNDLE, decls))
@@ -185,10 +189,10 @@ def _export(rec: Any, name: str, target: Any, out: Path, costs: tuple | None,
     from tvmlite.codegen_c import compile_shared
     wl = rec.workload
     s = Schedule.from_steps(wl.outputs, rec.steps)
-    _, source, decl = generate_c(s, list(wl.tensors), target, name)
+    func, source, decl = generate_c(s, list(wl.tensors), target, name)
     lib = compile_shared(source, target)
     (out / f"{name}.c").write_text(source)
-    (out / f"{name}.h").write_text(header(name, decl))
+    (out / f"{name}.h").write_text(header(name, size_doc(func) + decl))
     shutil.copyfile(lib, out / f"lib{name}.so")
     return _entry(name, rec, decl, target, costs, note)
 
@@ -197,7 +201,10 @@ def _ranked(recs: list, target: Any, log: Any) -> list:
     """Valid records, fastest first: those tuned for this CPU, else (with a warning) any."""
     from tvmlite.search.records.record import TargetMismatchWarning, target_matches
     from tvmlite.search.records.record import real_first
-    valid = sorted(real_first([r for r in recs if r.result.ok]), key=lambda r: r.mean_cost)
+    dynamic = any(getattr(r.workload, "sizes", None) for r in recs)
+    # one workload at several sizes: times are not comparable, throughput is
+    rank = (lambda r: -r.gflops) if dynamic else (lambda r: r.mean_cost)
+    valid = sorted(real_first([r for r in recs if r.result.ok]), key=rank)
     here = [r for r in valid if target_matches(r.target, target)]
     if valid and not here:
         other = valid[0].target
@@ -264,12 +271,85 @@ def _verify(rec: Any, builder: Any, runner: Any) -> tuple[str | None, tuple]:
     return None, tuple(res.costs)
 
 
+def _export_dynamic(recs: list, name: str, target: Any, out: Path, builder: Any, runner: Any,
+                    report: ReplayReport) -> bool:
+    """A dynamic workload with a dispatch table: export the dispatching entry point and
+    its variants (each re-checked at a size it serves). False: no table, export as usual."""
+    from tvmlite.search.measure.inputs import MeasureInput
+    from tvmlite.search.records.dispatch import DISPATCH_TUNER, export_dispatch, latest_table
+    tables = [r for r in recs if r.tuner == DISPATCH_TUNER]
+    found = latest_table(tables, tables[0].workload) if tables else None
+    if found is None:
+        return False
+    rec, table = found
+    wl = rec.workload
+    for vi, steps in enumerate(table.variants):
+        m = next((m for m, (v, _) in sorted(table.tuned.items()) if v == vi), 1)
+        try:
+            Schedule.from_steps(wl.outputs, steps)
+        except ScheduleError as e:
+            report.skipped.append(_skip(wl, f"dispatch variant {vi}: steps do not apply: {e}"))
+            return True
+        if runner is not None:
+            inp = MeasureInput(wl.at({table.size: m}), steps)
+            (res,) = runner.run([inp], builder.build([inp]), reference=builder.build_reference)
+            if not res.ok:
+                report.skipped.append(_skip(wl, f"dispatch variant {vi} at {table.size}={m}: "
+                                                f"{res.error_no.name}"))
+                return True
+    files, _ = export_dispatch(wl, table, target, name, out)
+    outputs = {t.name for t in wl.outputs}
+    report.kernels.append({
+        "name": name, "source": f"{name}.c", "sources": [f.name for f in files],
+        "header": f"{name}.h", "library": f"lib{name}.so",
+        "functions": {"kernel": name, "time": f"{name}_time",
+                      "set_num_threads": f"{name}_set_num_threads"},
+        "workload": {"name": wl.name, "key": wl.key, "args": wl.args},
+        "sizes": list(wl.size_names),
+        "dispatch": {"size": table.size, "ranges": [
+            {"lo": lo, "hi": hi, "kernel": f"{name}_v{v}"} for lo, hi, v in table.ranges]},
+        "variants": [f"{name}_v{i}" for i in range(len(table.variants))],
+        "tuned": [{"size": m, "kernel": f"{name}_v{v}", "time_seconds": t}
+                  for m, (v, t) in sorted(table.tuned.items())],
+        "args": [{"name": t.name, "shape": [_dim(d) for d in t.shape], "dtype": t.dtype,
+                  "role": "output" if t.name in outputs else "input"} for t in wl.tensors],
+        "logged": {**_at_largest(wl, table), "target": where_logged(rec.target, target),
+                   "same_cpu": where_logged(rec.target, target).startswith("this CPU")},
+        "measured_here": None,
+        "measured_here_note": "a dispatching kernel: each variant was re-checked at a size "
+                              "it serves; its timings are the log's",
+        "emulated": rec.emulated,
+        "record": {"key": rec.key, "timestamp": rec.result.timestamp, "tuner": rec.tuner},
+    })
+    return True
+
+
+def _at_largest(wl: Any, table: Any) -> dict:
+    """Time and GFLOP/s of a dispatching kernel at its largest tuned size."""
+    if not table.tuned:
+        return {"time_seconds": 0.0, "gflops": 0.0}
+    m = max(table.tuned)
+    t = table.tuned[m][1]
+    flops = wl.at({table.size: m}).flops
+    return {"time_seconds": t, "gflops": flops / t / 1e9 if t > 0 else 0.0,
+            "measured_at": {table.size: m}}
+
+
 def _kernel_names(workloads: list) -> dict:
     count: dict[str, int] = {}
     for w in workloads:
         count[w.name] = count.get(w.name, 0) + 1
-    return {w.key: w.name if count[w.name] == 1 else f"{w.name}_{w.key[:8]}"
+    return {_base(w): w.name if count[w.name] == 1 else f"{w.name}_{_base(w)[:8]}"
             for w in workloads}
+
+
+def _base(w: Any) -> str:
+    return getattr(w, "base_key", w.key)
+
+
+def _dim(d: Any) -> Any:
+    """A manifest dimension: an int, or a symbolic size's text ("M")."""
+    return d if isinstance(d, int) else str(d)
 
 
 def _skip(wl: Any, reason: str) -> dict:
@@ -293,8 +373,10 @@ def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
         "source": f"{name}.c", "header": f"{name}.h", "library": f"lib{name}.so",
         "functions": {"kernel": name, "time": f"{name}_time",
                       "set_num_threads": f"{name}_set_num_threads"},
-        "workload": {"name": wl.name, "key": wl.key, "args": wl.args},
-        "args": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+        "workload": {"name": wl.name, "key": _base(wl), "args": wl.args},
+        **({"sizes": list(wl.size_names), "measured_at": dict(wl.sizes)}
+           if getattr(wl, "sizes", None) else {}),
+        "args": [{"name": t.name, "shape": [_dim(d) for d in t.shape], "dtype": t.dtype,
                   "role": "output" if t.name in outputs else "input"} for t in wl.tensors],
         "flops": wl.flops,
         "logged": {"time_seconds": rec.mean_cost, "gflops": rec.gflops,
@@ -314,4 +396,4 @@ def _decl_of(header_path: Path) -> str:
     """The prototypes of a kernel header (between its extern "C" guards)."""
     lines = header_path.read_text().splitlines()
     return "".join(line + "\n" for line in lines
-                   if line.startswith(("int32_t ", "double ", "void ")))
+                   if line.startswith(("int32_t ", "double ", "void ", "/* ", "   arrays: ")))

@@ -117,6 +117,8 @@ class Record:
 
     @property
     def gflops(self) -> float:
+        if self.workload.is_dynamic and self.workload.sizes is None:
+            return 0.0   # a dispatch table over all sizes: no one flop count
         return self.workload.flops / self.mean_cost / 1e9 if self.result.ok else 0.0
 
     def __repr__(self) -> str:

@@ -22,6 +22,8 @@ from tvmlite import te
 from tvmlite.ir.expr import ARITH_OPS, BinOp, Call, Expr, Reduce, Select, TensorRead, children
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import _uniquify_names
+from tvmlite.ir.symbolic import SizeVar, bind_extent
+from tvmlite.te.bind import bind_sizes, free_sizes
 
 from tvmlite.search.records.compute_json import (MAX_ARGS, MAX_NDIM, MAX_OPS, MAX_STR,
                                                  WorkloadError, _HEX64, _at, _keys, _short,
@@ -39,12 +41,15 @@ class Workload:
     args: dict
     tensors: tuple
     key: str
+    sizes: Any = None   # a dynamic workload measured at these sizes ({"M": 64}); see at()
 
     def __post_init__(self) -> None:
         with _at("Workload"):
             te.check_name(self.name, "Workload.name")
         object.__setattr__(self, "args", _check_args(self.args))
         object.__setattr__(self, "tensors", tuple(self.tensors))
+        if self.sizes is not None:
+            object.__setattr__(self, "sizes", _check_sizes(self.sizes, self.size_names))
         if not isinstance(self.key, str) or not _HEX64.match(self.key):
             raise WorkloadError(f"Workload.key must be 64 lowercase hex digits (a sha256), "
                                 f"got {_short(self.key)}; build workloads with from_op, "
@@ -93,6 +98,9 @@ class Workload:
         """Validate and rebuild a workload from ``to_json`` output (untrusted input)."""
         if not isinstance(d, dict):
             raise WorkloadError(f"workload must be a JSON object, got {type(d).__name__}")
+        sizes = d.get("sizes") if isinstance(d, dict) else None
+        if isinstance(d, dict) and "sizes" in d:  # a dynamic workload at one size
+            d = {k: v for k, v in d.items() if k != "sizes"}
         _keys(d, ("name", "args", "key", "compute"), "workload")
         with _at("workload"):
             te.check_name(d["name"], "name")
@@ -100,6 +108,11 @@ class Workload:
             raise WorkloadError(f"workload: key must be 64 lowercase hex digits, "
                                 f"got {_short(d['key'])}")
         wl = cls.from_tensors(read_compute(d["compute"]), d["name"], d["args"])
+        if sizes is not None:
+            if not isinstance(sizes, dict):
+                raise WorkloadError(f"workload: sizes must be an object of name: int, got "
+                                    f"{_short(sizes)}")
+            wl = wl.at(sizes)
         if wl.key != d["key"]:
             raise WorkloadError(f"workload {d['name']}: key mismatch: the record says "
                                 f"{d['key'][:16]}..., its compute hashes to {wl.key[:16]}... "
@@ -119,9 +132,56 @@ class Workload:
         total = 0
         for op in te.collect_ops(self.outputs):
             if isinstance(op, te.ComputeOp):
+                if self.sizes is not None or self.size_names:
+                    points = math.prod(self._at(d) for d in op.shape) * \
+                        math.prod(self._at(iv.extent) for iv in op.reduce_axis)
+                    total += points * _arith_count(op.body)
+                    continue
                 points = math.prod(op.shape) * math.prod(iv.extent for iv in op.reduce_axis)
                 total += points * _arith_count(op.body)
         return max(1, total)
+
+    # -- symbolic sizes ------------------------------------------------------------------
+    @cached_property
+    def size_names(self) -> tuple:
+        """The symbolic sizes (te.var) of the compute, in first-seen order; () if static."""
+        return tuple(free_sizes(self.tensors))
+
+    @property
+    def is_dynamic(self) -> bool:
+        return bool(self.size_names)
+
+    @cached_property
+    def base_key(self) -> str:
+        """The key of the compute alone (for a workload at sizes, that of the symbolic one)."""
+        if self.sizes is None:
+            return self.key
+        return hashlib.sha256(self._compute_text.encode()).hexdigest()
+
+    def at(self, sizes: dict) -> "Workload":
+        """This dynamic workload measured at ``sizes``: the same symbolic compute (so the
+        same deployed kernel), a key of its own per size, flops counted at that size."""
+        if not self.is_dynamic:
+            raise WorkloadError(f"workload {self.name} has no symbolic sizes to bind")
+        sizes = _check_sizes(sizes, self.size_names)
+        text = json.dumps([self.base_key, sorted(sizes.items())], separators=(",", ":"))
+        return Workload(self.name, self.args, self.tensors,
+                        hashlib.sha256(text.encode()).hexdigest(), sizes)
+
+    def bound(self) -> "Workload":
+        """The static workload of this one at its sizes (the compute with numbers for the
+        sizes): what cost-model features and per-size references read."""
+        if self.sizes is None:
+            return self
+        return Workload.from_tensors(bind_sizes(self.tensors, self.sizes), self.name,
+                                     {**self.args, **self.sizes})
+
+    def _at(self, extent: Any) -> int:
+        try:
+            return bind_extent(extent, self.sizes or {})
+        except ValueError:
+            raise WorkloadError(f"workload {self.name} is dynamic ({', '.join(self.size_names)}): "
+                                f"count its flops at sizes, workload.at({{...}}).flops") from None
 
     def schedule(self) -> Schedule:
         return Schedule.create(self.outputs)
@@ -132,8 +192,11 @@ class Workload:
 
     def to_json(self) -> dict:
         args = {k: list(v) if isinstance(v, tuple) else v for k, v in self.args.items()}
-        return {"name": self.name, "args": args, "key": self.key,
-                "compute": json.loads(self._compute_text)}
+        out = {"name": self.name, "args": args, "key": self.key,
+               "compute": json.loads(self._compute_text)}
+        if self.sizes is not None:
+            out["sizes"] = dict(self.sizes)
+        return out
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Workload) and other.key == self.key
@@ -143,7 +206,8 @@ class Workload:
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
-        return f"Workload({self.name}({args}), key={self.key[:8]})"
+        at = "" if self.sizes is None else " at " + ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        return f"Workload({self.name}({args}){at}, key={self.key[:8]})"
 
 
 def workload_key(tensors: Sequence[te.Tensor]) -> str:
@@ -169,6 +233,8 @@ def _check_args(args: Any) -> dict:
                             f"plain values, got {_short(args)}")
     out = {}
     for k, v in args.items():
+        if isinstance(v, SizeVar):   # a symbolic size argument is recorded by its name
+            v = f"te.var({v.name})"
         if not isinstance(k, str) or not te.IDENT.match(k):
             raise WorkloadError(f"workload args: name {_short(k)} is not an identifier")
         if isinstance(v, (list, tuple)) and len(v) <= MAX_NDIM and all(map(_scalar_ok, v)):
@@ -178,6 +244,18 @@ def _check_args(args: Any) -> dict:
                                 "(int, finite float, str, bool, None, or a short tuple of them)")
         out[k] = v
     return out
+
+
+def _check_sizes(sizes: Any, names: tuple) -> dict:
+    """A value for every symbolic size of the compute (ints >= 1), in its order."""
+    if not isinstance(sizes, dict) or set(sizes) != set(names):
+        raise WorkloadError(f"workload sizes must give exactly the sizes {list(names)} of "
+                            f"the compute, got {_short(sizes)}")
+    for k, v in sizes.items():
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= te.MAX_ELEMENTS:
+            raise WorkloadError(f"workload sizes: {k}={_short(v)} must be an int in "
+                                f"[1, {te.MAX_ELEMENTS}]")
+    return {n: int(sizes[n]) for n in names}
 
 
 def _check_tensors(tensors: Any) -> tuple:

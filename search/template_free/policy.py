@@ -140,9 +140,14 @@ def pretrain_from_logs(model: Any, logs: Sequence[Any], target: Any) -> int:
         for rec in load_records(log):
             if not target_matches(rec.target, target):
                 continue
+            wl = rec.workload
+            if wl.is_dynamic:   # features of the concrete lowering at the measured size
+                if wl.sizes is None:
+                    continue    # a dispatch table, not a measurement
+                wl = wl.bound()
             try:
-                s = Schedule.from_steps(rec.workload.outputs, rec.steps)
-                xs.append(schedule_features(s, list(rec.workload.tensors), target))
+                s = Schedule.from_steps(wl.outputs, rec.steps)
+                xs.append(schedule_features(s, list(wl.tensors), target))
             except ScheduleError:
                 continue
             ys.append(rec.gflops)

@@ -30,6 +30,11 @@ class TaskScheduler:
                  eps: float = 0.05, seed: int = 0):
         if not tasks or not all(isinstance(t, SearchTask) for t in tasks):
             raise TypeError("TaskScheduler(tasks=...) needs a non-empty list of SearchTask")
+        dynamic = [t.workload.name for t in tasks if t.workload.is_dynamic]
+        if dynamic:
+            raise ValueError(f"TaskScheduler: {', '.join(dynamic)} has a symbolic size; tune "
+                             f"it on its own (SearchTask(..., shapes=...).tune), which shares "
+                             f"one budget and one model over its sizes")
         if strategy not in STRATEGIES:
             raise ValueError(f"TaskScheduler: strategy must be one of {STRATEGIES}, "
                              f"got {strategy!r}")

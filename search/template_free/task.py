@@ -63,7 +63,7 @@ class SearchTask:
 
     def __init__(self, func: Any = None, args: Sequence[Any] = (), target: Any = None,
                  workload: Any = None, kwargs: dict | None = None, name: str | None = None,
-                 rules: Sequence[Any] | None = None):
+                 rules: Sequence[Any] | None = None, shapes: dict | None = None):
         from tvmlite.target.target import Target
         if not isinstance(args, (tuple, list)):
             raise TypeError(f"SearchTask(args=...) must be a tuple of the operator's "
@@ -71,6 +71,17 @@ class SearchTask:
         self.workload = make_workload(func, args, kwargs, workload, name)
         self.target = Target.resolve(target, "SearchTask(target=...)")  # a Target or a name
         self.rules = rules
+        self.shapes = shapes
+        if self.workload.is_dynamic:  # symbolic sizes: tuned for a range (dynamic.py)
+            from tvmlite.search.template_free.dynamic import check_shapes
+            if shapes is None:
+                raise ValueError(f"workload {self.workload.name} has symbolic sizes "
+                                 f"{list(self.workload.size_names)}: pass shapes={{name: [sizes]}} "
+                                 f"or a range, e.g. shapes={{'M': (1, 2048)}}")
+            self.size_name, self.sizes = check_shapes(self.workload, shapes)
+        elif shapes is not None:
+            raise ValueError("SearchTask(shapes=...) is for workloads with a symbolic size "
+                             "(te.var); this one has none")
 
     @classmethod
     def from_tensors(cls, tensors: Sequence[Any], name: str = "custom",
@@ -95,12 +106,19 @@ class SearchTask:
         options = options or TuningOptions()
         if not isinstance(options, TuningOptions):
             raise TypeError("tune(options=...) must be a search.TuningOptions")
+        if self.workload.is_dynamic:
+            from tvmlite.search.template_free.dynamic import tune_dynamic
+            return tune_dynamic(self, trials, log_file, options, callback, model)
         with options.measurer(log_file, self.target, TUNER) as measurer:
             return run_tuning([self], [trials], measurer, options, callback,
                               models=[model] if model else None)[0]
 
     def apply_best(self, log_file: Any) -> tuple[Schedule, list]:
-        """(schedule, kernel arguments) of the best valid record in ``log_file``."""
+        """(schedule, kernel arguments) of the best valid record in ``log_file``; for a
+        dynamic workload, the dispatching Module of its tuned variants instead."""
+        if self.workload.is_dynamic:
+            from tvmlite.search.template_free.dynamic import apply_best_dynamic
+            return apply_best_dynamic(self, log_file)
         from tvmlite.search.records.record import best_record
         rec = best_record(log_file, self.workload, self.target)
         if rec is None:

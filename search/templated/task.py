@@ -44,6 +44,7 @@ from tvmlite.search.records.record import (Record, RecordWarning, TargetMismatch
                                            load_records, target_matches)
 from tvmlite.search.templated.space import Config, ConfigSpace, SpaceError
 from tvmlite.search.records.workload import Workload, workload_key
+from tvmlite.ir.symbolic import SizeVar
 
 __all__ = ["TEMPLATES", "TemplateError", "FallbackConfigWarning", "TemplateFunction",
            "template", "TemplatedTask", "create", "apply_history_best"]
@@ -213,6 +214,12 @@ class TemplatedTask:
 def create(name: str, args: Any, target: Any = None) -> TemplatedTask:
     """The task of template ``name`` at ``args`` (a tuple, or a dict by name) for
     ``target`` (a Target, a target name such as "aarch64-neon", or None: this machine)."""
+    values = args.values() if isinstance(args, dict) else args if isinstance(args, (tuple, list)) else ()
+    symbolic = [v.name for v in values if isinstance(v, SizeVar)]
+    if symbolic:
+        raise ValueError(f"templated.create({name!r}): {', '.join(symbolic)} is a symbolic size "
+                         f"(te.var); templates tune fixed sizes. Tune a range with the "
+                         f"template-free SearchTask(..., shapes={{'{symbolic[0]}': (lo, hi)}})")
     return TemplatedTask(name, args, target)
 
 

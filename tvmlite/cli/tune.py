@@ -64,8 +64,8 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
             raise UsageError("--workload tunes with --search template-free only: templates "
                              "exist for the operators of tvmlite.ops")
         fn = _load_function(args.workload)
-        kwargs = parse_params(params, fn, fn.__name__)
-        return SearchTask(func=fn, kwargs=kwargs, target=target), None
+        kwargs, shapes = dynamic_params(parse_params(params, fn, fn.__name__))
+        return SearchTask(func=fn, kwargs=kwargs, shapes=shapes, target=target), None
     if args.op is None:
         raise UsageError("name an operator (e.g. `tvmlite tune matmul M=512 N=512 K=512 "
                          "...`) or pass --workload FILE.py:FUNCTION")
@@ -76,8 +76,8 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
         if args.tuner:
             raise UsageError("--tuner chooses a templated tuner: add --search templated, or "
                              "drop --tuner")
-        return SearchTask(func=args.op, kwargs=parse_params(params, OPS[args.op], args.op),
-                          target=target), None
+        kwargs, shapes = dynamic_params(parse_params(params, OPS[args.op], args.op))
+        return SearchTask(func=args.op, kwargs=kwargs, shapes=shapes, target=target), None
     import tvmlite.schedules  # noqa: F401 -- registers the templates
     from tvmlite.search.templated.task import TEMPLATES
     if args.op not in TEMPLATES:
@@ -85,6 +85,42 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
                          f"{', '.join(sorted(TEMPLATES))}); use --search template-free")
     task = templated_task(args.op, parse_params(params, OPS[args.op], args.op), target)
     return task, make_tuner(args.tuner or "xgb", task, args.seed, args.population)
+
+
+_RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+
+
+def dynamic_params(kwargs: dict) -> tuple[dict, dict | None]:
+    """``M=1..2048`` makes M a symbolic size (te.var) tuned over that range: returns the
+    operator's arguments with te.var("M") in its place, and the shapes for SearchTask."""
+    from tvmlite import te
+    shapes: dict = {}
+    out = dict(kwargs)
+    for k, v in kwargs.items():
+        m = _RANGE.match(v) if isinstance(v, str) else None
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if not 1 <= lo <= hi:
+                raise UsageError(f"{k}={v}: a size range LO..HI needs 1 <= LO <= HI")
+            out[k], shapes[k] = te.var(k), (lo, hi)
+    return out, shapes or None
+
+
+def dynamic_summary(res: Any, workload: Any, log: str) -> str:
+    """Per tuned size: the variant that serves it and its time; the dispatch ranges."""
+    table = getattr(res, "dispatch", None)
+    lines = [f"{workload.name}: {res.measured} new trial(s) over the sizes "
+             f"({res.search_seconds:.1f}s searching + {res.measure_seconds:.1f}s measuring)"]
+    if table is None:
+        lines.append(f"no dispatch table: no valid schedule at any size in {log}")
+        return "\n".join(lines)
+    for m, (v, t) in sorted(table.tuned.items()):
+        gf = workload.at({table.size: m}).flops / t / 1e9
+        lines.append(f"  {table.size}={m:<7} variant {v}  {t * 1e3:10.4g} ms  {_gf(gf)} GFLOP/s")
+    ranges = ", ".join(f"{lo}..{'' if hi is None else hi} -> v{v}" for lo, hi, v in table.ranges)
+    lines.append(f"dispatch: {len(table.variants)} variant(s): {ranges}")
+    lines.append(f"replay:   tvmlite replay {shlex.quote(log)} --out dist")
+    return "\n".join(lines)
 
 
 def _check_log(log: str, workload: Any, resume: bool) -> None:
@@ -103,7 +139,8 @@ def _check_log(log: str, workload: Any, resume: bool) -> None:
         raise UsageError(f"--log: {err}") from None
     if resume or not path.is_file():
         return
-    n = sum(r.workload.key == workload.key for r in load_records(path))
+    n = sum(getattr(r.workload, "base_key", r.workload.key) == workload.key
+            for r in load_records(path))
     if n:
         raise UsageError(f"--log {log} already holds {n} record(s) of {workload.name} (key "
                          f"{workload.key[:8]}): add --resume to continue that tuning (they "
@@ -169,6 +206,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.close()
+    if workload.is_dynamic:
+        print(dynamic_summary(res, workload, args.log))
+        return 0 if getattr(res, "dispatch", None) is not None else 1
     print(tune_summary(res, workload, task.target, args.log, options))
     return 0 if res.best is not None else 1
 

@@ -2,7 +2,9 @@
 
 ``lower()`` turns a schedule into these nodes; passes are functions ``Stmt -> Stmt``;
 ``codegen_c`` prints them as C. Loops always start at 0 and have constant extents
-(bound inference makes every extent a number), which keeps every pass simple.
+(bound inference makes every extent a number), which keeps every pass simple -- except
+over a symbolic size (``te.var``): then an extent or a buffer dimension is an integer
+expression of SizeVars (``tvmlite.ir.symbolic``), and passes leave such loops serial.
 """
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 from tvmlite.checks import check_int, is_int
 from tvmlite import te
 from tvmlite.ir.expr import Expr
+from tvmlite.ir.symbolic import SizeVar
 
 OP_DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -19,6 +20,16 @@ OP_DTYPES = ("float32", "float64", "int32", "int64")
 def positive(op: str, name: str, value: Any) -> int:
     """``value`` as a positive int, or a ValueError naming ``op`` and ``name``."""
     return check_int(value, f"{op}: {name}", 1)
+
+
+def size_arg(op: str, name: str, value: Any) -> Any:
+    """A positive int, or a symbolic size (``te.var("M")``) for a dimension the operator
+    allows to vary at run time; else a ValueError naming ``op`` and ``name``."""
+    if isinstance(value, SizeVar):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{op}: {name} must be a positive int or a te.var, got {value!r}")
+    return value
 
 
 def non_negative(op: str, name: str, value: Any) -> int:

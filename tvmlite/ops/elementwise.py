@@ -5,7 +5,7 @@ from typing import Any
 
 from tvmlite import te
 from tvmlite.checks import is_int
-from tvmlite.ops.common import dtype_arg, named, positive, shape_arg
+from tvmlite.ops.common import dtype_arg, named, positive, shape_arg, size_arg
 
 
 def _axes(rank: int) -> list[str]:
@@ -55,7 +55,7 @@ def softmax(N: int, M: int, dtype: str = "float32") -> list[te.Tensor]:
     """Softmax of each row of data (N, M), numerically stable, in four stages:
     maxelem (row max), expv = exp(x - max), expsum (row sum), softmax = expv / expsum."""
     op = "softmax"
-    N, M = positive(op, "N", N), positive(op, "M", M)
+    N, M = size_arg(op, "N", N), positive(op, "M", M)
     dtype_arg(op, dtype, floats_only=True)
     data = te.placeholder((N, M), dtype, name="data")
     k = te.reduce_axis((0, M), name="k")

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from tvmlite import te
-from tvmlite.ops.common import dtype_arg, positive
+from tvmlite.ops.common import dtype_arg, positive, size_arg
 
 
 def matmul(M: int, N: int, K: int, dtype: str = "float32") -> list[te.Tensor]:
     """``C[i, j] = sum_k A[i, k] * B[k, j]`` with A (M, K), B (K, N); returns [A, B, C]."""
     op = "matmul"
-    M, N, K = (positive(op, n, v) for n, v in (("M", M), ("N", N), ("K", K)))
+    M, N, K = (size_arg(op, n, v) for n, v in (("M", M), ("N", N), ("K", K)))
     dtype_arg(op, dtype)
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((K, N), dtype, name="B")
@@ -39,7 +39,8 @@ def dense(N: int, K: int, M: int, dtype: str = "float32", bias: bool = False,
     "relu" stage. The last tensor returned is the output.
     """
     op = "dense"
-    N, K, M = (positive(op, n, v) for n, v in (("N", N), ("K", K), ("M", M)))
+    N = size_arg(op, "N", N)
+    K, M = (positive(op, n, v) for n, v in (("K", K), ("M", M)))
     dtype_arg(op, dtype)
     for name, flag in (("bias", bias), ("relu", relu)):
         if not isinstance(flag, bool):

@@ -18,7 +18,7 @@ import numpy as np
 from tvmlite import te
 from tvmlite.ir.expr import Expr
 from tvmlite.ops.common import (axis_names, divisible, dtype_arg, named, out_size, pad, positive,
-                                tuple_arg)
+                                size_arg, tuple_arg)
 
 
 def window(o: Any, stride: int, r: Any, dilation: int) -> Expr:
@@ -85,7 +85,8 @@ def conv2d_nchw(N: int, CI: int, H: int, W: int, CO: int, kernel: Any, stride: A
                 dtype: str = "float32") -> list[te.Tensor]:
     """2-D convolution: data (N, CI, H, W), weight (CO, CI//groups, KH, KW) -> (N, CO, OH, OW)."""
     op = "conv2d_nchw"
-    N, CI, H, W, CO = _sizes(op, N=N, CI=CI, H=H, W=W, CO=CO)
+    N = size_arg(op, "N", N)
+    CI, H, W, CO = _sizes(op, CI=CI, H=H, W=W, CO=CO)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _window_args(op, 2, kernel, stride, padding, dilation)
     ci_g, co_g = _groups(op, CI, CO, groups)
     dtype_arg(op, dtype)
@@ -107,7 +108,8 @@ def conv2d_nhwc(N: int, H: int, W: int, CI: int, CO: int, kernel: Any, stride: A
                 dtype: str = "float32") -> list[te.Tensor]:
     """2-D convolution: data (N, H, W, CI), weight (KH, KW, CI//groups, CO) -> (N, OH, OW, CO)."""
     op = "conv2d_nhwc"
-    N, H, W, CI, CO = _sizes(op, N=N, H=H, W=W, CI=CI, CO=CO)
+    N = size_arg(op, "N", N)
+    H, W, CI, CO = _sizes(op, H=H, W=W, CI=CI, CO=CO)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _window_args(op, 2, kernel, stride, padding, dilation)
     ci_g, co_g = _groups(op, CI, CO, groups)
     dtype_arg(op, dtype)

@@ -18,6 +18,8 @@ from tvmlite.ir.expr import BinOp, Cmp, Const, Expr, TensorRead, Var, rebuild, s
 from tvmlite.schedule.state import ScheduleError, Split, Stage, State
 from tvmlite.ir.names import RESERVED
 from tvmlite.ir.simplify import INF, bound, from_linear, linear, simplify
+from tvmlite.ir.symbolic import (as_extent_expr, ceil_div, ext_mul, hi_of, is_static, same_extent,
+                                 size_vars)
 
 
 
@@ -108,18 +110,22 @@ def _region(state: State, st: Stage, infos: dict) -> tuple:
             free.update(infos[name].scope_vars)
     for v, ext in zip(tinfo.loop_vars[pos + 1:], tinfo.extents[pos + 1:]):
         free[v.name] = ext
-    ranges = {k: (0, e - 1) for k, e in free.items()}
+    ranges = {k: (0, hi_of(e)) for k, e in free.items()}
+    sym_hi = {k: e for k, e in free.items() if not is_static(e)}
     reads: list = [[] for _ in st.op.axis]
     for r in readers:
         env = infos[r].env
         for node in walk(inline_reads(infos[r].stage.op.body, state)):
             if isinstance(node, TensorRead) and node.tensor.name == st.name:
                 for d, idx in enumerate(node.indices):
-                    reads[d].append(_sym_interval(simplify(substitute(idx, env)), ranges))
+                    reads[d].append(_sym_interval(simplify(substitute(idx, env)), ranges, sym_hi))
     base, region = [], []
     for iv, intervals in zip(st.op.axis, reads):
         span = _cover(intervals)
-        if span is None or span[1] >= iv.extent:  # unknown or no smaller: the whole axis
+        if not is_static(iv.extent):  # symbolic axis: a constant-width span, else all of it
+            base.append(Const(0) if span is None else span[0])
+            region.append(iv.extent if span is None else span[1])
+        elif span is None or span[1] >= iv.extent:  # unknown or no smaller: the whole axis
             base.append(Const(0))
             region.append(iv.extent)
         else:
@@ -160,15 +166,26 @@ def _cover(intervals: list) -> tuple | None:
     return simplify(BinOp("+", origin, Const(first))), last - first + 1
 
 
-def _sym_interval(e: Expr, ranges: dict) -> tuple | None:
+def _sym_interval(e: Expr, ranges: dict, sym_hi: dict | None = None) -> tuple | None:
     """(lo, hi) of ``e`` with ``ranges`` vars free and every other var held fixed;
-    None when a non-affine part has no finite bound."""
+    None when a non-affine part has no finite bound. ``sym_hi`` gives the symbolic
+    extent of free vars whose range is only known as an expression (``0 .. M-1``)."""
     terms, c = linear(e)
     lo_terms: dict = {}
     hi_terms: dict = {}
     lo_c = hi_c = c
+    sym_hi = sym_hi or {}
     for atom, k in terms.items():
-        if isinstance(atom, Var) and atom.name in ranges:
+        if isinstance(atom, Var) and atom.name in sym_hi:
+            ext_terms, ext_c = linear(as_extent_expr(sym_hi[atom.name]))
+            side_terms = hi_terms if k > 0 else lo_terms
+            for a, kk in ext_terms.items():
+                side_terms[a] = side_terms.get(a, 0) + k * kk
+            if k > 0:
+                hi_c += k * (ext_c - 1)
+            else:
+                lo_c += k * (ext_c - 1)
+        elif isinstance(atom, Var) and atom.name in ranges:
             a, b = ranges[atom.name]
             lo_c += k * (a if k > 0 else b)
             hi_c += k * (b if k > 0 else a)
@@ -176,7 +193,7 @@ def _sym_interval(e: Expr, ranges: dict) -> tuple | None:
             lo_terms[atom] = lo_terms.get(atom, 0) + k
             hi_terms[atom] = hi_terms.get(atom, 0) + k
         elif isinstance(atom, BinOp) and atom.op == "//" and isinstance(atom.b, Const) and k > 0:
-            inner = _sym_interval(atom.a, ranges)
+            inner = _sym_interval(atom.a, ranges, sym_hi)
             if inner is None:
                 return None
             alo, ahi = inner
@@ -201,7 +218,15 @@ def _loops(info: StageInfo, used: set) -> None:
         ext[iv.name] = iv.extent
     inner_of: dict = {}
     for rel in st.relations:
-        if isinstance(rel, Split):
+        if isinstance(rel, Split) and not is_static(ext[rel.parent]):
+            p = ext[rel.parent]  # symbolic: the constant side as given, a guard for the rest
+            if rel.factor is not None:
+                inner, outer = rel.factor, ceil_div(p, rel.factor)
+            else:
+                outer, inner = rel.nparts, ceil_div(p, rel.nparts)
+            ext[rel.outer], ext[rel.inner] = outer, inner
+            inner_of[rel.parent] = inner
+        elif isinstance(rel, Split):
             p = ext[rel.parent]
             if rel.factor is not None:
                 inner = min(rel.factor, p)
@@ -214,8 +239,13 @@ def _loops(info: StageInfo, used: set) -> None:
         else:
             n = 1
             for q in rel.parents:
-                n *= ext[q]
+                n = ext_mul(n, ext[q])
             ext[rel.fused] = n
+    for it in st.leaves:
+        if it.annotation in ("vectorize", "unroll") and not is_static(ext[it.name]):
+            raise ScheduleError(f"stage {st.name}: cannot {it.annotation} {it.name}: its "
+                                f"extent {ext[it.name]} is symbolic; split it by a constant "
+                                f"factor and {it.annotation} the inner loop")
     value: dict = {}
     for it in st.leaves:
         name = it.name if it.name not in used else f"{st.name}_{it.name}"
@@ -236,20 +266,27 @@ def _loops(info: StageInfo, used: set) -> None:
     for rel in reversed(st.relations):
         if isinstance(rel, Split):
             f = ext[rel.inner]
-            v = BinOp("+", BinOp("*", value[rel.outer], Const(f)), value[rel.inner])
+            v = BinOp("+", BinOp("*", value[rel.outer], as_extent_expr(f)), value[rel.inner])
             value[rel.parent] = v
-            if ext[rel.outer] * f > ext[rel.parent]:
+            if not all(is_static(ext[n]) for n in (rel.outer, rel.inner, rel.parent)):
+                if not same_extent(ext_mul(ext[rel.outer], f), ext[rel.parent]):
+                    info.guards.append((kind[rel.parent],
+                                        Cmp("<", v, as_extent_expr(ext[rel.parent]))))
+            elif ext[rel.outer] * f > ext[rel.parent]:
                 info.guards.append((kind[rel.parent], Cmp("<", v, Const(ext[rel.parent]))))
         else:
             v = value[rel.fused]
             stride = 1
             for q in reversed(rel.parents):
-                part = BinOp("//", v, Const(stride)) if stride > 1 else v
+                big = not is_static(stride) or stride > 1
+                part = BinOp("//", v, as_extent_expr(stride)) if big else v
                 if q != rel.parents[0]:
-                    part = BinOp("%", part, Const(ext[q]))
+                    part = BinOp("%", part, as_extent_expr(ext[q]))
                 value[q] = part
-                stride *= ext[q]
-    ranges = {v.name: (0, e - 1) for v, e in zip(info.loop_vars, info.extents)}
+                stride = ext_mul(stride, ext[q])
+    ranges = {v.name: (0, hi_of(e)) for v, e in zip(info.loop_vars, info.extents)}
+    for e in info.extents:
+        ranges.update({sv.name: (1, INF) for sv in size_vars(e)})
     info.root = {it.name: simplify(value[it.name], ranges) for it in st.roots}
     info.guards = [(k, simplify(c, ranges)) for k, c in info.guards]
     info.guards = [(k, c) for k, c in info.guards if not (isinstance(c, Const) and c.value)]

@@ -4,15 +4,16 @@ from __future__ import annotations
 from tvmlite.ir.expr import BinOp, Const, Expr, Load, rebuild
 from tvmlite.ir.simplify import simplify
 from tvmlite.ir.stmt import IfThenElse, Stmt, Store, map_stmt
+from tvmlite.ir.symbolic import as_extent_expr, ext_mul, is_static
 
 
 def flat_index(shape: tuple, indices: tuple) -> Expr:
     out: Expr = Const(0)
     stride = 1
     for dim, idx in zip(reversed(shape), reversed(indices)):
-        term = idx if stride == 1 else BinOp("*", idx, Const(stride))
+        term = idx if is_static(stride) and stride == 1 else BinOp("*", idx, as_extent_expr(stride))
         out = term if (isinstance(out, Const) and out.value == 0) else BinOp("+", term, out)
-        stride *= dim
+        stride = ext_mul(stride, dim)
     return simplify(out)
 
 

@@ -13,6 +13,7 @@ from tvmlite.schedule.state import ScheduleError, State
 from tvmlite.ir.simplify import bound, simplify
 from tvmlite.ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
 from tvmlite.passes.bounds import StageInfo
+from tvmlite.ir.symbolic import as_extent_expr, hi_of, is_static, same_extent, size_ranges, size_vars
 
 IDENTITY = {"sum": lambda dt: Const(0, dt),
             "max": lambda dt: Const(float("-inf") if dt.startswith("float") else
@@ -29,8 +30,11 @@ class NestBuilder:
         self.infos = infos
         self.buffers: dict = dict(arg_buffers)
         self.root_allocs: list = []
-        self.loop_ranges = {name: (0, extent - 1) for info in infos.values()
+        self.loop_ranges = {name: (0, hi_of(extent)) for info in infos.values()
                             for name, extent in info.scope_vars.items()}
+        for info in infos.values():
+            for extent in info.scope_vars.values():
+                self.loop_ranges.update(size_ranges(v.name for v in size_vars(extent)))
         self.attached: dict = {}
         for st in state.stages:
             if isinstance(st.attach, tuple):
@@ -136,6 +140,9 @@ class NestBuilder:
             return []
         out = []
         for d, iv in enumerate(info.stage.op.axis):
+            if not (is_static(iv.extent) and is_static(info.region[d])):
+                out.extend(self.symbolic_domain_guards(info, d, iv))
+                continue
             if _zero(info.base[d]) and info.region[d] <= iv.extent:
                 continue
             g = info.env[iv.name]
@@ -145,6 +152,17 @@ class NestBuilder:
             if hi >= iv.extent:
                 out.append(Cmp("<", g, Const(iv.extent)))
         return out
+
+
+    def symbolic_domain_guards(self, info: StageInfo, d: int, iv) -> list:
+        """``domain_guards`` for an axis or region of symbolic extent: the region start
+        is checked against 0 by bounds, its end against the axis size as an expression."""
+        if _zero(info.base[d]) and same_extent(info.region[d], iv.extent):
+            return []
+        g = info.env[iv.name]
+        lo, _ = bound(g, self.loop_ranges)
+        out = [Cmp(">=", g, Const(0))] if lo < 0 else []
+        return out + [Cmp("<", g, as_extent_expr(iv.extent))]
 
 
 def _zero(e: Expr) -> bool:

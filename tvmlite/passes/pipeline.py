@@ -20,11 +20,13 @@ from tvmlite.passes.flatten import flatten
 from tvmlite.passes.simplify_stmt import simplify_stmt
 from tvmlite.passes.unroll import mark_auto_unroll, unroll
 from tvmlite.passes.vectorize import vectorize
+from tvmlite.passes.version import version_guards
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.ir.stmt import Buffer, Stmt
 from tvmlite.target.target import Target
 from tvmlite.te.tensor import IDENT, Tensor
+from tvmlite.ir.symbolic import size_vars
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,9 +36,12 @@ class LoweredFunc:
     args: tuple
     allocs: tuple
     body: Stmt
+    sizes: tuple = ()   # SizeVar names, the kernel's leading int64_t arguments
 
     def __str__(self) -> str:
-        head = f"def {self.name}({', '.join(f'{b.name}: {b.dtype}{list(b.shape)}' for b in self.args)}):"
+        params = [f"{n}: int64" for n in self.sizes] + \
+            [f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.args]
+        head = f"def {self.name}({', '.join(params)}):"
         lines = [head]
         for b in self.allocs:
             lines.append(f"  allocate {b.name}[{b.dtype} * {'x'.join(map(str, b.shape)) or '1'}]")
@@ -102,13 +107,15 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None
     arg_buffers = {t.name: Buffer(t.name, tuple(t.shape), t.dtype, "arg") for t in tensors}
     state = s.state
     check_reads(state)
-    reserved = set(arg_buffers) | {st.name for st in state.stages} | {name}
+    sizes = kernel_sizes(state, tensors)
+    reserved = set(arg_buffers) | {st.name for st in state.stages} | {name} | set(sizes)
     infos = bounds.infer(state, reserved)
     builder = nest.NestBuilder(state, infos, arg_buffers)
     stmt = builder.build()
     nest.check_parallel_nesting(stmt)
     passes = [
         ("simplify", simplify_stmt),
+        ("version", version_guards),
         ("auto_unroll", lambda x: mark_auto_unroll(x, 0, vector_bytes)),
         ("unroll", lambda x: unroll(x, vector_bytes)),
         ("simplify", simplify_stmt),
@@ -122,4 +129,29 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None
         if pass_name == until:
             break
     return LoweredFunc(name, tuple(arg_buffers[t.name] for t in tensors),
-                       tuple(builder.root_allocs), stmt)
+                       tuple(builder.root_allocs), stmt, sizes)
+
+
+def kernel_sizes(state, tensors: list) -> tuple:
+    """The symbolic sizes (``te.var``) of a kernel, in the order they first appear in its
+    arguments' shapes. Each must be a whole dimension of some argument, so a call from
+    Python can read it from an array's shape."""
+    found: list = []
+    for t in tensors:
+        for d in t.shape:
+            found.extend(v.name for v in size_vars(d) if v.name not in found)
+    used: list = []
+    for st in state.stages:
+        for iv in tuple(st.op.axis) + tuple(st.op.reduce_axis):
+            used.extend(v.name for v in size_vars(iv.extent) if v.name not in used)
+        used.extend(v.name for v in size_vars(st.op.body) if v.name not in used)
+    for n in used:
+        if n not in found:
+            raise ValueError(f"symbolic size {n!r} is used by the computation but is no "
+                             f"dimension of any argument; add a tensor of that shape to args")
+    for n in found:
+        if not any(getattr(d, "name", None) == n for t in tensors for d in t.shape):
+            raise ValueError(f"symbolic size {n!r} appears in the argument shapes only inside "
+                             f"expressions; make it a whole dimension of some argument so "
+                             f"the kernel can read it from the array shapes")
+    return tuple(found)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tvmlite.ir.expr import Const, substitute
-from tvmlite.ir.simplify import simplify
+from tvmlite.ir.simplify import INF, simplify
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, map_stmt, seq
 
 
@@ -19,7 +19,7 @@ def _go(s: Stmt, R: dict, Z: dict) -> Stmt:
             return _go(_carry_unroll_limit(s.body, s.unroll_limit), R,
                        {**Z, s.var.name: Const(0)})
         R2 = dict(R)
-        R2[s.var.name] = (0, s.extent - 1)
+        R2[s.var.name] = (0, s.extent - 1) if isinstance(s.extent, int) else (0, INF)
         Z2 = {k: v for k, v in Z.items() if k != s.var.name}   # an inner loop rebinding it
         return For(s.var, s.extent, s.kind, _go(s.body, R2, Z2), s.unroll_limit)
     if isinstance(s, Seq):

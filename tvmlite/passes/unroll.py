@@ -23,6 +23,8 @@ def steps(s: Stmt, vector_bytes: int) -> int:
     and compile time), so on a 64-byte vector a 64-lane float32 loop counts four times a 16-lane one."""
     if isinstance(s, Store):
         return 1
+    if isinstance(s, For) and not isinstance(s.extent, int):
+        return MAX_COPIES * MAX_COPIES  # a symbolic trip count: never unrolled
     if isinstance(s, For):
         if s.kind == "vectorize":
             width = max((ITEMSIZE.get(st.buffer.dtype, 4) for st in walk_stmts(s)

@@ -36,7 +36,7 @@ def _store_dtypes(s: Stmt) -> set:
 def _vectorize_loop(loop: For, native_bytes: int) -> Stmt:
     scalar = For(loop.var, loop.extent, "serial", loop.body)
     dtypes = _store_dtypes(loop.body)
-    if not dtypes:
+    if not dtypes or not isinstance(loop.extent, int):  # a symbolic trip count stays scalar
         return scalar
     native = native_bytes // max(ITEMSIZE[d] for d in dtypes)
     E = loop.extent

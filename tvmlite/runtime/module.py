@@ -21,6 +21,7 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.target.target import Target
 from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, DTYPE_INFO
 from tvmlite.checks import check_int
+from tvmlite.ir.symbolic import bind_extent, is_static
 
 NP_DTYPE = {d: np.dtype(DTYPE_INFO[d].numpy) for d in BUFFER_DTYPES}
 CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
@@ -72,7 +73,8 @@ class Module:
             names = ", ".join(b.name for b in args)
             raise TypeError(f"kernel {self.name} takes {len(args)} arrays ({names}), "
                             f"got {len(arrays)}")
-        ptrs = []
+        sizes = self.bind_sizes(arrays)
+        ptrs = [sizes.get(n, 0) for n in self.sizes]
         for a, buf in zip(arrays, args):
             if not isinstance(a, np.ndarray):
                 raise TypeError(f"argument {buf.name} must be a numpy.ndarray, "
@@ -80,9 +82,10 @@ class Module:
             if a.dtype != NP_DTYPE[buf.dtype]:
                 raise TypeError(f"argument {buf.name} must have dtype {buf.dtype}, got {a.dtype} "
                                 f"(use .astype('{buf.dtype}'))")
-            if a.shape != tuple(buf.shape):
-                raise ValueError(f"argument {buf.name} must have shape {tuple(buf.shape)}, "
-                                 f"got {a.shape}")
+            want = tuple(bind_extent(d, sizes) for d in buf.shape)
+            if a.shape != want:
+                raise ValueError(f"argument {buf.name} must have shape {want}"
+                                 f"{_symbolic_note(buf.shape, sizes)}, got {a.shape}")
             if not a.flags.c_contiguous:
                 raise ValueError(f"argument {buf.name} must be C-contiguous "
                                  f"(use numpy.ascontiguousarray)")
@@ -92,8 +95,41 @@ class Module:
         check_no_overlap(arrays, args, self.outputs)
         return ptrs
 
+    @property
+    def sizes(self) -> tuple:
+        """Names of the symbolic sizes (``te.var``), the kernel's leading int64 arguments."""
+        return tuple(getattr(self.func, "sizes", ()))
+
+    def bind_sizes(self, arrays: Sequence[Any]) -> dict:
+        """The value of every symbolic size, read from the arrays' shapes; two arrays that
+        disagree on a size are a ValueError naming both."""
+        out: dict = {}
+        seen: dict = {}
+        for a, buf in zip(arrays, self.func.args):
+            shape = getattr(a, "shape", None)
+            if not isinstance(shape, tuple) or len(shape) != len(buf.shape):
+                continue  # the per-argument checks report it
+            for d, (want, got) in enumerate(zip(buf.shape, shape)):
+                name = getattr(want, "name", None)
+                if is_static(want) or name not in self.sizes:
+                    continue
+                if name in out and out[name] != got:
+                    first, fd = seen[name]
+                    raise ValueError(f"arguments {first} and {buf.name} disagree on the size "
+                                     f"{name}: {first}.shape[{fd}] = {out[name]} but "
+                                     f"{buf.name}.shape[{d}] = {got}")
+                out.setdefault(name, int(got))
+                seen.setdefault(name, (buf.name, d))
+        for name, v in out.items():
+            if v < 1:
+                raise ValueError(f"size {name} = {v} (from {seen[name][0]}.shape"
+                                 f"[{seen[name][1]}]): symbolic sizes must be at least 1")
+        return out
+
     def __call__(self, *arrays: Any) -> None:
         rc = self._kernel(*self._pointers(arrays))
+        if rc == -2:
+            raise ValueError(f"kernel {self.name}: a symbolic size is < 1")
         if rc != 0:
             raise MemoryError(f"kernel {self.name} could not allocate its buffers")
 
@@ -148,7 +184,7 @@ class Module:
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.lib_path, path)
         path.with_suffix(".c").write_text(self.source)
-        path.with_suffix(".h").write_text(header(self.name, self.decl))
+        path.with_suffix(".h").write_text(header(self.name, size_doc(self.func) + self.decl))
         return path
 
     def __repr__(self) -> str:
@@ -182,6 +218,32 @@ def check_no_overlap(arrays: Sequence[np.ndarray], args: Sequence[Any],
                                  f"the kernel writes {a_buf.name} while it reads "
                                  f"{b_buf.name}, so the result would be wrong; pass a "
                                  f"separate array for {a_buf.name} (e.g. numpy.empty_like)")
+
+
+def size_doc(func: LoweredFunc) -> str:
+    """A C comment documenting a kernel's leading symbolic-size arguments (empty when it
+    has none), for exported headers."""
+    sizes = tuple(getattr(func, "sizes", ()))
+    if not sizes:
+        return ""
+    where = []
+    for n in sizes:
+        for b in func.args:
+            dims = [str(d) for d in b.shape]
+            if n in dims:
+                where.append(f"{n} = {b.name} dimension {dims.index(n)}")
+                break
+    shapes = "; ".join(f"{b.name}[{']['.join(str(d) for d in b.shape)}]" for b in func.args)
+    return (f"/* {func.name}: the leading int64_t arguments are its symbolic sizes "
+            f"({', '.join(where)}); each must be >= 1, else it returns -2 and writes nothing.\n"
+            f"   arrays: {shapes} (C-contiguous). Returns 0 on success, -1 if out of memory. */\n")
+
+
+def _symbolic_note(shape: tuple, sizes: dict) -> str:
+    if all(is_static(d) for d in shape):
+        return ""
+    bound = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    return f" (shape {tuple(str(d) for d in shape)} with {bound})"
 
 
 def header(guard_name: str, decl: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 
-import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
@@ -23,6 +22,7 @@ from tvmlite.schedule.state import (ANNOTATIONS, Fuse, Iter, ScheduleError, Spli
                                     fresh_stage)
 from tvmlite.checks import check_int
 from tvmlite.te.tensor import IDENT, ComputeOp, IterVar, Tensor
+from tvmlite.ir.symbolic import as_extent_expr, ceil_div, ext_mul, ext_prod, is_static, same_extent
 
 MAX_FACTOR = 1 << 30
 PRAGMAS = ("auto_unroll_max_step",)
@@ -108,9 +108,9 @@ class SplitStep(Step):
             raise ScheduleError(f"stage {self.stage}: cannot split {self.iter}, it is already "
                                 f"annotated {it.annotation}; split first, then annotate")
         if self.factor is not None:
-            inner_ext, outer_ext = self.factor, -(-it.extent // self.factor)
+            inner_ext, outer_ext = self.factor, ceil_div(it.extent, self.factor)
         else:
-            outer_ext, inner_ext = self.nparts, -(-it.extent // self.nparts)  # type: ignore
+            outer_ext, inner_ext = self.nparts, ceil_div(it.extent, self.nparts)  # type: ignore
         taken = st.all_iter_names()
         outer = _unique(f"{self.iter}_outer", taken)
         inner = _unique(f"{self.iter}_inner", taken | {outer})
@@ -149,7 +149,7 @@ class FuseStep(Step):
         if any(it.annotation != "none" for it in its):
             raise ScheduleError(f"stage {self.stage}: annotate after fusing, not before")
         name = _unique("_".join(self.iters) + "_fused", st.all_iter_names())
-        fused = Iter(name, math.prod(it.extent for it in its), its[0].kind)
+        fused = Iter(name, ext_prod(it.extent for it in its), its[0].kind)
         leaves = st.leaves[:pos[0]] + (fused,) + st.leaves[pos[-1] + 1:]
         rel = Fuse(tuple(self.iters), name)
         state = state.with_stage(replace(st, leaves=leaves, relations=st.relations + (rel,)))
@@ -197,6 +197,12 @@ class AnnotateStep(Step):
             raise ScheduleError(f"stage {self.stage}: cannot {self.annotation} the reduce axis "
                                 f"{self.iter}: its iterations accumulate into the same element "
                                 f"(use rfactor to parallelize a reduction)")
+        if self.annotation in ("vectorize", "unroll") and not is_static(it.extent) \
+                and self.stage in state.outputs:  # other stages: checked when lowered,
+            # as compute_at may still give them a constant region
+            raise ScheduleError(f"stage {self.stage}: cannot {self.annotation} {self.iter}: its "
+                                f"extent {it.extent} is symbolic; split it by a constant "
+                                f"factor and {self.annotation} the inner loop")
         if it.annotation not in ("none", self.annotation) and self.annotation != "none":
             raise ScheduleError(f"stage {self.stage}: {self.iter} is already annotated "
                                 f"{it.annotation}")
@@ -424,14 +430,15 @@ class RfactorStep(Step):
         inner_ext = st.leaf(rel.inner).extent
         ko = Var(rel.outer)
         ki = Var(rel.inner)
-        k_value = BinOp("+", BinOp("+", BinOp("*", ko, Const(inner_ext)), ki), Const(k.min))
+        k_value = BinOp("+", BinOp("+", BinOp("*", ko, as_extent_expr(inner_ext)), ki), Const(k.min))
         keep, fold = (rel.inner, rel.outer) if self.iter == rel.inner else (rel.outer, rel.inner)
         ext = {rel.outer: outer_ext, rel.inner: inner_ext}
         body: Reduce = op.body
         src = substitute(body.source, {k.name: k_value})
         where = None if body.where is None else substitute(body.where, {k.name: k_value})
-        if outer_ext * inner_ext != k.extent:
-            guard = Cmp("<", k_value, Const(k.min + k.extent))
+        if not same_extent(ext_mul(outer_ext, inner_ext), k.extent):
+            guard = Cmp("<", k_value, as_extent_expr(k.extent) if k.min == 0 else
+                        BinOp("+", as_extent_expr(k.extent), Const(k.min)))
             # the bound first: && short-circuits, so the user's where (which may read a
             # tensor at k) is only evaluated inside the reduce axis
             where = guard if where is None else BinOp("and", guard, where)

@@ -10,10 +10,11 @@ from tvmlite.schedule.schedule import create_schedule
 from tvmlite.te.tensor import (IDENT, MAX_ELEMENTS, ComputeOp, IterVar, PlaceholderOp, Tensor, abs, all,
                                any, cast, check_name, check_shape, collect_ops, compute, erf, exp,
                                floordiv, floormod, if_then_else, log, logical_not, max, min,
-                               placeholder, reduce_axis, sigmoid, sqrt, sum, tanh)
+                               placeholder, reduce_axis, sigmoid, size_var, sqrt, sum, tanh,
+                               var)
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
            "all", "any", "const", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf",
            "cast", "floordiv", "floormod", "logical_not", "create_schedule", "Tensor",
            "ComputeOp", "PlaceholderOp", "IterVar", "collect_ops", "check_name", "check_shape",
-           "IDENT", "MAX_ELEMENTS"]
+           "IDENT", "MAX_ELEMENTS", "var", "size_var"]

@@ -16,11 +16,12 @@ from tvmlite.ir.expr import (BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, S
                              Var, as_expr, binop, check_dtype, const, is_float, walk)
 from tvmlite.checks import is_int
 from tvmlite.ir.names import IDENT, RESERVED, RESERVED_PREFIXES  # noqa: F401 (IDENT re-exported)
+from tvmlite.ir.symbolic import SizeVar, fold, is_size_expr, is_static
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
            "all", "any", "const", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf",
            "cast", "floordiv", "floormod", "Tensor", "IterVar",
-           "PlaceholderOp", "ComputeOp"]
+           "PlaceholderOp", "ComputeOp", "var", "size_var"]
 
 MAX_ELEMENTS = 2**34  # a sane bound on one tensor's size; bigger is surely a mistake
 
@@ -42,6 +43,8 @@ def check_shape(shape: Any, what: str) -> tuple[int, ...]:
         dims = tuple(shape)
     except TypeError:
         raise TypeError(f"{what}: shape must be a tuple of positive ints, got {shape!r}") from None
+    if builtins.any(is_size_expr(d) and not isinstance(d, Const) for d in dims):
+        return check_symbolic_shape(dims, what)
     total = 1
     for d in dims:
         if isinstance(d, Const):
@@ -54,11 +57,40 @@ def check_shape(shape: Any, what: str) -> tuple[int, ...]:
     return tuple(int(d.value) if isinstance(d, Const) else int(d) for d in dims)
 
 
+def var(name: str = "n", dtype: str = "int32") -> SizeVar:
+    """A symbolic size (TVM's ``te.var``): use it as a dimension of a placeholder or a
+    compute, as a reduction bound, or in an index; the kernel takes it as an ``int64_t``
+    argument and, called from Python, reads it from the shapes of the arrays."""
+    check_name(name, "te.var name")
+    if dtype not in ("int32", "int64"):
+        raise TypeError(f"te.var {name}: a size must be int32 or int64, got {dtype!r}")
+    return SizeVar(name, "int32")
+
+
+size_var = var  # TVM's te.size_var: a var known to be non-negative (ours are >= 1)
+
+
+def check_symbolic_shape(dims: tuple, what: str) -> tuple:
+    """A shape with symbolic dimensions: each an int >= 1 or an expression of te.vars."""
+    out = []
+    for d in dims:
+        if isinstance(d, Const):
+            d = int(d.value)
+        if is_static(d) and d > 0:
+            out.append(d)
+        elif is_size_expr(d) and not isinstance(d, Const):
+            out.append(d)
+        else:
+            raise ValueError(f"{what}: each dimension must be a positive int or an expression "
+                             f"of te.var sizes, got {d!r} in {dims!r}")
+    return tuple(out)
+
+
 @dataclass(frozen=True, eq=False)
 class IterVar:
     """An axis of a compute: ``var`` ranges over ``[min, min + extent)``."""
     var: Var
-    extent: int
+    extent: Any  # int, or an expression of te.var sizes (tvmlite.ir.symbolic)
     kind: str  # "spatial" or "reduce"
     min: int = 0
 
@@ -178,7 +210,9 @@ def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "place
 def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
     """A reduction axis over ``range(lo, hi)`` given as ``(lo, hi)`` (or just ``hi``)."""
     check_name(name, "reduce_axis name")
-    lo, hi = (0, dom) if isinstance(dom, int) else tuple(dom)
+    lo, hi = (0, dom) if isinstance(dom, (int, Expr)) else tuple(dom)
+    if is_static(lo) and is_size_expr(hi) and not isinstance(hi, Const):
+        return IterVar(Var(name), hi if lo == 0 else fold(binop("-", hi, lo)), "reduce", lo)
     if not builtins.all(is_int(x) for x in (lo, hi)) or hi <= lo:
         raise ValueError(f"reduce_axis {name}: dom must be (lo, hi) ints with lo < hi, got {dom!r}")
     return IterVar(Var(name), hi - lo, "reduce", lo)
@@ -230,7 +264,7 @@ def check_body(name: str, axis: tuple[IterVar, ...], body: Expr) -> None:
             raise ZeroDivisorError(f"compute {name}: integer {'division' if node.op == '//' else 'modulo'} "
                                     f"by zero in {node}; C leaves it undefined, so divide by a "
                                     f"non-zero value")
-        if isinstance(node, Var) and node.name not in known:
+        if isinstance(node, Var) and node.name not in known and not isinstance(node, SizeVar):
             raise ValueError(f"compute {name}: variable {node.name!r} is not an axis of this "
                              "compute (reduce axes must be passed to te.sum/max/min)")
 

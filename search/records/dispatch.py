@@ -1,0 +1,233 @@
+"""Dispatch tables: a few kernel variants over a symbolic size, and which serves which M.
+
+Tuning a dynamic workload for a range of sizes ends with a handful of schedules (each a
+kernel over symbolic ``M``, correct for every M) and a table measured at the tuned sizes:
+``ranges`` split ``[1, inf)`` into intervals, each served by one variant. The table is a
+log record of its own (``tuner="dispatch"``: no Steps, the variants' Steps and the ranges
+in its decisions, the chosen variant's time at each tuned size as its costs), so a log
+alone rebuilds the dispatching kernel, as ``replay`` and ``SearchTask.apply_best`` do.
+
+The dispatching kernel is C: one entry point ``name(M, ...)`` that checks M and calls
+``name_v<i>`` (every variant stays callable), compiled and linked with the variants.
+
+Map: DispatchTable (+ from/to record) · ranges_from_choice · C of the dispatcher ·
+build_dispatch (a Module) · export_dispatch (files for replay).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from tvmlite.runtime.module import Module, generate_c, header, size_doc
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.step_json import step_from_json
+from tvmlite.schedule.state import ScheduleError
+from tvmlite.search.measure.inputs import MeasureResult
+from tvmlite.search.records.record import Record, RecordError
+
+DISPATCH_TUNER = "dispatch"
+MAX_VARIANTS = 8
+
+
+@dataclass(frozen=True)
+class DispatchTable:
+    """``variants``: Step tuples; ``ranges``: ``(lo, hi, variant)`` with ``hi`` None for
+    the last (unbounded) range, contiguous from 1; ``tuned``: {size: (variant, seconds)}."""
+    size: str
+    variants: tuple
+    ranges: tuple
+    tuned: dict
+
+    def variant_for(self, m: int) -> int:
+        for lo, hi, v in self.ranges:
+            if m >= lo and (hi is None or m <= hi):
+                return v
+        raise ValueError(f"size {self.size}={m} is below 1")
+
+    def to_decisions(self) -> dict:
+        return {"dispatch": {
+            "size": self.size,
+            "variants": [[s.to_json() for s in steps] for steps in self.variants],
+            "ranges": [{"lo": lo, "hi": hi, "variant": v} for lo, hi, v in self.ranges],
+            "tuned": [{"size": m, "variant": v, "seconds": t}
+                      for m, (v, t) in sorted(self.tuned.items())]}}
+
+    @classmethod
+    def from_record(cls, rec: Record) -> "DispatchTable":
+        """The table of a dispatch record, every part checked (logs are untrusted)."""
+        d = rec.decisions.get("dispatch") if isinstance(rec.decisions, dict) else None
+        if not isinstance(d, dict):
+            raise RecordError("dispatch record: decisions must hold {'dispatch': {...}}")
+        size = d.get("size")
+        if size not in rec.workload.size_names:
+            raise RecordError(f"dispatch record: size {str(size)[:40]!r} is not a symbolic "
+                              f"size of the workload {list(rec.workload.size_names)}")
+        raw = d.get("variants")
+        if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_VARIANTS:
+            raise RecordError(f"dispatch record: 1 to {MAX_VARIANTS} variants expected")
+        try:
+            variants = tuple(tuple(step_from_json(s) for s in v) for v in raw)
+        except (ScheduleError, TypeError, AttributeError) as e:
+            raise RecordError(f"dispatch record: a variant's steps do not parse: {e}") from None
+        ranges = []
+        expect = 1
+        for i, r in enumerate(d.get("ranges") or []):
+            lo, hi, v = (r.get(k) for k in ("lo", "hi", "variant")) if isinstance(r, dict) \
+                else (None, None, None)
+            last = i == len(d["ranges"]) - 1
+            ok = lo == expect and isinstance(v, int) and 0 <= v < len(variants) and \
+                ((hi is None and last) or (isinstance(hi, int) and hi >= lo and not last))
+            if not ok or isinstance(v, bool):
+                raise RecordError(f"dispatch record: range {i} is not a contiguous "
+                                  f"[lo, hi] from 1 naming a variant: {str(r)[:60]}")
+            ranges.append((lo, hi, v))
+            expect = (hi or 0) + 1
+        if not ranges:
+            raise RecordError("dispatch record: no ranges")
+        tuned = {}
+        for t in d.get("tuned") or []:
+            if isinstance(t, dict) and isinstance(t.get("size"), int) and \
+                    isinstance(t.get("variant"), int) and isinstance(t.get("seconds"), (int, float)):
+                tuned[t["size"]] = (t["variant"], float(t["seconds"]))
+        return cls(size, variants, tuple(ranges), tuned)
+
+
+def ranges_from_choice(choice: dict) -> tuple:
+    """Ranges from the fastest variant at each tuned size: a size between two tuned
+    sizes goes to the nearer one in log scale (the boundary is their geometric mean);
+    below the smallest and above the largest, the nearest end's variant."""
+    sizes = sorted(choice)
+    ranges: list = []
+    lo = 1
+    for a, b in zip(sizes, sizes[1:]):
+        if choice[a] == choice[b]:
+            continue
+        cut = math.floor(math.sqrt(a * b))   # m <= cut is nearer a in log scale
+        ranges.append((lo, cut, choice[a]))
+        lo = cut + 1
+    ranges.append((lo, None, choice[sizes[-1]]))
+    return tuple(ranges)
+
+
+def dispatch_record(workload: Any, target: Any, table: DispatchTable) -> Record:
+    """The log record of a table; its costs are the chosen times at the tuned sizes."""
+    costs = tuple(t for _, (_, t) in sorted(table.tuned.items()))
+    return Record(workload, target, (), MeasureResult(costs=costs), table.to_decisions(),
+                  DISPATCH_TUNER)
+
+
+def latest_table(records: Sequence[Record], workload: Any) -> tuple | None:
+    """(record, table) of the newest valid dispatch record of ``workload`` (by key)."""
+    recs = [r for r in records if r.tuner == DISPATCH_TUNER and r.workload.key == workload.key]
+    for rec in sorted(recs, key=lambda r: -r.result.timestamp):
+        try:
+            return rec, DispatchTable.from_record(rec)
+        except RecordError:
+            continue
+    return None
+
+
+# -- C -----------------------------------------------------------------------------------
+
+def _variant_sources(workload: Any, table: DispatchTable, target: Any, name: str) -> list:
+    """(name_v<i>, LoweredFunc, C source, C declarations) per variant."""
+    out = []
+    for i, steps in enumerate(table.variants):
+        s = Schedule.from_steps(workload.outputs, steps)
+        func, source, decl = generate_c(s, list(workload.tensors), target, f"{name}_v{i}")
+        out.append((f"{name}_v{i}", func, source, decl))
+    return out
+
+
+def dispatcher_source(name: str, func: Any, table: DispatchTable, outputs: list) -> str:
+    """C of the entry point ``name`` that calls the variant of the table's range of M."""
+    from tvmlite.codegen_c.codegen import params
+    p = params(func, outputs)
+    call = ", ".join(list(func.sizes) + [b.name for b in func.args])
+    m = table.size
+    lines = ["// generated by tvmlite: dispatch on the symbolic size " + m,
+             "#include <stdint.h>", "#include <time.h>", ""]
+    for i in range(len(table.variants)):
+        lines.append(f"int32_t {name}_v{i}({p});")
+        lines.append(f"void {name}_v{i}_set_num_threads(int32_t n);")
+    lines += ["", f"int32_t {name}({p}) {{",
+              f"  if ({' || '.join(f'{n} < 1' for n in func.sizes)}) return -2;"]
+    for lo, hi, v in table.ranges:
+        if hi is None:
+            lines.append(f"  return {name}_v{v}({call});  /* {m} >= {lo} */")
+        else:
+            lines.append(f"  if ({m} <= {hi}) return {name}_v{v}({call});  /* {lo} <= {m} <= {hi} */")
+    # the timer's parameters get names of their own: an argument may be named like the
+    # kernel (conv2d_nhwc's output is conv2d_nhwc), which would hide the function
+    tnames = list(func.sizes) + [f"tvmlite_a{i}" for i in range(len(func.args))]
+    tp = params(func, outputs, tnames).replace(" restrict", "")
+    lines += ["}", "", f"double {name}_time({tp}, int32_t number) {{",
+              "  struct timespec t0, t1;", "  clock_gettime(CLOCK_MONOTONIC, &t0);",
+              "  for (int32_t r = 0; r < number; ++r) {",
+              f"    if ({name}({', '.join(tnames)}) != 0) return -1.0;", "  }",
+              "  clock_gettime(CLOCK_MONOTONIC, &t1);",
+              "  return ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9)"
+              " / (double)number;", "}", "",
+              f"void {name}_set_num_threads(int32_t n) {{"]
+    lines += [f"  {name}_v{i}_set_num_threads(n);" for i in range(len(table.variants))]
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def _dispatch_decl(name: str, func: Any, outputs: list) -> str:
+    from tvmlite.codegen_c.codegen import cdecl
+    return cdecl(replace(func, name=name), outputs)
+
+
+def _parts(workload: Any, table: DispatchTable, target: Any, name: str) -> tuple:
+    variants = _variant_sources(workload, table, target, name)
+    outputs = [t.name for t in workload.outputs]
+    func = replace(variants[0][1], name=name)
+    source = dispatcher_source(name, func, table, outputs)
+    decl = _dispatch_decl(name, variants[0][1], outputs) + "".join(v[3] for v in variants)
+    return variants, func, source, decl, outputs
+
+
+def build_dispatch(workload: Any, table: DispatchTable, target: Any = None,
+                   name: str = "default_function") -> Module:
+    """The dispatching kernel as a Module: call it on arrays of any M; ``module.lib``
+    also holds every variant (``<name>_v<i>``)."""
+    from tvmlite.codegen_c import link_shared
+    from tvmlite.target.target import Target
+    target = target or Target.host()
+    variants, func, source, decl, outputs = _parts(workload, table, target, name)
+    digest = hashlib.sha256("\0".join([source] + [v[2] for v in variants] +
+                                      list(target.cflags)).encode()).hexdigest()[:24]
+    d = Path(tempfile.gettempdir()) / f"tvmlite-dispatch-{digest}"
+    lib = d / f"lib{name}.so"
+    if not lib.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for vname, _, vsrc, _ in variants + [(name, None, source, None)]:
+            (d / f"{vname}.c").write_text(vsrc)
+            paths.append(d / f"{vname}.c")
+        link_shared(paths, target, lib)
+    all_outputs = [st.name for st in Schedule.create(workload.outputs).state.stages]
+    return Module(func, source, decl, lib, target, all_outputs or outputs)
+
+
+def export_dispatch(workload: Any, table: DispatchTable, target: Any, name: str,
+                    out: Path) -> tuple[list, str]:
+    """Write the dispatcher and its variants into ``out`` (``name.c``, ``name_v<i>.c``,
+    ``name.h`` declaring all, ``lib<name>.so``); returns (C files, declarations)."""
+    from tvmlite.codegen_c import link_shared
+    variants, func, source, decl, _ = _parts(workload, table, target, name)
+    files = []
+    for vname, _, vsrc, _ in variants:
+        (out / f"{vname}.c").write_text(vsrc)
+        files.append(out / f"{vname}.c")
+    (out / f"{name}.c").write_text(source)
+    files.append(out / f"{name}.c")
+    doc = size_doc(func)
+    (out / f"{name}.h").write_text(header(name, doc + decl))
+    link_shared(files, target, out / f"lib{name}.so")
+    return files, doc + decl

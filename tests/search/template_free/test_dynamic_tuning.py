@@ -1,0 +1,189 @@
+"""Tuning a symbolic M once for several sizes: one budget, variants, a measured dispatch
+table in the log, a dispatching kernel from apply_best and from replay (called from C)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import tvmlite
+from tvmlite import te, search
+from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, export_dispatch,
+                                             ranges_from_choice)
+from tvmlite.search.records.record import load_records
+from tvmlite.search.records.workload import Workload
+from tvmlite.search.template_free.dynamic import representative_sizes
+from tvmlite.target.target import Target
+
+CHECK = (1, 2, 3, 7, 15, 16, 17, 100, 1023, 1025, 3000)
+
+
+def test_representative_sizes():
+    assert representative_sizes((1, 2048)) == [1, 4, 16, 64, 256, 2048] or \
+        len(representative_sizes((1, 2048))) == 6
+    pts = representative_sizes((1, 2048))
+    assert pts[0] == 1 and pts[-1] == 2048 and len(pts) == 6
+    assert representative_sizes((3, 20)) == [3, 4, 8, 16, 20]
+    assert representative_sizes([64, 8, 8]) == [8, 64]
+    with pytest.raises(ValueError, match="lo <= hi"):
+        representative_sizes((10, 2))
+
+
+def test_ranges_from_choice_nearest_in_log_scale():
+    r = ranges_from_choice({1: 0, 8: 0, 64: 1, 1024: 2})
+    assert r == ((1, 22, 0), (23, 256, 1), (257, None, 2))
+    t = DispatchTable("M", ((), (), ()), r, {})
+    assert [t.variant_for(m) for m in (1, 22, 23, 256, 257, 10**6)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_shapes_argument_is_checked():
+    with pytest.raises(ValueError, match="pass shapes="):
+        search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 8, 8))
+    with pytest.raises(ValueError, match="must give the sizes of M"):
+        search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 8, 8), shapes={"N": [1]})
+    with pytest.raises(ValueError, match="this one has none"):
+        search.SearchTask(func=tvmlite.ops.matmul, args=(8, 8, 8), shapes={"M": [1]})
+
+
+def _matmul_check(mod, k=64, n=64, sizes=CHECK):
+    b = np.random.default_rng(1).uniform(-1, 1, (k, n)).astype("float32")
+    for m in sizes:
+        a = np.random.default_rng(m).uniform(-1, 1, (m, k)).astype("float32")
+        c = np.full((m, n), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
+                                   err_msg=f"M={m}")
+
+
+def test_tune_for_sizes_then_apply_best_and_replay(tmp_path):
+    task = search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 64, 64),
+                             shapes={"M": [4, 32, 200]})
+    log = tmp_path / "dyn.jsonl"
+    quick = search.TuningOptions(seed=0, measures_per_round=2, population=24, generations=1,
+                                 number=1, repeat=1, min_repeat_ms=0)
+    res = task.tune(trials=12, log_file=log, options=quick)
+    assert res.measured <= 12 and res.dispatch is not None
+    recs = load_records(log)
+    sized = [r for r in recs if r.workload.sizes]
+    assert {r.workload.sizes["M"] for r in sized} == {4, 32, 200}
+    (table_rec,) = [r for r in recs if r.tuner == "dispatch"]
+    assert table_rec.workload.key == task.workload.key
+    assert set(res.dispatch.tuned) == {4, 32, 200}
+    mod = task.apply_best(log)
+    assert mod.sizes == ("M",)
+    _matmul_check(mod)
+    from tvmlite.search.model.cost_model import XGBModel
+    from tvmlite.search.template_free.policy import pretrain_from_logs
+    assert pretrain_from_logs(XGBModel(), [log], Target.host()) == len(sized)
+    out = tmp_path / "dist"
+    report = tvmlite.search.replay(log, out)
+    assert not report.skipped and len(report.kernels) == 1
+    (k,) = json.loads((out / "manifest.json").read_text())["kernels"]
+    assert k["dispatch"]["size"] == "M" and k["dispatch"]["ranges"][0]["lo"] == 1
+    assert k["dispatch"]["ranges"][-1]["hi"] is None
+    assert k["variants"] == [f"matmul_v{i}" for i in range(len(res.dispatch.variants))]
+
+
+def _two_variants(wl):
+    """Two different schedules over symbolic M (a small tile, and a big parallel one)."""
+    out = []
+    for fi, fj, par in ((1, 16, False), (32, 64, True)):
+        s = wl.schedule()
+        st = s[wl.outputs[-1]]
+        i, j = st.op.axis
+        io, ii = st.split(i, factor=fi)
+        jo, ji = st.split(j, factor=fj)
+        st.reorder(io, jo, st.op.reduce_axis[0], ii, ji)
+        jio, jii = st.split(ji, factor=16)
+        st.vectorize(jii)
+        if par:
+            st.parallel(io)
+        out.append(tuple(s.steps))
+    return tuple(out)
+
+
+MAIN_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include "tvmlite_dyn.h"
+static int check(int64_t M, int v) {
+  float *A = malloc(sizeof(float) * M * 64), *B = malloc(sizeof(float) * 64 * 64),
+        *C = malloc(sizeof(float) * M * 64);
+  for (int64_t i = 0; i < M * 64; ++i) A[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
+  for (int i = 0; i < 64 * 64; ++i) B[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
+  int rc = v < 0 ? mm(M, A, B, C) : v == 0 ? mm_v0(M, A, B, C) : mm_v1(M, A, B, C);
+  if (rc != 0) return 1;
+  for (int64_t i = 0; i < M; ++i)
+    for (int j = 0; j < 64; ++j) {
+      double want = 0;
+      for (int k = 0; k < 64; ++k) want += (double)A[i * 64 + k] * B[k * 64 + j];
+      if (fabs(want - C[i * 64 + j]) > 1e-4) return 1;
+    }
+  free(A); free(B); free(C);
+  return 0;
+}
+int main(void) {
+  const int64_t sizes[] = {1, 3, 17, 40, 41, 100, 1025};
+  for (int s = 0; s < 7; ++s)
+    for (int v = -1; v < 2; ++v)
+      if (check(sizes[s], v)) { printf("wrong at M=%ld variant %d\n", (long)sizes[s], v); return 1; }
+  float x[64];
+  if (mm(0, x, x, x) != -2) { printf("M=0 accepted\n"); return 1; }
+  printf("ok\n");
+  return 0;
+}
+"""
+
+
+def test_dispatch_with_two_variants_python_and_c(tmp_path):
+    wl = Workload.from_op("matmul", te.var("M"), 64, 64)
+    table = DispatchTable("M", _two_variants(wl), ranges_from_choice({8: 0, 200: 1}),
+                          {8: (0, 1e-6), 200: (1, 1e-5)})
+    assert table.ranges == ((1, 40, 0), (41, None, 1))
+    mod = build_dispatch(wl, table, name="mm")
+    _matmul_check(mod)
+    assert "if (M <= 40) return mm_v0(M, A, B, C);" in mod.get_source()
+    out = tmp_path / "dist"
+    out.mkdir()
+    files, decl = export_dispatch(wl, table, Target.host(), "mm", out)
+    (out / "tvmlite_dyn.h").write_text((out / "mm.h").read_text())
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "main.c").write_text(MAIN_C)
+    exe = tmp_path / "main"
+    subprocess.run([cc, str(tmp_path / "main.c"), f"-I{out}", f"-L{out}", "-lmm",
+                    f"-Wl,-rpath,{out}", "-lm", "-o", str(exe)], check=True)
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+def test_dispatch_of_a_kernel_whose_output_has_its_name():
+    """conv2d_nhwc's output tensor is called conv2d_nhwc, like the entry point."""
+    wl = Workload.from_op("conv2d_nhwc", te.var("N"), 6, 6, 8, 16, 3, 1, 1)
+    table = DispatchTable("N", ((),), ((1, None, 0),), {2: (0, 1e-5)})
+    mod = build_dispatch(wl, table, name="conv2d_nhwc")
+    from tvmlite.testing import reference
+    for n in (1, 3):
+        x = np.random.default_rng(n).uniform(-1, 1, (n, 6, 6, 8)).astype("float32")
+        w = np.random.default_rng(0).uniform(-1, 1, (3, 3, 8, 16)).astype("float32")
+        out = np.full((n, 6, 6, 16), np.nan, "float32")
+        mod(x, w, out)
+        want = reference("conv2d_nhwc", [x, w], N=n, H=6, W=6, CI=8, CO=16, kernel=3,
+                         stride=1, padding=1)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    xa, wa, oa = (tvmlite.asaligned(v) for v in (x, w, out))
+    assert mod.time_evaluator(number=1, repeat=1)(xa, wa, oa).median > 0
+
+
+def test_static_only_searches_refuse_a_symbolic_size():
+    import tvmlite.schedules  # noqa: F401 -- registers the templates
+    with pytest.raises(ValueError, match="templates tune fixed sizes"):
+        search.templated.create("matmul", args=(te.var("M"), 8, 8, "float32"))
+    task = search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 8, 8), shapes={"M": [1]})
+    with pytest.raises(ValueError, match="tune it on its own"):
+        search.TaskScheduler([task])
