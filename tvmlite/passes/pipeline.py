@@ -24,11 +24,13 @@ DEFAULT_VECTOR_BYTES = 64
 
 @dataclass(frozen=True, eq=False)
 class LoweredFunc:
-    """A kernel in loop IR: its arguments, whole-size intermediates and body."""
+    """A kernel in loop IR: its arguments, whole-size intermediates and body, and what
+    the vectorize pass decided for each vectorize loop (``passes.vectorize.VectorDecision``)."""
     name: str
     args: tuple
     allocs: tuple
     body: Stmt
+    vector_decisions: tuple = ()
 
     def __str__(self) -> str:
         head = f"def {self.name}({', '.join(f'{b.name}: {b.dtype}{list(b.shape)}' for b in self.args)}):"
@@ -95,13 +97,14 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int, debug
     builder = nest.NestBuilder(state, infos, arg_buffers)
     stmt = builder.build()
     nest.check_parallel_nesting(stmt)
+    decisions: list = []
     passes = [
         ("simplify", simplify_stmt),
         ("auto_unroll", lambda x: mark_auto_unroll(x, 0, vector_bytes)),
         ("unroll", lambda x: unroll(x, vector_bytes)),
         ("simplify", simplify_stmt),
         ("flatten", flatten),
-        ("vectorize", lambda x: vectorize(x, vector_bytes)),
+        ("vectorize", lambda x: vectorize(x, vector_bytes, decisions)),
     ]
     for pass_name, fn in passes:
         stmt = fn(stmt)
@@ -110,4 +113,4 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int, debug
         if pass_name == until:
             break
     return LoweredFunc(name, tuple(arg_buffers[t.name] for t in tensors),
-                       tuple(builder.root_allocs), stmt)
+                       tuple(builder.root_allocs), stmt, tuple(decisions))
