@@ -21,7 +21,7 @@
 #ifndef VEC_BYTES
 #define VEC_BYTES 16
 #endif
-#define NACC 8
+#define NACC 12 /* chains: load latency x 2 loads per cycle, with room */
 #define LANES (VEC_BYTES / 4)
 
 typedef float vf __attribute__((vector_size(VEC_BYTES)));
@@ -47,7 +47,7 @@ static double run_thread(long bytes, double seconds, volatile float *sink) {
     double t0 = now_seconds(), t1 = t0;
     do {
         for (long i = 0; i < n; i += NACC) {
-#pragma GCC unroll 8
+#pragma GCC unroll 12
             for (int k = 0; k < NACC; ++k) acc[k] += buf[i + k];
         }
         ++sweeps;

@@ -176,6 +176,8 @@ def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -
                 "estimated; `tvmlite target --peak` measures it"
         lines.append(f"peak:     {_gf(100 * best.gflops / peak)}% of this CPU's {dtype} peak "
                      f"({peak:.1f} GFLOP/s, {how})")
+    from tvmlite.search.records.explain import bound_line
+    lines.append(f"bound:    {bound_line(best, target)} (`tvmlite explain {shlex.quote(log)}`)")
     base = _time_unscheduled(workload, target, options)
     if base.ok:
         lines.append(f"speedup:  {_gf(base.mean_cost / best.mean_cost)}x over the unscheduled "

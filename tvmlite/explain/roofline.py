@@ -76,13 +76,17 @@ class Roofline:
         for lv in self.levels:
             a = lv.attainable(self.flops)
             bw = "unknown" if lv.gbps is None else f"{lv.gbps:.0f} GB/s"
-            intensity = self.flops / lv.bytes if lv.bytes else float("inf")
+            intensity = f"{self.flops / lv.bytes:8.3g}" if lv.bytes else f"{'-':>8}"
             att = "-" if a is None else f"{a:.1f} GFLOP/s"
-            out.append(f"  {lv.name:<7} {lv.bytes:>14,} B  {intensity:8.3g} flop/B  at {bw:>9}"
+            out.append(f"  {lv.name:<7} {lv.bytes:>14,} B  {intensity} flop/B  at {bw:>9}"
                        f" -> {att}")
         m = self.measured_gflops
         out.append(f"bound:       {self.bound}; attainable {self.attainable_gflops:.1f} GFLOP/s")
         if m is not None:
             out.append(f"measured:    {m:.2f} GFLOP/s ({self.seconds * 1e3:.4g} ms) = "
                        f"{self.fraction:.0%} of attainable")
+            if self.fraction > 1.1:
+                out.append("             (above the roofline: the bandwidth was measured on a "
+                           "busier machine, or the model overcounts: its L1 bytes count every "
+                           "load the IR holds, some of which the compiler merges)")
         return out

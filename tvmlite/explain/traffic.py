@@ -13,8 +13,9 @@ How the bytes are counted (a reuse-distance model, per cache size C):
   share again, and the bytes are L's extent times those of its body.
 - Statements in sequence add up (no reuse across them is assumed).
 
-The bytes L1 itself serves are the bytes of every load and store the vectorized code
-executes (a vector access counts its lanes, a broadcast one element); buffers codegen
+The bytes L1 itself serves are the bytes of every load the vectorized code executes
+(stores have their own port) (a vector access counts its lanes, a broadcast one element; a load repeated in
+straight-line code counts once, as the compiler keeps it in a register); buffers codegen
 keeps in vector registers (``codegen.promotable``) cost nothing anywhere. A kernel
 whose whole working set fits in a cache moves nothing across that cache's boundary: it
 is timed run after run, so its data stay there (warm). The bytes of
@@ -26,11 +27,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from tvmlite.codegen_c.codegen import promotable
 from tvmlite.ir.expr import ITEMSIZE, BinOp, Call, Load, Ramp, Select, free_vars, walk
+from tvmlite.ir.printer import expr_str
 from tvmlite.ir.simplify import bound
-from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, stmt_children
+from tvmlite.ir.stmt import Allocate, For, IfThenElse, Stmt, Store, stmt_children
 
 LINE_BYTES = 64   # the cache line of every x86-64 and AArch64 core we compile for
 FLOAT_OPS = ("+", "-", "*", "/", "min", "max")
@@ -160,19 +163,38 @@ def executed_flops(s: Stmt, times: int = 1) -> int:
 
 
 def l1_bytes(s: Stmt, in_registers: set, times: int = 1) -> int:
-    """Bytes of every load and store executed by the final (vectorized) code."""
+    """Bytes of the loads the final (vectorized) code executes (stores go through their
+    own port, and the bandwidth probe measures loads). In straight-line
+    code (consecutive stores) a load repeated at the same index is counted once: the
+    compiler keeps it in a register (the arguments are ``restrict``), until a store to
+    that buffer."""
     if isinstance(s, For):
         return l1_bytes(s.body, in_registers, times * s.extent)
-    if isinstance(s, (Seq, Allocate)) or (isinstance(s, IfThenElse)):
-        return sum(l1_bytes(c, in_registers, times) for c in stmt_children(s))
-    if not isinstance(s, Store):
-        return 0
-    total = 0
-    nodes = [s] + [x for x in walk(s.value) if isinstance(x, Load)]
-    for x in nodes:
-        if x.buffer.name in in_registers:
+    if isinstance(s, Store):
+        return _block_bytes([s], in_registers) * times
+    total, block = 0, []
+    for c in stmt_children(s):
+        if isinstance(c, Store):
+            block.append(c)
             continue
+        total += _block_bytes(block, in_registers) * times
+        block = []
+        total += l1_bytes(c, in_registers, times)
+    return total + _block_bytes(block, in_registers) * times
+
+
+def _block_bytes(stores: list, in_registers: set) -> int:
+    total, seen = 0, set()
+
+    def size(x: Any) -> int:
         idx = x.indices[0]
-        lanes = idx.lanes if isinstance(idx, Ramp) else 1
-        total += lanes * ITEMSIZE.get(x.buffer.dtype, 4)
-    return total * times
+        return (idx.lanes if isinstance(idx, Ramp) else 1) * ITEMSIZE.get(x.buffer.dtype, 4)
+    for st in stores:
+        for x in walk(st.value):
+            if isinstance(x, Load) and x.buffer.name not in in_registers:
+                key = (x.buffer.name, expr_str(x.indices[0]))
+                if key not in seen:
+                    seen.add(key)
+                    total += size(x)
+        seen = {k for k in seen if k[0] != st.buffer.name}
+    return total
