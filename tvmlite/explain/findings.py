@@ -19,6 +19,7 @@ from tvmlite.ir.expr import ITEMSIZE, Broadcast, Load, Ramp, walk
 from tvmlite.ir.printer import expr_str
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Stmt, Store, stmt_children
 from tvmlite.passes.unroll import MAX_COPIES, steps
+from tvmlite.passes.vectorize import MAX_UNROLLED_CHUNKS
 
 MIN_PARALLEL_SECONDS = 20e-6   # per thread and parallel region: fork/join costs microseconds
 IMBALANCE = 0.10               # idle share of the threads worth reporting
@@ -222,8 +223,9 @@ def parallel_findings(nest: Stmt, cores: int, seconds: float | None, flops: int,
         busy = min(E, cores)
         idle = 1 - E / (per * cores)
         where = f"parallel loop {loop.var.name}"
-        text = (f"{E} iterations on {cores} threads: {per} per thread, {busy} busy, "
-                f"{idle:.0%} idle, entered {entries} time(s)")
+        work = flops / entries * per / E
+        text = (f"{E} iterations on {cores} threads: {per} per thread (~{work:,.0f} flops "
+                f"each time), {busy} busy, {idle:.0%} idle, entered {entries} time(s)")
         if seconds is not None:
             region = seconds / entries
             text += f", {region * 1e6:.3g} us per region"
@@ -327,12 +329,19 @@ def memory_local_findings(final_body: Stmt, max_bytes: int) -> list[Finding]:
         if culprit is None:
             continue
         loop, index = culprit
-        out.append(Finding("registers", f"local buffer {s.buffer.name} ({nbytes} B)",
-                           f"lives in memory, not in vector registers: it is accessed at "
-                           f"`{index}` inside loop {loop} (not a whole vector at a constant "
-                           f"offset)", f"unroll loop {loop} (and vectorize the innermost "
-                           f"axis of {s.buffer.name}'s accesses) so every access is a "
-                           "constant vector"))
+        what = (f"lives in memory, not in vector registers: it is accessed at `{index}` "
+                f"inside loop {loop} (not a whole vector at a constant offset)")
+        advice = (f"unroll loop {loop} (and vectorize the innermost axis of "
+                  f"{s.buffer.name}'s accesses) so every access is a constant vector")
+        if loop.endswith("_v"):     # the vectorize pass's loop over the chunks of loop X
+            src = loop[:-2]
+            what += (f"; {loop} is the loop over the vectors of the vectorized loop {src}, "
+                     f"which has more than {MAX_UNROLLED_CHUNKS} vectors")
+            advice = (f"split {src} so its vectorized part is at most {MAX_UNROLLED_CHUNKS} "
+                      f"vectors and unroll the part outside, or tile the stage writing "
+                      f"{s.buffer.name} smaller (a smaller register block)")
+        out.append(Finding("registers", f"local buffer {s.buffer.name} ({nbytes} B)", what,
+                           advice))
     return out
 
 

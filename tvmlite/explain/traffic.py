@@ -2,10 +2,12 @@
 
 How the bytes are counted (a reuse-distance model, per cache size C):
 
-- The *footprint* of a statement for buffer b is the bounding box of every index b is
-  accessed at inside it, with the loops inside the statement ranging over their extents
-  and the loops outside held fixed; its bytes count whole cache lines along the last
-  dimension (``LINE_BYTES``), so a strided column read costs a line per element.
+- The *footprint* of a statement for buffer b is, per dimension, the points its indices
+  take inside it (the loops inside the statement ranging over their extents, the loops
+  outside held fixed): the interval of the index, but at most the product of the
+  extents of the loops it uses, so two disjoint pieces do not count as their bounding
+  box. Its bytes count whole cache lines along the last dimension (``LINE_BYTES``), so
+  a strided column read costs a line per element.
 - Reuse of b across two consecutive iterations of a loop L is kept in a cache of size C
   when the data one iteration touches (the reuse distance: the footprint of L's body,
   all buffers together) fits in C. Then b crosses the boundary once per execution of L
@@ -63,22 +65,37 @@ def accesses(s: Stmt, loops: tuple = ()) -> list[Access]:
 
 
 def _box(acc: Access, varying: set) -> tuple:
-    """The accessed region, per dimension (lo, hi), loops in ``varying`` ranging."""
+    """The accessed region per dimension, (lo, hi, points): loops in ``varying`` range,
+    the others are held fixed; ``points`` is at most the product of the extents of the
+    ranging loops the index uses (two disjoint pieces are not their bounding box)."""
     ranges = {f.var.name: ((0, f.extent - 1) if id(f) in varying else (0, 0))
               for f in acc.loops}
+    extents = {f.var.name: f.extent for f in acc.loops if id(f) in varying}
     box = []
     for e, dim in zip(acc.indices, acc.buffer.shape):
-        for name in free_vars(e) - ranges.keys():
+        names = free_vars(e)
+        for name in names - ranges.keys():
             ranges[name] = (0, 0)      # a loop outside the statement: held fixed
         lo, hi = bound(e, ranges)
-        box.append((max(0, lo), min(dim - 1, hi)))
+        lo, hi = max(0, lo), min(dim - 1, hi)
+        box.append((lo, hi, min(hi - lo + 1, math.prod(extents.get(n, 1) for n in names))))
     return tuple(box)
+
+
+def _union(boxes: list) -> tuple:
+    """Distinct accesses of one buffer: the bounding box, each dimension's points summed
+    (capped by the box's width)."""
+    out = []
+    for dims in zip(*boxes):
+        lo, hi = min(d[0] for d in dims), max(d[1] for d in dims)
+        out.append((lo, hi, min(hi - lo + 1, sum(d[2] for d in dims))))
+    return tuple(out)
 
 
 def _bytes(box: tuple, itemsize: int) -> int:
     if not box:
         return itemsize
-    widths = [max(0, hi - lo + 1) for lo, hi in box]
+    widths = [max(0, n) for _, _, n in box]
     return math.prod(widths[:-1]) * math.ceil(widths[-1] * itemsize / LINE_BYTES) * LINE_BYTES
 
 
@@ -94,16 +111,16 @@ class Traffic:
         """buffer name -> bytes of its footprint in one execution of ``s``."""
         if id(s) not in self._fp:
             loops = {id(x) for x in _loops_in(s)}
-            boxes: dict = {}
+            found: dict = {}
             for a in accesses(s):
                 if a.buffer.name in self.skip:
                     continue
-                b = _box(a, loops)
-                old = boxes.get(a.buffer.name, (a.buffer, b))[1]
-                boxes[a.buffer.name] = (a.buffer, tuple((min(x[0], y[0]), max(x[1], y[1]))
-                                                        for x, y in zip(old, b)))
-            self._fp[id(s)] = {n: _bytes(box, ITEMSIZE.get(buf.dtype, 4))
-                               for n, (buf, box) in boxes.items()}
+                key = (tuple(map(expr_str, a.indices)), tuple(id(f) for f in a.loops))
+                found.setdefault(a.buffer.name, (a.buffer, {}))[1].setdefault(key, a)
+            self._fp[id(s)] = {
+                n: _bytes(_union([_box(a, loops) for a in accs.values()]),
+                          ITEMSIZE.get(buf.dtype, 4))
+                for n, (buf, accs) in found.items()}
         return self._fp[id(s)]
 
     def moved(self, capacity: int, s: Stmt | None = None) -> dict:
