@@ -176,7 +176,13 @@ def register_block(final_body: Stmt, registers: int) -> RegisterBlock | None:
     return best
 
 
-def register_findings(block: RegisterBlock | None, spills) -> list[Finding]:
+def stack_locals(final_body: Stmt, stack_limit: int) -> list[str]:
+    """Local buffers codegen declares as stack arrays (not kept in registers)."""
+    return [s.buffer.name for s in _walk(final_body) if isinstance(s, Allocate)
+            and not promotable(s) and s.buffer.size * ITEMSIZE.get(s.buffer.dtype, 4) <= stack_limit]
+
+
+def register_findings(block: RegisterBlock | None, spills, on_stack: tuple = ()) -> list[Finding]:
     out = []
     if block is not None:
         over = block.estimate > block.registers
@@ -193,9 +199,11 @@ def register_findings(block: RegisterBlock | None, spills) -> list[Finding]:
         out.append(Finding("spill", "object code", f"not checked: {spills}", fault=False))
     elif spills.spills:
         ex = "; ".join(spills.examples)
+        also = (f"; the kernel keeps {', '.join(on_stack)} on the stack, so some of these "
+                "are its accesses rather than spills") if on_stack else ""
         out.append(Finding("spill", "object code", f"{spills.hot_stack_ops} vector "
                            f"loads/stores to the stack in {spills.hot_loops} innermost "
-                           f"loop(s) ({spills.tool}; e.g. {ex})",
+                           f"loop(s) ({spills.tool}; e.g. {ex}){also}",
                            "fewer live vectors in the innermost loop (smaller register "
                            "block), or cache_write a stack-resident buffer whose accesses "
                            "are whole vectors at constant offsets"))

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from tvmlite.codegen_c import compile_shared
-from tvmlite.codegen_c.codegen import MAX_PROMOTED_BYTES, generate
-from tvmlite.explain.findings import (Finding, memory_local_findings, parallel_findings, recompute_findings,
-                                      register_block, register_findings, unroll_findings,
-                                      vector_findings)
+from tvmlite.codegen_c.codegen import MAX_PROMOTED_BYTES, STACK_LIMIT, generate
+from tvmlite.explain.findings import (Finding, memory_local_findings, parallel_findings,
+                                      recompute_findings, register_block, register_findings,
+                                      stack_locals, unroll_findings, vector_findings)
 from tvmlite.explain.roofline import Level, Roofline
 from tvmlite.explain.spills import read_spills
 from tvmlite.explain.traffic import Traffic, executed_flops, l1_bytes, registers_buffers
@@ -130,7 +130,8 @@ def explain_schedule(s: Schedule, tensors: Sequence[Any], target: Target | None 
     findings = vector_findings(final.vector_decisions, lane)
     findings += memory_local_findings(final.body, min(MAX_PROMOTED_BYTES,
                                                        target.vector_registers * vbytes))
-    findings += register_findings(register_block(final.body, target.vector_registers), spills)
+    findings += register_findings(register_block(final.body, target.vector_registers), spills,
+                                  tuple(stack_locals(final.body, STACK_LIMIT)))
     findings += parallel_findings(nest.body, target.cores, seconds, flops)
     findings += unroll_findings(nest.body, vbytes)
     sizes = {st.name: math.prod(st.op.shape) for st in s.state.stages

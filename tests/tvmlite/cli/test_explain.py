@@ -75,3 +75,14 @@ def test_search_explain_takes_a_record(log):
     assert e.name == "matmul" and "GFLOP/s measured" in e.source
     with pytest.raises(TypeError, match="search.Record"):
         search.explain("mm.jsonl")
+
+
+def test_compare_report_names_the_bound_of_each_methods_best(log):
+    from tvmlite.cli.compare import Run, report_markdown
+    from tvmlite.search.result import Trial
+    path, _ = log
+    rec = search.best_record(str(path))
+    trials = (Trial(1, 0.1, rec.gflops, rec.gflops, "NO_ERROR"),)
+    runs = [Run(m, 0, path, trials, rec) for m in ("templated", "template-free")]
+    md = report_markdown(runs, rec.workload, 1)
+    assert md.count("bound: ") == 2 and "% of attainable" in md
