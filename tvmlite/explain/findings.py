@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tvmlite.codegen_c.codegen import promotable
-from tvmlite.ir.expr import ITEMSIZE, Broadcast, Load, Ramp, walk
+from tvmlite.ir.expr import ITEMSIZE, Broadcast, Load, Ramp, free_vars, walk
 from tvmlite.ir.printer import expr_str
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Stmt, Store, stmt_children
 from tvmlite.passes.unroll import MAX_COPIES, steps
@@ -152,15 +152,19 @@ def _walk(s: Stmt):
 
 def register_block(final_body: Stmt, registers: int) -> RegisterBlock | None:
     """Live vector values of each innermost block: the accumulators held in registers
-    (promoted local buffers' vectors it touches), plus each distinct vector operand (a
-    load or broadcast) it uses more than once, plus one temporary."""
+    (promoted local buffers' vectors it touches, and vector stores at an address the
+    innermost loop does not change: the compiler keeps those in registers across the
+    loop), plus each distinct vector operand (a load or broadcast) it uses more than
+    once, plus one temporary."""
     best = None
     for loop, body, regs in _innermost_blocks(final_body):
-        acc, uses = set(), Counter()
-        for st in _walk(body):
+        acc, span = set(), {}
+        for pos, st in enumerate(_walk(body)):
             exprs = [st.value] if isinstance(st, Store) else \
                 [st.cond] if isinstance(st, IfThenElse) else []
-            if isinstance(st, Store) and st.buffer.name in regs:
+            if isinstance(st, Store) and (st.buffer.name in regs or (
+                    loop != "(kernel body)" and isinstance(st.indices[0], Ramp)
+                    and loop not in free_vars(st.indices[0]))):
                 acc.add((st.buffer.name, expr_str(st.indices[0])))
             for e in exprs:
                 for x in walk(e):
@@ -168,9 +172,12 @@ def register_block(final_body: Stmt, registers: int) -> RegisterBlock | None:
                         acc.add((x.buffer.name, expr_str(x.indices[0])))
                     elif (isinstance(x, Load) and isinstance(x.indices[0], Ramp)) or \
                             isinstance(x, Broadcast):
-                        uses[expr_str(x)] += 1
-        reused = sum(1 for n in uses.values() if n > 1)
-        est = len(acc) + reused + (1 if uses else 0)
+                        first = span.get(expr_str(x), (pos, pos))[0]
+                        span[expr_str(x)] = (first, pos)
+        # an operand used by several statements is live from its first use to its last
+        reused = max((sum(1 for a, b in span.values() if a <= p <= b and a < b)
+                      for p in {a for a, _ in span.values()}), default=0)
+        est = len(acc) + reused + (1 if span else 0)
         if acc and (best is None or est > best.estimate):
             best = RegisterBlock(loop, len(acc), reused, est, registers)
     return best
@@ -189,7 +196,8 @@ def register_findings(block: RegisterBlock | None, spills, on_stack: tuple = ())
         out.append(Finding(
             "registers", f"innermost loop {block.loop}",
             f"about {block.estimate} live vectors ({block.accumulators} accumulators + "
-            f"{block.operands} reused operands + 1) for {block.registers} vector registers",
+            f"at most {block.operands} operands live at once + 1) for {block.registers} vector "
+            f"registers",
             "make the register block smaller: lower the innermost split factors of the "
             "spatial axes of the cache_write stage (fewer unrolled rows or vectors)"
             if over else "", fault=over))

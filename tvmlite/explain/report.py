@@ -180,6 +180,8 @@ def build_warnings(func: Any, source: str, lib_path: Any, target: Target) -> lis
     out = [f"{func.name}: {f.where}: {f.what}" for f in vector_findings(func.vector_decisions, lane)]
     spills = read_spills(lib_path, func.name, target.compiler, target.arch)
     if not isinstance(spills, str) and spills.spills:
+        on_stack = stack_locals(func.body, STACK_LIMIT)
+        also = f" (it keeps {', '.join(on_stack)} on the stack)" if on_stack else ""
         out.append(f"{func.name}: spills: {spills.hot_stack_ops} vector stack loads/stores in "
-                   f"its innermost loop(s) ({spills.tool})")
+                   f"its innermost loop(s) ({spills.tool}){also}")
     return out
