@@ -137,7 +137,8 @@ def explain_schedule(s: Schedule, tensors: Sequence[Any], target: Target | None 
     sizes = {st.name: math.prod(st.op.shape) for st in s.state.stages
              if st.name not in {t.name for t in tensors}}
     findings += recompute_findings(nest.body, sizes)
-    if executed > 1.05 * flops:
+    copies = [f for f in findings if f.kind == "recompute" and not f.fault]
+    if executed > 1.05 * flops and not copies:
         findings.append(Finding("recompute", "kernel", f"executes {executed:,} flops for "
                                 f"{flops:,} useful ones ({executed / flops:.3g}x)",
                                 "an inlined or compute_at stage is evaluated more than once "

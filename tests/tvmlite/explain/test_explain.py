@@ -230,3 +230,16 @@ def test_module_explain_times_the_kernel_itself():
     e = mod.explain(peak=PEAK, bandwidth=BW)
     assert e.roofline.seconds > 0 and e.source == "module"
     assert kinds(e, "recompute")
+
+
+def test_a_recomputed_copy_is_a_fact_not_a_fault():
+    n, rows = 64, 9
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((rows, n), name="B")
+    P = te.compute((n,), lambda k: A[k], name="P")           # a copy, like padding
+    C = te.compute((rows, n), lambda i, k: P[k] * B[i, k], name="C")
+    s = te.create_schedule(C.op)
+    s[P].compute_at(s[C], s[C].op.axis[0])
+    check_module(tvmlite.build(s, [A, B, C]), [A, B, C], lambda a, b: a * b)
+    (f,) = [f for f in explain(s, [A, B, C]).findings if f.kind == "recompute"]
+    assert not f.fault and "a copy (no arithmetic)" in f.what and "9x" in f.what
