@@ -128,8 +128,10 @@ def explain_schedule(s: Schedule, tensors: Sequence[Any], target: Target | None 
                     bw.describe() if bw else "not measured (`tvmlite explain` measures it)",
                     seconds)
     findings = vector_findings(final.vector_decisions, lane)
+    # a local buffer is worth keeping in registers when it leaves a quarter of the
+    # register file to the operands (a 32-vector block on 32 registers spills anyway)
     findings += memory_local_findings(final.body, min(MAX_PROMOTED_BYTES,
-                                                       target.vector_registers * vbytes))
+                                                       target.vector_registers * vbytes * 3 // 4))
     findings += register_findings(register_block(final.body, target.vector_registers), spills,
                                   tuple(stack_locals(final.body, STACK_LIMIT)))
     findings += parallel_findings(nest.body, target.cores, seconds, flops)
