@@ -278,14 +278,16 @@ def unroll_findings(nest: Stmt, vector_bytes: int) -> list[Finding]:
     for s in _walk(nest):
         if isinstance(s, For) and s.kind == "unroll":
             size = s.extent * steps(s.body, vector_bytes)
+            stages = ", ".join(sorted({x.buffer.name for x in _walk(s) if isinstance(x, Store)}))
+            where = f"loop {s.var.name} of {stages}"
             if size > MAX_COPIES:
-                out.append(Finding("unroll", f"loop {s.var.name}", f"unroll of {s.extent} x "
+                out.append(Finding("unroll", where, f"unroll of {s.extent} x "
                                    f"{steps(s.body, vector_bytes)} statements = {size} > "
                                    f"{MAX_COPIES}: left as a serial loop",
                                    f"unroll a smaller loop, or split {s.var.name} and unroll "
                                    "the inner part"))
             else:
-                out.append(Finding("unroll", f"loop {s.var.name}", f"unrolled {s.extent} x "
+                out.append(Finding("unroll", where, f"unrolled {s.extent} x "
                                    f"{steps(s.body, vector_bytes)} = {size} statement(s)",
                                    fault=False))
     return list(dict.fromkeys(out))
