@@ -393,3 +393,36 @@ def _non_constant_access(s: Stmt, name: str, loop: str):
         if got is not None:
             return got
     return None
+
+
+def memory_accumulation_findings(final_body: Stmt) -> list[Finding]:
+    """Innermost blocks that accumulate into memory: a store whose value reads the same
+    element of a buffer codegen does not keep in registers, so every update is a load and
+    a store (the search's cache_write stage exists to avoid this)."""
+    out = []
+    for loop, body, regs in _innermost_blocks(final_body):
+        hits: Counter = Counter()
+        local: set = set()
+        for st in _walk(body):
+            if not isinstance(st, Store) or st.buffer.name in regs:
+                continue
+            if loop != "(kernel body)" and loop not in free_vars(st.indices[0]):
+                continue    # the same element all loop long: the compiler keeps it in a register
+            key = expr_str(st.indices[0])
+            if any(isinstance(x, Load) and x.buffer.name == st.buffer.name
+                   and expr_str(x.indices[0]) == key for x in walk(st.value)):
+                hits[st.buffer.name] += 1
+                if st.buffer.scope == "local":
+                    local.add(st.buffer.name)
+        for name, n in hits.items():
+            advice = (f"unroll loop {loop} (or tile {name}'s stage so its block is at most "
+                      f"{MAX_UNROLLED_CHUNKS} vectors wide): then every access is a vector at "
+                      "a constant offset and codegen keeps the block in registers"
+                      if name in local else
+                      f"cache_write {name} (\"local\") and compute_at the local stage in the "
+                      "loop around the reduction, with its innermost tiles unrolled and "
+                      "vectorized, so the block stays in registers")
+            out.append(Finding("registers", f"innermost loop {loop}", f"{n} accumulation(s) "
+                               f"into {name} go through memory: each update loads and stores "
+                               f"it (an L1 round trip per FMA)", advice))
+    return list(dict.fromkeys(out))

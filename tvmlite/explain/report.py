@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import MAX_PROMOTED_BYTES, STACK_LIMIT, generate
-from tvmlite.explain.findings import (Finding, memory_local_findings, parallel_findings,
+from tvmlite.explain.findings import (Finding, memory_accumulation_findings,
+                                      memory_local_findings, parallel_findings,
                                       recompute_findings, register_block, register_findings,
                                       stack_locals, unroll_findings, vector_findings)
 from tvmlite.explain.roofline import Level, Roofline
@@ -132,6 +133,7 @@ def explain_schedule(s: Schedule, tensors: Sequence[Any], target: Target | None 
     # register file to the operands (a 32-vector block on 32 registers spills anyway)
     findings += memory_local_findings(final.body, min(MAX_PROMOTED_BYTES,
                                                        target.vector_registers * vbytes * 3 // 4))
+    findings += memory_accumulation_findings(final.body)
     findings += register_findings(register_block(final.body, target.vector_registers), spills,
                                   tuple(stack_locals(final.body, STACK_LIMIT)))
     findings += parallel_findings(nest.body, target.cores, seconds, flops)

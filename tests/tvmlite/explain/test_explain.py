@@ -243,3 +243,21 @@ def test_a_recomputed_copy_is_a_fact_not_a_fault():
     check_module(tvmlite.build(s, [A, B, C]), [A, B, C], lambda a, b: a * b)
     (f,) = [f for f in explain(s, [A, B, C]).findings if f.kind == "recompute"]
     assert not f.fault and "a copy (no arithmetic)" in f.what and "9x" in f.what
+
+
+def test_accumulating_into_memory_is_reported():
+    """j vectorized over more vectors than are unrolled: the chunk loop stores C at an
+    address that moves, so every FMA loads and stores C."""
+    L = Target.host().vector_lanes("float32")
+    M, N, K = 4, 16 * L, 8
+    A = te.placeholder((M, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    s[C].reorder(i, k, j)
+    s[C].vectorize(j)
+    check_module(tvmlite.build(s, [A, B, C]), [A, B, C], lambda a, b: a @ b, rtol=1e-4)
+    (f,) = [f for f in kinds(explain(s, [A, B, C]), "registers") if "accumulation" in f.what]
+    assert "into C go through memory" in f.what and "cache_write C" in f.try_
