@@ -176,7 +176,7 @@ def test_compute_at_that_recomputes_9x():
 
 
 def test_a_compute_bound_matmul_with_no_faults_says_so():
-    M = N = K = 64
+    M = N = K = 32
     A = tvmlite.te.placeholder((M, K), name="A")
     B = tvmlite.te.placeholder((K, N), name="B")
     k = tvmlite.te.reduce_axis((0, K), name="k")
@@ -189,7 +189,7 @@ def test_a_compute_bound_matmul_with_no_faults_says_so():
     check_module(tvmlite.build(s, [A, B, C]), [A, B, C], lambda a, b: a @ b, rtol=1e-4)
     e = explain(s, [A, B, C], seconds=2 * M * N * K / 10e9)     # 10 GFLOP/s measured
     assert not kinds(e, "vector") and e.roofline.measured_gflops == pytest.approx(10.0)
-    assert e.roofline.bound in ("compute", "L1")     # 64x64x64 fits in L1d: nothing further
+    assert e.roofline.bound in ("compute", "L1")     # 12 KB fits in any L1d: nothing further
     assert e.roofline.level("L2").bytes == 0         # warm: the whole set stays in L1d
     text = str(e)
     assert "roofline:" in text and "=> " in text and "findings" in text
