@@ -5,8 +5,9 @@ the schedule's own terms (which loop, which primitive). The facts come from the
 compiler's own records: the vectorize pass's ``VectorDecision``s, codegen's
 ``LaneFallback``s, the loop nest (``loop_nest``) and the final vectorized IR.
 
-Map: Finding · vector fallbacks · register pressure · parallel work · unrolling ·
-compute_at recomputation.
+Map: Finding · vector fallbacks · register pressure (and the spill report) · parallel
+work · unrolling · compute_at recomputation · local buffers kept in memory ·
+accumulations through memory.
 """
 from __future__ import annotations
 
