@@ -6,12 +6,17 @@ are written lane by lane; vector min/max/select go through bit masks because C (
 C++) has no vector ``?:``. Only validated identifiers and numbers from the IR reach the
 text: names were checked when the tensors and steps were made.
 
+Every place where a vector is written lane by lane (a gather, a scatter, a function with
+no vector form) is recorded as a ``LaneFallback`` in ``CodeGen.fallbacks``;
+``generate(..., fallbacks=[])`` hands them out with their line in the C source.
+
 Map: types and helpers · expressions · statements · the kernel, timing and thread
 entry points (``generate``) · the C declarations cffi and headers need (``cdecl``).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Iterable
 
 from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
@@ -29,6 +34,18 @@ FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf
          "abs": "fabs"}
 
 
+@dataclass(frozen=True)
+class LaneFallback:
+    """A vector the C code computes one lane at a time. kind: "gather" (a load whose lanes
+    are ``stride`` elements apart), "scatter" (such a store), "call" (``name`` has no
+    vector form here, so it runs once per lane); ``line`` is 1-based in the C source."""
+    kind: str
+    name: str
+    lanes: int
+    stride: int
+    line: int
+
+
 class CodeGen:
     def __init__(self, openmp: bool = True):
         self.openmp = openmp
@@ -38,6 +55,7 @@ class CodeGen:
         self.lines: list = []
         self.tmp = 0
         self.promoted: dict = {}      # buffer name -> lanes: held in vector variables
+        self.fallbacks: list = []     # LaneFallback, line relative to the kernel body
 
     # -- types -------------------------------------------------------------------
     def vt(self, dtype: str, lanes: int, unaligned: bool = False) -> str:
@@ -127,6 +145,7 @@ class CodeGen:
                 return f"tvmlite_vexp_f32x{L}({x})"
             return f"(1.0f / (1.0f + tvmlite_vexp_f32x{L}(-({x}))))"
         vt = self.vt(e.dtype, L)
+        self.fallbacks.append(LaneFallback("call", e.func, L, 0, len(self.lines) + 1))
         t = self.fresh("x")
         lanes = ", ".join(scalar(f"{t}[{i}]") for i in range(L))
         return f"({{ {vt} {t} = {self.expr(e.arg)}; ({vt}){{{lanes}}}; }})"
@@ -140,6 +159,8 @@ class CodeGen:
             if idx.stride == 1:
                 vt, vtu = self.vt(e.dtype, idx.lanes), self.vt(e.dtype, idx.lanes, True)
                 return f"(({vt})*({vtu}*)({buf} + {self.expr(idx.base)}))"
+            self.fallbacks.append(LaneFallback("gather", buf, idx.lanes, idx.stride,
+                                               len(self.lines) + 1))
             t = self.fresh("b")
             lanes = ", ".join(f"{buf}[{t} + {i * idx.stride}]" for i in range(idx.lanes))
             return (f"({{ int64_t {t} = {self.expr(idx.base)}; "
@@ -192,6 +213,8 @@ class CodeGen:
                 vt = self.vt(s.buffer.dtype, idx.lanes, True)
                 self.emit(f"*({vt}*)({buf} + {self.expr(idx.base)}) = {value};", depth)
                 return
+            self.fallbacks.append(LaneFallback("scatter", buf, idx.lanes, idx.stride,
+                                               len(self.lines) + 1))
             t, b = self.fresh("v"), self.fresh("b")
             self.emit(f"{{ {self.vt(s.buffer.dtype, idx.lanes)} {t} = {value}; "
                       f"int64_t {b} = {self.expr(idx.base)};", depth)
@@ -379,8 +402,10 @@ def params(func: LoweredFunc, outputs: Iterable[str], names: list | None = None)
     return ", ".join(out)
 
 
-def generate(func: LoweredFunc, outputs: Iterable[str], openmp: bool = True) -> str:
-    """Complete C source: the kernel ``name``, ``name_time`` and ``name_set_num_threads``."""
+def generate(func: LoweredFunc, outputs: Iterable[str], openmp: bool = True,
+             fallbacks: list | None = None) -> str:
+    """Complete C source: the kernel ``name``, ``name_time`` and ``name_set_num_threads``.
+    A ``fallbacks`` list receives every ``LaneFallback``, its line counted in the source."""
     outputs = list(outputs)
     g = CodeGen(openmp)
     sizes = tuple(getattr(func, "sizes", ()))
@@ -410,6 +435,9 @@ def generate(func: LoweredFunc, outputs: Iterable[str], openmp: bool = True) -> 
     helpers = g.helper_defs()  # first: helpers use vector types (masks) of their own
     src += g.typedefs() + helpers + [""]
     src.append(f"int32_t {n}({params(func, outputs)}) {{")
+    if fallbacks is not None:
+        fallbacks.extend(LaneFallback(f.kind, f.name, f.lanes, f.stride, f.line + len(src))
+                         for f in g.fallbacks)
     src += body
     src.append("}")
     src += ["", f"double {n}_time({params(func, outputs, tnames)}, int32_t number) {{",

@@ -31,7 +31,7 @@ _EXPORTS = {
     "apply_history_best": "templated.task", "Tuner": "templated.tuners",
     "RandomTuner": "templated.tuners", "GridSearchTuner": "templated.tuners",
     "GATuner": "templated.tuners", "XGBTuner": "templated.xgb_tuner",
-    "ConfigSpace": "templated.space",
+    "ConfigSpace": "templated.space", "explain": "records.explain",
 }
 # sub-packages and the modules users reach as search.<name> (search.sketch.Rule, search.logs)
 _MODULES = {"templated": "templated", "template_free": "template_free", "measure": "measure",

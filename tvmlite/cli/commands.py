@@ -1,4 +1,4 @@
-"""The ``tvmlite`` command line: target, tune, replay, compare, log, show.
+"""The ``tvmlite`` command line: target, tune, replay, compare, log, show, explain.
 
 Everything here is argument handling and printing; the work is done by the library
 (search, replay, compare, peak), so the command line adds nothing a script cannot do.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import warnings
@@ -27,6 +28,7 @@ from typing import Any
 from tvmlite.cli.args import (LIBRARY_ERRORS, UsageError, _existing_log, _options, _positive_int,
                               _seconds, _seed, make_runner, parse_params, parse_value,
                               resolve_target, signature, target_args)
+from tvmlite.cli.explain import add_explain_command
 from tvmlite.cli.tune import cmd_tune, tune_summary
 
 __all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",
@@ -57,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--peak-seconds", type=_seconds, default=1.0, help="seconds per peak run")
     c.add_argument("--peak-runs", type=_positive_int, default=5, help="peak runs (median)")
     target_args(c, runner=False)
+    c.add_argument("--bandwidth", action="store_true", help="measure the read bandwidth of "
+                   "each cache level and memory (codegen_c/stream.c) and cache it for explain")
 
     c = command(sub, "tune", cmd_tune, "tune one operator (or your own compute) and log "
                 "every measurement")
@@ -116,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(a key prefix or a workload name)")
     c.add_argument("--c", action="store_true", help="print the C source instead")
     target_args(c, runner=False)
+    add_explain_command(sub, command)
     return p
 
 
@@ -148,8 +153,13 @@ def cmd_target(args: argparse.Namespace) -> int:
                          f"code for --target {args.target}: drop --peak")
     measured = peaks.measure_peak(target, seconds=args.peak_seconds, runs=args.peak_runs) \
         if args.peak else peaks.cached_peak(target)
+    from tvmlite.target import bandwidth as bandwidths
+    bw = bandwidths.measure_bandwidth(target) if args.bandwidth else \
+        bandwidths.cached_bandwidth(target)
     if args.json:
         d = target.to_json()
+        if args.bandwidth:
+            d["bandwidth"] = bw.to_json()
         if args.peak:
             d["peak"] = measured.to_json()
         print(json.dumps(d, indent=2))
@@ -166,6 +176,8 @@ def cmd_target(args: argparse.Namespace) -> int:
     else:
         print(f"peak:      ~{target.peak_gflops_estimate():.1f} GFLOP/s fp32 (estimated; "
               "`tvmlite target --peak` measures it)")
+    if bw is not None:
+        print(f"bandwidth: {bw.describe()}")
     return 0
 
 
@@ -342,6 +354,8 @@ def cmd_show(args: argparse.Namespace) -> int:
           f"{rec.tuner or '-'}, tuned on {rec.target.arch}")
     for step in rec.steps:
         print(f"{comment} {step}")
+    if args.log_fallbacks:
+        tvmlite.build(s, list(wl.tensors), target, wl.name, explain=True)
     if args.c:
         print(generate_c(s, list(wl.tensors), target, wl.name)[1])
     else:
@@ -375,6 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 2
     args.argv = argv
+    # TVMLITE_LOG=fallbacks: print scalar fallbacks and spills of kernels built here
+    args.log_fallbacks = "fallbacks" in os.environ.get("TVMLITE_LOG", "").split(",")
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         try:

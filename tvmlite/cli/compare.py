@@ -319,6 +319,11 @@ def _loop_nest(rec: Any) -> str:
     return f"{steps}\n{func}"
 
 
+def _bound_line(rec: Any) -> str:
+    from tvmlite.search.records.explain import bound_line
+    return bound_line(rec)
+
+
 def report_markdown(runs: Sequence[Run], workload: Any, trials: int, tuner: str = "xgb",
                     target: Any = None) -> str:
     """report.md: what was compared, the table, errors by code, and each method's best
@@ -355,7 +360,8 @@ def report_markdown(runs: Sequence[Run], workload: Any, trials: int, tuner: str 
         rec = min(best, key=lambda b: b.mean_cost)
         seed = next(r.seed for r in runs if r.best is rec)
         lines += [f"### {method}: {rec.gflops:.2f} GFLOP/s ({rec.mean_cost * 1e3:.4g} ms, "
-                  f"seed {seed})", "", "```", _loop_nest(rec), "```", ""]
+                  f"seed {seed})", "", f"bound: {_bound_line(rec)}", "", "```",
+                  _loop_nest(rec), "```", ""]
     return "\n".join(lines)
 
 

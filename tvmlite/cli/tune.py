@@ -290,6 +290,8 @@ def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -
                 "estimated; `tvmlite target --peak` measures it"
         share = peaks.share_of_peak(best.gflops, peak, f"this CPU's {dtype} peak")
         lines.append(f"peak:     {share} ({peak:.1f} GFLOP/s, {how})")
+    from tvmlite.search.records.explain import bound_line
+    lines.append(f"bound:    {bound_line(best, target)} (`tvmlite explain {shlex.quote(log)}`)")
     base = _time_unscheduled(workload, target, options)
     if base.ok:
         lines.append(f"speedup:  {_gf(base.mean_cost / best.mean_cost)}x over the unscheduled "

@@ -31,12 +31,14 @@ from tvmlite.ir.symbolic import size_vars
 
 @dataclass(frozen=True, eq=False)
 class LoweredFunc:
-    """A kernel in loop IR: its arguments, whole-size intermediates and body."""
+    """A kernel in loop IR: its arguments, whole-size intermediates and body, and what
+    the vectorize pass decided for each vectorize loop (``passes.vectorize.VectorDecision``)."""
     name: str
     args: tuple
     allocs: tuple
     body: Stmt
     sizes: tuple = ()   # SizeVar names, the kernel's leading int64_t arguments
+    vector_decisions: tuple = ()
 
     def __str__(self) -> str:
         params = [f"{n}: int64" for n in self.sizes] + \
@@ -113,6 +115,7 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None
     builder = nest.NestBuilder(state, infos, arg_buffers)
     stmt = builder.build()
     nest.check_parallel_nesting(stmt)
+    decisions: list = []
     passes = [
         ("simplify", simplify_stmt),
         ("version", version_guards),
@@ -120,7 +123,7 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None
         ("unroll", lambda x: unroll(x, vector_bytes)),
         ("simplify", simplify_stmt),
         ("flatten", flatten),
-        ("vectorize", lambda x: vectorize(x, vector_bytes)),
+        ("vectorize", lambda x: vectorize(x, vector_bytes, decisions)),
     ]
     for pass_name, fn in passes:
         stmt = fn(stmt)
@@ -129,7 +132,7 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None
         if pass_name == until:
             break
     return LoweredFunc(name, tuple(arg_buffers[t.name] for t in tensors),
-                       tuple(builder.root_allocs), stmt, sizes)
+                       tuple(builder.root_allocs), stmt, sizes, tuple(decisions))
 
 
 def kernel_sizes(state, tensors: list) -> tuple:

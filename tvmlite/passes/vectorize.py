@@ -7,8 +7,15 @@ depends on ``v`` (an imperfect split) is checked at the first and last lane of a
 when it holds for both, the chunk runs as a vector, otherwise as scalars. A body that
 cannot be a vector (a store not depending on ``v``, an inner loop, a vector condition
 choosing between loads) stays a scalar loop: correct first, fast where possible.
+
+Every decision is recorded when the caller passes a ``decisions`` list: one
+``VectorDecision`` per vectorize-marked loop says how many lanes it got, what stayed
+scalar (the whole loop and why, a scalar tail, guarded chunks) and which vector accesses
+are not contiguous (gathers, scatters), so ``tvmlite explain`` reports our own reasons.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
                              Select, Var, free_vars, lanes_of, substitute, walk, ITEMSIZE)
@@ -19,13 +26,42 @@ MAX_UNROLLED_CHUNKS = 8
 
 
 class NotVectorizable(Exception):
-    """Internal: this loop body stays scalar."""
+    """Internal: this loop body stays scalar; the message says why."""
 
 
-def vectorize(s: Stmt, native_bytes: int) -> Stmt:
-    s = map_stmt(s, lambda c: vectorize(c, native_bytes))
+@dataclass(frozen=True)
+class VectorDecision:
+    """What the pass did with one ``vectorize`` loop. ``lanes`` is 0 when the whole loop
+    stayed scalar (``reason`` says why); ``scalar_tail`` elements after the last chunk run
+    as scalars; ``guarded`` chunks fall back to scalar lanes where an imperfect split's
+    guard fails; ``gathers``/``scatters`` are (buffer, stride) vector accesses that are not
+    contiguous; ``calls`` the functions applied to vectors (codegen decides their lanes)."""
+    loop: str
+    stages: tuple
+    extent: int
+    lanes: int
+    chunks: int = 0
+    scalar_tail: int = 0
+    reason: str = ""
+    guarded: bool = False
+    gathers: tuple = ()
+    scatters: tuple = ()
+    calls: tuple = ()
+
+    @property
+    def fell_back(self) -> bool:
+        """Some lane of this loop runs as scalar code (or as a lane-by-lane access)."""
+        return bool(self.reason or self.scalar_tail or self.guarded or self.gathers
+                    or self.scatters)
+
+
+def vectorize(s: Stmt, native_bytes: int, decisions: list | None = None) -> Stmt:
+    s = map_stmt(s, lambda c: vectorize(c, native_bytes, decisions))
     if isinstance(s, For) and s.kind == "vectorize":
-        return _vectorize_loop(s, native_bytes)
+        out, decision = _vectorize_loop(s, native_bytes)
+        if decisions is not None:
+            decisions.append(decision)
+        return out
     return s
 
 
@@ -33,16 +69,23 @@ def _store_dtypes(s: Stmt) -> set:
     return {x.buffer.dtype for x in walk_stmts(s) if isinstance(x, Store)}
 
 
-def _vectorize_loop(loop: For, native_bytes: int) -> Stmt:
+def _vectorize_loop(loop: For, native_bytes: int) -> tuple[Stmt, VectorDecision]:
     scalar = For(loop.var, loop.extent, "serial", loop.body)
-    dtypes = _store_dtypes(loop.body)
-    if not dtypes or not isinstance(loop.extent, int):  # a symbolic trip count stays scalar
-        return scalar
-    native = native_bytes // max(ITEMSIZE[d] for d in dtypes)
+    stages = tuple(sorted({x.buffer.name for x in walk_stmts(loop.body) if isinstance(x, Store)}))
     E = loop.extent
+
+    def stays_scalar(reason: str) -> tuple[Stmt, VectorDecision]:
+        return scalar, VectorDecision(loop.var.name, stages, E, 0, reason=reason)
+    dtypes = _store_dtypes(loop.body)
+    if not dtypes:
+        return stays_scalar("the loop body stores nothing")
+    if not isinstance(loop.extent, int):
+        return stays_scalar("its trip count is a symbolic size: split it by a constant "
+                            "factor and vectorize the inner loop")
+    native = native_bytes // max(ITEMSIZE[d] for d in dtypes)
     L = native if native <= E else 1 << (E.bit_length() - 1)
     if L < 2:
-        return scalar
+        return stays_scalar(f"extent {E} is less than two lanes")
     chunks, tail = divmod(E, L)
     v = loop.var
     try:
@@ -52,21 +95,44 @@ def _vectorize_loop(loop: For, native_bytes: int) -> Stmt:
             vo = Var(f"{v.name}_v")
             body = For(vo, chunks, "serial",
                        _chunk(loop.body, v, BinOp("*", vo, Const(L)), L))
-    except NotVectorizable:
-        return scalar
+    except NotVectorizable as why:
+        return stays_scalar(str(why))
+    decision = VectorDecision(v.name, stages, E, L, chunks, tail, "",
+                              *_vector_accesses(body, v.name))
     if tail:
         vt = Var(f"{v.name}_t")
         shifted = map_exprs(loop.body, lambda e: substitute(
             e, {v.name: BinOp("+", vt, Const(chunks * L))}))
         body = seq(body, For(vt, tail, "serial", shifted))
-    return body
+    return body, decision
+
+
+def _vector_accesses(body: Stmt, v: str) -> tuple:
+    """(guarded, gathers, scatters, calls) of a vectorized body: the facts codegen turns
+    into lane-by-lane code."""
+    guarded = any(isinstance(x, For) and x.var.name == f"{v}_l" for x in walk_stmts(body))
+    gathers, scatters, calls = set(), set(), set()
+    for st in walk_stmts(body):
+        exprs = [st.value, *st.indices] if isinstance(st, Store) else \
+            [st.cond] if isinstance(st, IfThenElse) else []
+        if isinstance(st, Store) and isinstance(st.indices[0], Ramp) and st.indices[0].stride != 1:
+            scatters.add((st.buffer.name, st.indices[0].stride))
+        for e in exprs:
+            for x in walk(e):
+                if isinstance(x, Load) and isinstance(x.indices[0], Ramp) \
+                        and x.indices[0].stride != 1:
+                    gathers.add((x.buffer.name, x.indices[0].stride))
+                elif isinstance(x, Call) and lanes_of(x) > 1:
+                    calls.add(x.func)
+    return guarded, tuple(sorted(gathers)), tuple(sorted(scatters)), tuple(sorted(calls))
 
 
 def _chunk(body: Stmt, v: Var, base: Expr, L: int) -> Stmt:
     """One chunk of L lanes starting at ``base``; guards on ``v`` checked at both ends."""
     if isinstance(body, IfThenElse) and body.other is None and v.name in free_vars(body.cond):
         if not _monotone(body.cond, v.name):
-            raise NotVectorizable
+            raise NotVectorizable(f"the guard `{body.cond}` is not an affine comparison in "
+                                  f"the lane {v.name}")
         first = substitute(body.cond, {v.name: base})
         last = substitute(body.cond, {v.name: BinOp("+", base, Const(L - 1))})
         lanes = Var(f"{v.name}_l")
@@ -94,7 +160,9 @@ def _vec_stmt(s: Stmt, v: str, ramp: Ramp) -> Stmt:
     if isinstance(s, Store):
         idx = _vec(s.indices[0], v, ramp)
         if lanes_of(idx) == 1 or (isinstance(idx, Ramp) and idx.stride == 0):
-            raise NotVectorizable  # every lane writes the same element
+            raise NotVectorizable(f"every lane stores the same element of {s.buffer.name} "
+                                  "(the store does not depend on the lane: a reduction "
+                                  "along it)")
         value = _vec(s.value, v, ramp)
         if lanes_of(value) == 1:
             value = Broadcast(value, ramp.lanes)
@@ -104,10 +172,12 @@ def _vec_stmt(s: Stmt, v: str, ramp: Ramp) -> Stmt:
     if isinstance(s, IfThenElse):
         cond = _vec(s.cond, v, ramp)
         if lanes_of(cond) != 1:
-            raise NotVectorizable
+            raise NotVectorizable(f"the condition `{s.cond}` of an if depends on the lane")
         return IfThenElse(cond, _vec_stmt(s.then, v, ramp),
                           None if s.other is None else _vec_stmt(s.other, v, ramp))
-    raise NotVectorizable  # inner loops and allocations stay scalar
+    what = f"an inner loop over {s.var.name}" if isinstance(s, For) else \
+        f"an allocation of {s.buffer.name}" if hasattr(s, "buffer") else type(s).__name__
+    raise NotVectorizable(f"the body holds {what}")
 
 
 def _bc(e: Expr, lanes: int) -> Expr:
@@ -128,7 +198,7 @@ def _vec(e: Expr, v: str, ramp: Ramp) -> Expr:
         if e.dtype in ("int32", "int64"):
             return _ramp_arith(e.op, a, b)
         if e.op in ("and", "or"):
-            raise NotVectorizable
+            raise NotVectorizable(f"`{e}` combines lane-dependent conditions")
         return BinOp(e.op, _bc(a, L), _bc(b, L))
     if isinstance(e, Cmp):
         a, b = _vec(e.a, v, ramp), _vec(e.b, v, ramp)
@@ -146,20 +216,24 @@ def _vec(e: Expr, v: str, ramp: Ramp) -> Expr:
         if lanes_of(c) == lanes_of(t) == lanes_of(o) == 1:
             return Select(c, t, o)
         if lanes_of(c) > 1 and any(isinstance(x, Load) for x in (*walk(e.then), *walk(e.other))):
-            raise NotVectorizable  # both branches would be loaded: maybe out of bounds
+            loads = sorted({x.buffer.name for x in (*walk(e.then), *walk(e.other))
+                            if isinstance(x, Load)})
+            raise NotVectorizable(f"a select whose branches load memory ({', '.join(loads)}) "
+                                  "depends on the lane: both branches would be loaded for "
+                                  "every lane, maybe out of bounds")
         if lanes_of(c) > 1 and c.a.dtype not in ("int32", "int64", "float32", "float64"):
-            raise NotVectorizable
+            raise NotVectorizable(f"a select on a {c.a.dtype} condition depends on the lane")
         return Select(c, _bc(t, L), _bc(o, L))
     if isinstance(e, Not):
         if v in free_vars(e):
-            raise NotVectorizable
+            raise NotVectorizable(f"a negated condition `{e}` depends on the lane")
         return e
     if isinstance(e, Call):
         return Call(e.func, _vec(e.arg, v, ramp))
     if isinstance(e, Cast):
         return Cast(e.dtype, _vec(e.value, v, ramp))
     if v in free_vars(e):
-        raise NotVectorizable
+        raise NotVectorizable(f"`{e}` ({type(e).__name__}) depends on the lane")
     return e
 
 
@@ -178,5 +252,5 @@ def _ramp_arith(op: str, a: Expr, b: Expr) -> Expr:
             return Ramp(simplify(BinOp("*", a.base, b)), a.stride * int(b.value), a.lanes)
         if isinstance(b, Ramp) and isinstance(a, Const):
             return Ramp(simplify(BinOp("*", a, b.base)), b.stride * int(a.value), b.lanes)
-    raise NotVectorizable
+    raise NotVectorizable(f"an index is not affine in the lane ({op} of {a} and {b})")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import statistics
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,11 +57,13 @@ class Module:
     """A built kernel: call it like a function on numpy arrays (outputs written in place)."""
 
     def __init__(self, func: LoweredFunc, source: str, decl: str, lib_path: Path,
-                 target: Target, outputs: Sequence[str]):
+                 target: Target, outputs: Sequence[str], schedule: Schedule | None = None,
+                 tensors: Sequence[Any] = ()):
         from tvmlite.codegen_c import load_library
         self.func, self.source, self.decl = func, source, decl
         self.lib_path, self.target = Path(lib_path), target
         self.outputs = tuple(outputs)
+        self.schedule, self.tensors = schedule, tuple(tensors)   # for explain()
         self.name = func.name
         self.ffi, self.lib = load_library(lib_path, decl)
         self._kernel = getattr(self.lib, self.name)
@@ -176,6 +179,28 @@ class Module:
             return TimeResult(tuple(out))
         return evaluate
 
+    def explain(self, seconds: float | None = None, **kwargs: Any) -> Any:
+        """What bounds this kernel and what to change (``tvmlite.explain``): the roofline
+        and the findings. ``seconds`` is a measured time of one call; by default the
+        kernel is timed now on random aligned inputs. Keywords go to
+        ``tvmlite.explain.explain_schedule`` (peak=, bandwidth=, measure=)."""
+        from tvmlite.explain.report import explain_schedule
+        from tvmlite.runtime.arrays import empty
+        if self.schedule is None:
+            raise ValueError(f"Module {self.name} was not made by tvmlite.build(s, args): "
+                             "it has no schedule to explain")
+        if seconds is None:
+            rng = np.random.default_rng(0)
+            arrays = []
+            for b in self.func.args:
+                a = empty(tuple(b.shape), b.dtype)
+                a[...] = rng.random(a.shape) if b.dtype.startswith("float") else \
+                    rng.integers(0, 8, a.shape)
+                arrays.append(a)
+            seconds = self.time_evaluator(number=3, repeat=3, min_repeat_ms=20)(*arrays).median
+        return explain_schedule(self.schedule, self.tensors, self.target, seconds,
+                                name=self.name, source="module", **kwargs)
+
     def export_library(self, path: str | Path) -> Path:
         """Write ``path`` (the .so), plus the .h declaring the kernel and the .c source."""
         path = Path(path)
@@ -265,10 +290,12 @@ def generate_c(s: Schedule, args: Sequence[Any], target: Target | None = None,
 
 
 def build(s: Schedule, args: Sequence[Any], target: Target | None = None,
-          name: str = "default_function") -> Module:
+          name: str = "default_function", explain: bool = False) -> Module:
     """Lower, generate C, compile (cached by content) and load the kernel. ``target`` is
     a Target or its name; a target this machine cannot run is refused before compiling
-    (build it with ``generate_c`` + ``compile_shared``, or replay a log, instead)."""
+    (build it with ``generate_c`` + ``compile_shared``, or replay a log, instead).
+    ``explain=True`` prints each scalar fallback and a spill warning to stderr as the
+    kernel is built (what ``TVMLITE_LOG=fallbacks`` turns on at the command line)."""
     from tvmlite.codegen_c import compile_shared
     target = Target.resolve(target)   # a Target, a target name, or None: this machine
     host = Target.host()
@@ -279,6 +306,11 @@ def build(s: Schedule, args: Sequence[Any], target: Target | None = None,
                          f"or tune and replay with --target and --runner qemu")
     func, source, decl = generate_c(s, args, target, name)
     path = compile_shared(source, target)
-    return Module(func, source, decl, path, target, [st.name for st in s.state.stages])
+    if explain:
+        from tvmlite.explain.report import build_warnings
+        for line in build_warnings(func, source, path, target):
+            print(f"tvmlite: fallback: {line}", file=sys.stderr)
+    return Module(func, source, decl, path, target, [st.name for st in s.state.stages],
+                  s, list(args))
 
 

@@ -1,0 +1,78 @@
+"""``search.explain(record)``: the explanation (``tvmlite.explain``) of a tuning record,
+and picking the record to explain from a log (``tvmlite explain LOG``).
+
+A record is rebuilt from its Steps for this machine (as ``replay`` does) and explained
+with its own measured time and its workload's flops, so the "measured" GFLOP/s is the
+one the log holds.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+from tvmlite.explain.report import Explanation, explain_schedule
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.records.record import Record, best_record, iter_records
+from tvmlite.target.target import Target
+
+__all__ = ["bound_line", "explain", "pick_record"]
+
+
+def explain(record: Record, target: Target | None = None, **kwargs: Any) -> Explanation:
+    """Explain ``record`` on ``target`` (default: this CPU). Keywords go to
+    ``tvmlite.explain.explain_schedule`` (peak=, bandwidth=, measure=, check_spills=)."""
+    if not isinstance(record, Record):
+        raise TypeError(f"explain: expected a search.Record (from search.load_records or "
+                        f"best_record), got {type(record).__name__}")
+    if not record.result.ok:
+        raise ValueError(f"explain: the record failed ({record.result.error_no.name}); "
+                         "explain a record that ran (`tvmlite log show` lists them)")
+    wl = record.workload
+    s = Schedule.from_steps(wl.outputs, record.steps)
+    kwargs.setdefault("source", f"{record.gflops:.2f} GFLOP/s measured, tuner "
+                                f"{record.tuner or '-'}, tuned on {record.target.arch}")
+    return explain_schedule(s, list(wl.tensors), target or Target.host(), record.mean_cost,
+                            flops=wl.flops, name=wl.name, **kwargs)
+
+
+def bound_line(record: Record, target: Target | None = None) -> str:
+    """What bounds the record's kernel, in one line ("compute-bound, 91% of attainable"),
+    or "unknown: <why>" when it cannot be rebuilt here (a summary line must not fail)."""
+    try:
+        return explain(record, target, check_spills=False).one_line()
+    except (ValueError, TypeError, OSError, RuntimeError) as err:
+        return f"unknown: {err}"
+
+
+def pick_record(log: str | os.PathLike, workload: str | None = None,
+                line: int | None = None) -> tuple[int, Record]:
+    """(line, record): the record on ``line`` of ``log``, else the best of ``workload``
+    (a name or a key prefix), else the best of the log's only workload."""
+    lines = list(iter_records(log))
+    if line is not None:
+        for n, rec in lines:
+            if n == line:
+                return n, rec
+        raise LookupError(f"line {line} of {log} holds no valid record (`tvmlite log show "
+                          f"{shlex.quote(str(log))}` numbers the lines)")
+    found = {r.workload.key: r.workload for _, r in lines}
+    if not found:
+        raise LookupError(f"{log} holds no valid record")
+    names = ", ".join(f"{k[:8]} ({w.name})" for k, w in found.items())
+    if workload is not None:
+        keys = [k for k, w in found.items() if w.name == workload] or \
+            [k for k in found if k.startswith(workload.lower())]
+        if len(keys) != 1:
+            raise LookupError(f"--workload {workload!r} matches {len(keys)} workloads of "
+                              f"{log}; choose one of: {names}")
+    elif len(found) > 1:
+        raise LookupError(f"{log} holds {len(found)} workloads; choose one with --workload "
+                          f"NAME: {names}")
+    else:
+        keys = list(found)
+    best = best_record([r for _, r in lines], keys[0])
+    if best is None:
+        raise LookupError(f"no record of {found[keys[0]].name} in {log} ran correctly; "
+                          f"`tvmlite log show {shlex.quote(str(log))}` lists the errors")
+    return next(n for n, r in lines if r is best), best

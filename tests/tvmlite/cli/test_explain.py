@@ -1,0 +1,88 @@
+"""`tvmlite explain` on a tiny tuning log end to end (tune 4 trials, then explain the best
+record, a chosen line, a chosen workload), TVMLITE_LOG=fallbacks, search.explain and
+the tuning summary's bound line."""
+import pytest
+
+from tvmlite import cli, search
+from tvmlite.search.records.explain import bound_line, pick_record
+from tvmlite.search.records.record import load_records
+from tvmlite.target import bandwidth, peak
+from tvmlite.target.target import Target
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    """A 4-trial template-free tune of matmul 16^3, with the peak and bandwidth caches in
+    a temporary folder (filled with known numbers: no test measures them)."""
+    root = tmp_path_factory.mktemp("explain")
+    target = Target.host()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "1")
+        mp.setattr(peak, "default_cache_file", lambda: root / "peak.json")
+        mp.setattr(bandwidth, "default_cache_file", lambda: root / "bw.json")
+        peak._store(target, peak.Peak(300.0, target.cores, (300.0,), 0.0), root / "peak.json")
+        bandwidth._store(target, bandwidth.Bandwidth(
+            (("L1d", 1, 500.0), ("L2", 1, 200.0), ("L3", 1, 50.0), ("memory", 1, 20.0)),
+            target.cores, 0.0), root / "bw.json")
+        path = root / "mm.jsonl"
+        code = cli.main(["tune", "matmul", "M=16", "N=16", "K=16", "--trials", "4",
+                         "--population", "8", "--log", str(path), "--quiet"])
+        assert code == 0
+        yield path, mp
+
+
+def test_tune_summary_says_what_bounds_the_best_kernel(log, capsys):
+    path, _ = log
+    best = search.best_record(str(path))
+    line = bound_line(best)
+    assert "-bound" in line and "% of attainable" in line
+
+
+def test_explain_the_best_record_a_line_and_a_workload(log, capsys, monkeypatch):
+    path, mp = log
+    monkeypatch.delenv("TVMLITE_LOG", raising=False)
+    assert cli.main(["explain", str(path)]) == 0
+    out, err = capsys.readouterr()
+    for part in ("roofline:", "peak:        300.0 GFLOP/s", "L1d 500 GB/s", "bound:",
+                 "measured:", "=> ", "findings", "[parallel]"):
+        assert part in out, part
+    assert "Traceback" not in out + err and "fallback" not in err
+    best_line, best = pick_record(path)
+    assert out.startswith(f"# line {best_line} of")
+    assert cli.main(["explain", str(path), "--record", "1", "--workload", "matmul"]) == 0
+    assert capsys.readouterr().out.startswith("# line 1 of")
+    assert cli.main(["explain", str(path), "--record", "99"]) == 1
+    assert "line 99" in capsys.readouterr().err
+    assert cli.main(["explain", str(path), "--workload", "conv"]) == 1
+    assert "matches 0 workloads" in capsys.readouterr().err
+
+
+def test_tvmlite_log_fallbacks_prints_them_as_the_kernel_is_built(log, capsys, monkeypatch):
+    path, _ = log
+    monkeypatch.setenv("TVMLITE_LOG", "fallbacks")
+    assert cli.main(["explain", str(path)]) == 0
+    out, err = capsys.readouterr()
+    findings = [x for x in out.splitlines() if x.startswith("! [vector]")]
+    printed = [x for x in err.splitlines() if x.startswith("tvmlite: fallback:")]
+    assert len(printed) >= len(findings)        # plus a spill warning, if any
+
+
+def test_search_explain_takes_a_record(log):
+    path, _ = log
+    rec = load_records(path)[0]
+    e = search.explain(rec, check_spills=False)
+    assert e.roofline.seconds == rec.mean_cost and e.roofline.flops == rec.workload.flops
+    assert e.name == "matmul" and "GFLOP/s measured" in e.source
+    with pytest.raises(TypeError, match="search.Record"):
+        search.explain("mm.jsonl")
+
+
+def test_compare_report_names_the_bound_of_each_methods_best(log):
+    from tvmlite.cli.compare import Run, report_markdown
+    from tvmlite.search.result import Trial
+    path, _ = log
+    rec = search.best_record(str(path))
+    trials = (Trial(1, 0.1, rec.gflops, rec.gflops, "NO_ERROR"),)
+    runs = [Run(m, 0, path, trials, rec) for m in ("templated", "template-free")]
+    md = report_markdown(runs, rec.workload, 1)
+    assert md.count("bound: ") == 2 and "% of attainable" in md

@@ -1,0 +1,47 @@
+"""``tvmlite explain LOG [--workload NAME] [--record N]``: what bounds the best kernel
+of a log (or the record on line N) and what to change in its schedule.
+
+With ``TVMLITE_LOG=fallbacks`` in the environment (read by ``commands.main`` only), the
+scalar fallbacks and spill warning of the kernel are printed to stderr as it is built.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tvmlite.cli.args import _existing_log, _positive_int
+
+
+def add_explain_command(sub: Any, command: Any) -> None:
+    """Register the subcommand on the parser's subparsers (``command`` is the helper of
+    ``commands.build_parser``)."""
+    c = command(sub, "explain", cmd_explain, "why a tuned kernel is as fast as it is: its "
+                "roofline (bound, attainable and measured GFLOP/s), scalar fallbacks, "
+                "register pressure and spills, parallel work, unrolling, recomputation, "
+                "and what to try")
+    c.add_argument("log", metavar="LOG")
+    c.add_argument("--workload", metavar="NAME", help="the best record of this workload (a "
+                   "name or a key prefix); needed when the log holds several")
+    c.add_argument("--record", type=_positive_int, metavar="N", help="the record on line N "
+                   "(as `tvmlite log show` numbers them) instead of the best")
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from tvmlite.explain.report import build_warnings
+    from tvmlite.runtime.module import generate_c
+    from tvmlite.schedule.schedule import Schedule
+    from tvmlite.search.records.explain import explain, pick_record
+    from tvmlite.target.target import Target
+    from tvmlite.codegen_c import compile_shared
+    line, rec = pick_record(_existing_log(args.log), args.workload, args.record)
+    target = Target.host()
+    if getattr(args, "log_fallbacks", False):
+        wl = rec.workload
+        func, source, _ = generate_c(Schedule.from_steps(wl.outputs, rec.steps),
+                                     list(wl.tensors), target, wl.name)
+        for text in build_warnings(func, source, compile_shared(source, target), target):
+            print(f"tvmlite: fallback: {text}", file=sys.stderr)
+    print(f"# line {line} of {args.log}")
+    print(explain(rec, target))
+    return 0
