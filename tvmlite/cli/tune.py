@@ -238,7 +238,8 @@ def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
     builder = LocalBuilder(target, timeout=options.build_timeout)
     opts = replace(options, number=1, run_timeout=max(options.run_timeout, 60.0),
                    check_correctness=False)
-    own = getattr(options.runner, "replace", None)   # a cluster's runner: its own workers
+    # a cluster's runner (a Runner object, not a name) times it on its own workers
+    own = None if isinstance(options.runner, str) else getattr(options.runner, "replace", None)
     runner = own(number=1, repeat=options.repeat, timeout=opts.run_timeout,
                  flush_cache=options.flush_cache, check_correctness=False,
                  seed=options.seed) if own is not None else opts.make_runner()

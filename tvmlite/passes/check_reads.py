@@ -46,28 +46,35 @@ def check_reads(state) -> None:
         op = st.op
         if op.__dict__.get(_CHECKED):
             continue
-        ranges: Ranges = {iv.name: (iv.min, iv.min + iv.extent - 1) for iv in op.axis}
         body = op.body
+        axes = tuple(op.axis) + (tuple(body.axes) if isinstance(body, Reduce) else ())
+        # a loop over a symbolic size (te.var) has no known range: reads indexed by it are
+        # not checked here (every size from 1 up is valid, so no point is out of bounds
+        # for all of them); the kernel's own guards keep them inside
+        unknown = frozenset(iv.name for iv in axes
+                            if not (isinstance(iv.min, int) and isinstance(iv.extent, int)))
+        ranges: Ranges = {iv.name: (iv.min, iv.min + iv.extent - 1) for iv in axes
+                          if iv.name not in unknown}
         if isinstance(body, Reduce):
-            ranges.update({iv.name: (iv.min, iv.min + iv.extent - 1) for iv in body.axes})
             guards = [] if body.where is None else [body.where]
             if body.where is not None:
-                _visit(op.name, body.where, ranges, [])
-            _visit(op.name, body.source, ranges, guards)
+                _visit(op.name, body.where, ranges, [], unknown)
+            _visit(op.name, body.source, ranges, guards, unknown)
         else:
-            _visit(op.name, body, ranges, [])
+            _visit(op.name, body, ranges, [], unknown)
         op.__dict__[_CHECKED] = True
 
 
-def _visit(stage: str, e: Expr, ranges: Ranges, guards: list) -> None:
+def _visit(stage: str, e: Expr, ranges: Ranges, guards: list,
+           unknown: frozenset = frozenset()) -> None:
     if isinstance(e, Select):
-        _visit(stage, e.cond, ranges, guards)
-        _visit(stage, e.then, ranges, guards + [e.cond])
-        _visit(stage, e.other, ranges, guards + [Not(e.cond)])
+        _visit(stage, e.cond, ranges, guards, unknown)
+        _visit(stage, e.then, ranges, guards + [e.cond], unknown)
+        _visit(stage, e.other, ranges, guards + [Not(e.cond)], unknown)
         return
     if isinstance(e, BinOp) and e.op in ("and", "or"):  # C's && and || short-circuit
-        _visit(stage, e.a, ranges, guards)
-        _visit(stage, e.b, ranges, guards + [e.a if e.op == "and" else Not(e.a)])
+        _visit(stage, e.a, ranges, guards, unknown)
+        _visit(stage, e.b, ranges, guards + [e.a if e.op == "and" else Not(e.a)], unknown)
         return
     if isinstance(e, BinOp) and e.op in ("//", "%"):
         d = simplify(e.b, ranges)
@@ -76,10 +83,10 @@ def _visit(stage: str, e: Expr, ranges: Ranges, guards: list) -> None:
             why = "" if isinstance(e.b, Const) else f" (the divisor {e.b} is always 0)"
             raise ZeroDivisorError(f"compute {stage}: integer {what} by zero in {e}{why}; "
                                     f"C leaves it undefined, so divide by a non-zero value")
-    if isinstance(e, TensorRead):
+    if isinstance(e, TensorRead) and not (set(_vars(e)) & unknown):
         _check_read(stage, e, ranges, guards)
     for c in children(e):
-        _visit(stage, c, ranges, guards)
+        _visit(stage, c, ranges, guards, unknown)
 
 
 def _check_read(stage: str, read: TensorRead, ranges: Ranges, guards: list) -> None:
