@@ -23,9 +23,10 @@ from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Loa
                              Select, Var, lanes_of)
 from tvmlite.passes.pipeline import LoweredFunc
 from tvmlite.ir.simplify import bound
-from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
+from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, walk_stmts
 from tvmlite.ir.dtypes import ALIGNMENT, CTYPE, DTYPE_INFO, ITEMSIZE, round_up_to_alignment
 from tvmlite.ir.symbolic import INF, is_static, numel, size_ranges
+from tvmlite.ir.expr import walk
 
 SHORT = {name: d.short for name, d in DTYPE_INFO.items()}
 MASK_OF = {name: d.mask for name, d in DTYPE_INFO.items()}
@@ -350,8 +351,6 @@ MAX_PROMOTED_BYTES = 2048
 def promotable(s: Allocate) -> int:
     """Lanes L if every access to the buffer is a whole vector at a constant offset that is
     a multiple of L: then C keeps it in vector variables (registers), not in memory."""
-    from tvmlite.ir.expr import walk
-    from tvmlite.ir.stmt import walk_stmts
     b = s.buffer
     if not is_static(numel(b.shape)) or b.size * ITEMSIZE[b.dtype] > MAX_PROMOTED_BYTES:
         return 0

@@ -10,6 +10,10 @@ from typing import Any
 
 from tvmlite.checks import check_int, check_number
 from tvmlite.search.measure.base_runner import Runner
+from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.search.measure.qemu_runner import QemuRunner
+from tvmlite.search.measure.measurer import Measurer
+from tvmlite.search.measure.builder import LocalBuilder
 
 RUNNERS = ("local", "qemu")
 
@@ -65,8 +69,6 @@ class TuningOptions:
     def measurer(self, log_file: Any, target: Any, tuner: str) -> Any:
         """The Measurer these options describe (builder + runner + log). The runner is
         checked against ``target`` here, before any tuning starts."""
-        from tvmlite.search.measure.builder import LocalBuilder
-        from tvmlite.search.measure.measurer import Measurer
         builder = LocalBuilder(target, n_parallel=self.n_parallel, timeout=self.build_timeout)
         return Measurer(log_file, builder, self.make_runner(), target, tuner=tuner,
                         seed=self.seed)
@@ -74,8 +76,6 @@ class TuningOptions:
     def make_runner(self) -> Any:
         """The runner ``self.runner`` is or names, with these options' timing settings (the
         emulated one times one call once: its figures say nothing of speed)."""
-        from tvmlite.search.measure.qemu_runner import QemuRunner
-        from tvmlite.search.measure.runner import LocalRunner
         if isinstance(self.runner, Runner):
             return self.runner
         if self.runner == "qemu":

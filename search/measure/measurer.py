@@ -30,6 +30,9 @@ from typing import Any, Callable, Sequence
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
 from tvmlite.search.records.record import (Record, RecordWriter, load_records, make_record,
                                            target_matches)
+from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.target.target import Target
 
 __all__ = ["Measurer", "Quota", "check_log_path"]
 
@@ -98,9 +101,6 @@ class Measurer:
     def __init__(self, log_file: Any = None, builder: Any = None, runner: Any = None,
                  target: Any = None, tuner: str = "", seed: int | None = None,
                  chunk: int | None = None):
-        from tvmlite.target.target import Target
-        from tvmlite.search.measure.builder import LocalBuilder
-        from tvmlite.search.measure.runner import LocalRunner
         if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int)
                                   or chunk < 1):
             raise ValueError(f"Measurer(chunk={chunk!r}): use a positive int, or None for "

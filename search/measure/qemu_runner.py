@@ -37,6 +37,7 @@ from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.measure.worker import mismatch
 from tvmlite.target.named import CROSS_COMPILERS
+from tvmlite.testing.check import reduction_length, tolerance
 
 __all__ = ["QemuRunner", "qemu_command"]
 
@@ -166,7 +167,6 @@ class QemuRunner(Runner):
     def _reference(self, workload: Any, reference: Callable[[Any], BuildResult]
                    ) -> tuple | str:
         """(expected outputs, tolerances), or why the workload cannot be checked."""
-        from tvmlite.testing.check import reduction_length, tolerance
         ref = reference(workload)
         if not isinstance(ref, BuildResult) or not ref.ok:
             why = ref.error_msg if isinstance(ref, BuildResult) else f"got {ref!r}"

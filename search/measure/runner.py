@@ -41,6 +41,7 @@ from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.core_lock import CoreLock, usable_cores
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.target.target import Target
+from tvmlite.testing.check import reduction_length, tolerance
 
 __all__ = ["LocalRunner"]
 
@@ -368,7 +369,6 @@ class LocalRunner(Runner):
         return check
 
     def _make_check(self, workload: Any, reference: Callable[[Any], BuildResult]) -> dict | str:
-        from tvmlite.testing.check import reduction_length, tolerance
         ref = reference(workload)
         if not isinstance(ref, BuildResult) or not ref.ok:
             why = ref.error_msg if isinstance(ref, BuildResult) else f"got {ref!r}"

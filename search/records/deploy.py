@@ -34,6 +34,13 @@ from tvmlite.runtime.module import generate_c, header, size_doc
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.base_runner import RunnerError
+from tvmlite.search.records.dispatch import DISPATCH_TUNER, export_dispatch, latest_table
+from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.records.record import TargetMismatchWarning, load_records, real_first, target_matches
+from tvmlite.codegen_c import compile_shared, link_shared
+from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.target.target import Target
 
 BUNDLE = "tvmlite_kernels"
 
@@ -91,11 +98,6 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True
     locally when this machine runs the target, else it builds without checking and the
     report says so (pass an emulated runner, ``QemuRunner``, or one on a machine of the
     target to check)."""
-    from tvmlite.codegen_c import link_shared
-    from tvmlite.target.target import Target
-    from tvmlite.search.measure.builder import LocalBuilder
-    from tvmlite.search.records.record import load_records
-    from tvmlite.search.measure.runner import LocalRunner
     target = Target.resolve(target)
     records = load_records(log)
     out = Path(out_dir)
@@ -186,7 +188,6 @@ def _first_good(recs: list, target: Any, builder: Any, runner: Any,
 
 def _export(rec: Any, name: str, target: Any, out: Path, costs: tuple | None,
             note: str) -> dict:
-    from tvmlite.codegen_c import compile_shared
     wl = rec.workload
     s = Schedule.from_steps(wl.outputs, rec.steps)
     func, source, decl = generate_c(s, list(wl.tensors), target, name)
@@ -199,8 +200,6 @@ def _export(rec: Any, name: str, target: Any, out: Path, costs: tuple | None,
 
 def _ranked(recs: list, target: Any, log: Any) -> list:
     """Valid records, fastest first: those tuned for this CPU, else (with a warning) any."""
-    from tvmlite.search.records.record import TargetMismatchWarning, target_matches
-    from tvmlite.search.records.record import real_first
     dynamic = any(getattr(r.workload, "sizes", None) for r in recs)
     # one workload at several sizes: times are not comparable, throughput is
     rank = (lambda r: -r.gflops) if dynamic else (lambda r: r.mean_cost)
@@ -229,7 +228,6 @@ def _warn_each_time(message: str, category: type, log: Any) -> None:
 def where_logged(logged: Any, here: Any) -> str:
     """``"this CPU (x86_64 avx512f)"`` or ``"another CPU (x86_64 avx512f; it lacks
     amx_tile, has ...)"``: two CPUs of one ISA family differ in their features."""
-    from tvmlite.search.records.record import target_matches
     if target_matches(logged, here):
         return f"this CPU ({target_label(logged)})"
     diff = []
@@ -256,7 +254,6 @@ def _verify(rec: Any, builder: Any, runner: Any) -> tuple[str | None, tuple]:
     """(why this record must not be exported, the re-check's costs in seconds). The
     reason is None when it applies, builds and matches the reference (with no runner,
     only that its steps apply; then there are no costs)."""
-    from tvmlite.search.measure.inputs import MeasureInput
     try:
         Schedule.from_steps(rec.workload.outputs, rec.steps)
     except ScheduleError as e:
@@ -275,8 +272,6 @@ def _export_dynamic(recs: list, name: str, target: Any, out: Path, builder: Any,
                     report: ReplayReport) -> bool:
     """A dynamic workload with a dispatch table: export the dispatching entry point and
     its variants (each re-checked at a size it serves). False: no table, export as usual."""
-    from tvmlite.search.measure.inputs import MeasureInput
-    from tvmlite.search.records.dispatch import DISPATCH_TUNER, export_dispatch, latest_table
     tables = [r for r in recs if r.tuner == DISPATCH_TUNER]
     found = latest_table(tables, tables[0].workload) if tables else None
     if found is None:

@@ -28,6 +28,9 @@ from tvmlite.schedule.step_json import step_from_json
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import MeasureResult
 from tvmlite.search.records.record import Record, RecordError
+from tvmlite.codegen_c import link_shared
+from tvmlite.target.target import Target
+from tvmlite.codegen_c.codegen import cdecl, params
 
 DISPATCH_TUNER = "dispatch"
 MAX_VARIANTS = 8
@@ -145,7 +148,6 @@ def _variant_sources(workload: Any, table: DispatchTable, target: Any, name: str
 
 def dispatcher_source(name: str, func: Any, table: DispatchTable, outputs: list) -> str:
     """C of the entry point ``name`` that calls the variant of the table's range of M."""
-    from tvmlite.codegen_c.codegen import params
     p = params(func, outputs)
     call = ", ".join(list(func.sizes) + [b.name for b in func.args])
     m = table.size
@@ -179,7 +181,6 @@ def dispatcher_source(name: str, func: Any, table: DispatchTable, outputs: list)
 
 
 def _dispatch_decl(name: str, func: Any, outputs: list) -> str:
-    from tvmlite.codegen_c.codegen import cdecl
     return cdecl(replace(func, name=name), outputs)
 
 
@@ -196,8 +197,6 @@ def build_dispatch(workload: Any, table: DispatchTable, target: Any = None,
                    name: str = "default_function") -> Module:
     """The dispatching kernel as a Module: call it on arrays of any M; ``module.lib``
     also holds every variant (``<name>_v<i>``)."""
-    from tvmlite.codegen_c import link_shared
-    from tvmlite.target.target import Target
     target = target or Target.host()
     variants, func, source, decl, outputs = _parts(workload, table, target, name)
     digest = hashlib.sha256("\0".join([source] + [v[2] for v in variants] +
@@ -219,7 +218,6 @@ def export_dispatch(workload: Any, table: DispatchTable, target: Any, name: str,
                     out: Path) -> tuple[list, str]:
     """Write the dispatcher and its variants into ``out`` (``name.c``, ``name_v<i>.c``,
     ``name.h`` declaring all, ``lib<name>.so``); returns (C files, declarations)."""
-    from tvmlite.codegen_c import link_shared
     variants, func, source, decl, _ = _parts(workload, table, target, name)
     files = []
     for vname, _, vsrc, _ in variants:

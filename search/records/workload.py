@@ -28,6 +28,7 @@ from tvmlite.te.bind import bind_sizes, free_sizes
 from tvmlite.search.records.compute_json import (MAX_ARGS, MAX_NDIM, MAX_OPS, MAX_STR,
                                                  WorkloadError, _HEX64, _at, _keys, _short,
                                                  canonical, compute_json, read_compute)
+from tvmlite.ops import OPS
 
 __all__ = ["Workload", "WorkloadError", "workload_key"]
 
@@ -60,7 +61,6 @@ class Workload:
     def from_op(cls, op_name: str, *args: Any, **kwargs: Any) -> "Workload":
         """The operator ``tvmlite.ops.OPS[op_name]`` at these arguments (bound by name,
         defaults filled in, so ``args`` records every choice)."""
-        from tvmlite.ops import OPS
         fn = OPS.get(op_name) if isinstance(op_name, str) else None
         if fn is None:
             raise WorkloadError(f"from_op: unknown operator {_short(op_name)}; known: "

@@ -29,8 +29,10 @@ from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, dispatch_record,
                                              latest_table, ranges_from_choice)
-from tvmlite.search.records.record import append_record
+from tvmlite.search.records.record import append_record, load_records
 from tvmlite.search.result import Trial, TuneResult
+from tvmlite.search.template_free.policy import SketchPolicy
+from tvmlite.search.model.cost_model import XGBModel
 
 MAX_SIZES = 6
 MAX_VARIANTS = 4
@@ -72,8 +74,6 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
                  callback: Callable[[Trial], None] | None = None, model: Any = None,
                  max_variants: int = MAX_VARIANTS) -> TuneResult:
     """Tune ``task`` (a dynamic SearchTask) under one budget of ``trials`` measurements."""
-    from tvmlite.search.model.cost_model import XGBModel
-    from tvmlite.search.template_free.policy import SketchPolicy
     wl, target = task.workload, task.target
     name, sizes = task.size_name, task.sizes
     n_var = min(max_variants, len(sizes))
@@ -194,7 +194,6 @@ def _choose(wl: Any, name: str, sizes: list, at: dict, best: dict, measurer: Any
 
 def apply_best_dynamic(task: Any, log_file: Any, name: str | None = None) -> Any:
     """The dispatching Module of the newest dispatch table of ``task`` in ``log_file``."""
-    from tvmlite.search.records.record import load_records
     found = latest_table(load_records(log_file), task.workload)
     if found is None:
         raise LookupError(f"no dispatch table of {task.workload.name} (key "

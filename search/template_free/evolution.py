@@ -19,6 +19,7 @@ from typing import Any, Callable
 from tvmlite.schedule.state import ScheduleError
 
 from tvmlite.search.template_free.sketch import MAX_INNERMOST, UNROLL_STEPS, realize
+from tvmlite.search.measure.inputs import state_key
 
 MUTATION_WEIGHTS = {"tile": 0.90, "at": 0.05, "unroll": 0.04, "parallel": 0.01}
 
@@ -119,7 +120,6 @@ class EvolutionarySearch:
 
     def realize(self, cand: Candidate) -> Candidate | None:
         """Fill steps/key (and reuse a cached realization); None if illegal."""
-        from tvmlite.search.measure.inputs import state_key
         try:
             s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
                               self.rng, self.target)

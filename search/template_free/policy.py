@@ -18,7 +18,9 @@ from tvmlite.schedule.state import ScheduleError
 
 from tvmlite.search.template_free.evolution import Candidate, EvolutionarySearch
 from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.template_free.sketch import generate_sketches
+from tvmlite.search.template_free.sketch import RULES, generate_sketches
+from tvmlite.search.records.record import load_records, target_matches
+from tvmlite.search.model.features import schedule_features
 
 
 INIT_MIN = 64          # random samples seeding each round's evolution, at least ...
@@ -30,7 +32,6 @@ class SketchPolicy:
 
     def __init__(self, workload: Any, target: Any, model: Any, options: Any,
                  seed: int = 0, rules: Sequence[Any] | None = None):
-        from tvmlite.search.template_free.sketch import RULES
         self.workload, self.target, self.model, self.options = workload, target, model, options
         self.rng = random.Random(seed)
         self.sketches = generate_sketches(workload, rules if rules is not None else RULES)
@@ -44,7 +45,6 @@ class SketchPolicy:
 
     # -- model ---------------------------------------------------------------------------
     def _featurize(self, s: Schedule) -> np.ndarray:
-        from tvmlite.search.model.features import schedule_features
         return schedule_features(s, list(self.workload.tensors), self.target)
 
     def _score(self, cands: list) -> None:
@@ -133,8 +133,6 @@ def pretrain_from_logs(model: Any, logs: Sequence[Any], target: Any) -> int:
     """Teach ``model`` from existing logs (any workloads: transfer learning), before a
     search starts; returns the number of programs it learnt from. Records whose Steps no
     longer apply are skipped; throughputs are normalized per workload by the model."""
-    from tvmlite.search.model.features import schedule_features
-    from tvmlite.search.records.record import load_records, target_matches
     xs, ys, groups = [], [], []
     for log in logs:
         for rec in load_records(log):

@@ -25,6 +25,11 @@ from tvmlite.search.measure.measurer import Quota
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.result import Trial, TuneResult
 from tvmlite.search.records.workload import Workload
+from tvmlite.search.records.record import best_record
+from tvmlite.search.template_free.policy import SketchPolicy
+from tvmlite.search.model.cost_model import XGBModel
+from tvmlite.target.target import Target
+from tvmlite.ops import OPS
 
 TUNER = "template-free"
 
@@ -33,7 +38,6 @@ def make_workload(func: Any = None, args: Sequence[Any] = (), kwargs: dict | Non
                   workload: Any = None, name: str | None = None) -> Workload:
     """A Workload from an operator of the library, a user function returning tensors
     (inputs first, output last), an op name, or a ready Workload."""
-    from tvmlite.ops import OPS
     if workload is not None:
         if not isinstance(workload, Workload):
             raise TypeError(f"workload must be a search.Workload, got {type(workload).__name__}")
@@ -64,7 +68,6 @@ class SearchTask:
     def __init__(self, func: Any = None, args: Sequence[Any] = (), target: Any = None,
                  workload: Any = None, kwargs: dict | None = None, name: str | None = None,
                  rules: Sequence[Any] | None = None, shapes: dict | None = None):
-        from tvmlite.target.target import Target
         if not isinstance(args, (tuple, list)):
             raise TypeError(f"SearchTask(args=...) must be a tuple of the operator's "
                             f"arguments, got {type(args).__name__}")
@@ -92,8 +95,6 @@ class SearchTask:
         return f"SearchTask({self.workload.name}, key={self.workload.key[:8]})"
 
     def policy(self, options: TuningOptions, model: Any = None) -> Any:
-        from tvmlite.search.model.cost_model import XGBModel
-        from tvmlite.search.template_free.policy import SketchPolicy
         return SketchPolicy(self.workload, self.target, model or XGBModel(seed=options.seed),
                             options, seed=options.seed, rules=self.rules)
 
@@ -119,7 +120,6 @@ class SearchTask:
         if self.workload.is_dynamic:
             from tvmlite.search.template_free.dynamic import apply_best_dynamic
             return apply_best_dynamic(self, log_file)
-        from tvmlite.search.records.record import best_record
         rec = best_record(log_file, self.workload, self.target)
         if rec is None:
             raise LookupError(f"no valid record of {self.workload.name} "

@@ -45,6 +45,7 @@ from tvmlite.search.records.record import (Record, RecordWarning, TargetMismatch
 from tvmlite.search.templated.space import Config, ConfigSpace, SpaceError
 from tvmlite.search.records.workload import Workload, workload_key
 from tvmlite.ir.symbolic import SizeVar
+from tvmlite.target.target import Target
 
 __all__ = ["TEMPLATES", "TemplateError", "FallbackConfigWarning", "TemplateFunction",
            "template", "TemplatedTask", "create", "apply_history_best"]
@@ -152,7 +153,6 @@ class TemplatedTask:
     config becomes a schedule and a measurement."""
 
     def __init__(self, name: str, args: Any = (), target: Any = None):
-        from tvmlite.target.target import Target
         if isinstance(name, str) and name not in TEMPLATES:
             import tvmlite.schedules  # noqa: F401  (registers the library's templates)
         self.template = TEMPLATES.get(name) if isinstance(name, str) else None

@@ -24,6 +24,8 @@ from tvmlite.search.templated.task import TemplatedTask
 
 from tvmlite.search.templated.tuners import (EPS_GREEDY, SA_EARLY_STOP, SA_EVALUATIONS, SA_POINTS,
                                              Tuner)
+from tvmlite.search.model.features import FEATURE_NAMES, schedule_features
+from tvmlite.search.model.cost_model import XGBModel
 
 __all__ = ["XGBTuner"]
 
@@ -49,8 +51,6 @@ class XGBTuner(Tuner):
     def __init__(self, task: TemplatedTask, plan_size: int = 64, feature_type: str = "itervar",
                  loss_type: str = "rank", num_threads: int | None = None, optimizer: str = "sa",
                  diversity_filter_ratio: float | None = None, seed: int = 0):
-        from tvmlite.search.model.cost_model import XGBModel
-        from tvmlite.search.model.features import FEATURE_NAMES
         super().__init__(task, seed)
         self.plan_size = check_int(plan_size, "XGBTuner(plan_size=...)", 1)
         if feature_type not in SA_EVALUATIONS:
@@ -78,7 +78,6 @@ class XGBTuner(Tuner):
     # -- features ---------------------------------------------------------------------------
     def _schedule_row(self, s: Schedule, tensors: list) -> np.ndarray:
         """One fixed-length row from a schedule's per-store features."""
-        from tvmlite.search.model.features import schedule_features
         f = schedule_features(s, tensors, self.task.target)
         if self.feature_type == "curve":
             f = f[:, self._curve]

@@ -17,7 +17,8 @@ from typing import Any
 
 from tvmlite.checks import is_number
 from tvmlite.codegen_c import CompileError
-from tvmlite.target.target import CompilerNotFoundError
+from tvmlite.target.target import CompilerNotFoundError, Target, TARGET_NAMES
+from tvmlite.search.options import TuningOptions
 
 LIBRARY_ERRORS = (ValueError, TypeError, LookupError, OSError, CompileError,
                   CompilerNotFoundError)
@@ -129,7 +130,6 @@ def _existing_log(path: str) -> str:
 
 def target_args(c: argparse.ArgumentParser, runner: bool = True) -> None:
     """--target NAME (what to compile for) and --runner (where to measure): separate."""
-    from tvmlite.target.target import TARGET_NAMES
     c.add_argument("--target", default="host", metavar="NAME", help="the CPU to compile "
                    f"for: {', '.join(TARGET_NAMES)} (default host: this machine)")
     if runner:
@@ -142,7 +142,6 @@ def target_args(c: argparse.ArgumentParser, runner: bool = True) -> None:
 
 def resolve_target(args: argparse.Namespace) -> Any:
     """The --target as a Target; an unknown name is a usage error listing the names."""
-    from tvmlite.target.target import TARGET_NAMES, Target
     name = getattr(args, "target", "host") or "host"
     if name not in TARGET_NAMES:
         raise UsageError(f"--target {name!r} is unknown: use one of {', '.join(TARGET_NAMES)}"
@@ -174,6 +173,7 @@ def make_runner(spec: str | None, **measuring: Any) -> Any:
     None for the others (local, qemu, no flag): TuningOptions.make_runner builds those."""
     if spec is None or not spec.startswith("dask://"):
         return None
+    # here, not at the top: Dask distributed is an optional extra (tvmlite[dask])
     from tvmlite.search.measure.dask_runner import DaskRunner
     return DaskRunner(spec, **measuring)
 
@@ -190,7 +190,6 @@ def _options(args: argparse.Namespace, seed: int = 0) -> Any:
 
 
 def _plain_options(args: argparse.Namespace, seed: int = 0) -> Any:
-    from tvmlite.search.options import TuningOptions
     opts: dict = {"seed": seed}
     if getattr(args, "runner", None) in ("local", "qemu"):
         opts["runner"] = args.runner

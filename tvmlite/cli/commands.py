@@ -30,6 +30,18 @@ from tvmlite.cli.args import (LIBRARY_ERRORS, UsageError, _existing_log, _option
                               resolve_target, signature, target_args)
 from tvmlite.cli.explain import add_explain_command
 from tvmlite.cli.tune import cmd_tune, tune_summary
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.runtime.module import generate_c
+from tvmlite.search.records.record import best_record, iter_records
+from tvmlite.search.records import logs
+from tvmlite.search.templated.task import TEMPLATES
+from tvmlite.cli.compare import compare
+from tvmlite.cli.progress import Progress
+from tvmlite.ops import OPS
+from tvmlite.search.records.deploy import replay
+from tvmlite.target.detect import describe_cpu, describe_cpu_text
+from tvmlite.target import bandwidth as bandwidths, peak as peaks
+from tvmlite.target.target import CompilerNotFoundError, Target
 
 __all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",
            "signature", "tune_summary"]
@@ -140,8 +152,6 @@ def _tuning_args(c: argparse.ArgumentParser) -> None:
 # -- target ------------------------------------------------------------------------------------
 
 def cmd_target(args: argparse.Namespace) -> int:
-    from tvmlite.target import peak as peaks
-    from tvmlite.target.target import CompilerNotFoundError, Target
     try:
         target = resolve_target(args)
         host = Target.host()
@@ -153,7 +163,6 @@ def cmd_target(args: argparse.Namespace) -> int:
                          f"code for --target {args.target}: drop --peak")
     measured = peaks.measure_peak(target, seconds=args.peak_seconds, runs=args.peak_runs) \
         if args.peak else peaks.cached_peak(target)
-    from tvmlite.target import bandwidth as bandwidths
     bw = bandwidths.measure_bandwidth(target) if args.bandwidth else \
         bandwidths.cached_bandwidth(target)
     if args.json:
@@ -183,7 +192,6 @@ def cmd_target(args: argparse.Namespace) -> int:
 
 def _target_without_compiler(args: argparse.Namespace, err: Exception) -> int:
     """Describe the CPU anyway and say what is missing (exit 0; 1 if --peak was asked)."""
-    from tvmlite.target.detect import describe_cpu, describe_cpu_text
     cpu = describe_cpu()
     if args.json:
         print(json.dumps({**cpu, "compiler": None, "missing": str(err)}, indent=2))
@@ -202,7 +210,6 @@ def _target_without_compiler(args: argparse.Namespace, err: Exception) -> int:
 # -- replay and compare ------------------------------------------------------------------------
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from tvmlite.search.records.deploy import replay
     target = resolve_target(args)
     log = _existing_log(args.log)
     runner = make_runner(args.runner, number=1, repeat=1, timeout=60.0)
@@ -224,14 +231,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from tvmlite.ops import OPS
-    from tvmlite.cli.progress import Progress
 
-    from tvmlite.cli.compare import compare
     if args.op not in OPS:
         raise UsageError(f"unknown operator {args.op!r}; operators: {', '.join(OPS)}")
     import tvmlite.schedules  # noqa: F401 -- registers the templates
-    from tvmlite.search.templated.task import TEMPLATES
     if args.op not in TEMPLATES:
         raise UsageError(f"operator {args.op!r} has no template to compare with (templates: "
                          f"{', '.join(sorted(TEMPLATES))}); `tvmlite tune {args.op} ...` "
@@ -272,13 +275,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # -- log and show ------------------------------------------------------------------------------
 
 def cmd_log_show(args: argparse.Namespace) -> int:
-    from tvmlite.search.records import logs
     print(logs.show(_existing_log(args.log), args.limit))
     return 0
 
 
 def cmd_log_best(args: argparse.Namespace) -> int:
-    from tvmlite.search.records import logs
     records = logs.best(_existing_log(args.log))
     print(f"{'workload':<28} {'GFLOP/s':>10} {'mean ms':>11}  {'tuner':<14} target")
     for r in records:
@@ -291,14 +292,12 @@ def cmd_log_best(args: argparse.Namespace) -> int:
 
 
 def cmd_log_merge(args: argparse.Namespace) -> int:
-    from tvmlite.search.records import logs
     n = logs.merge([_existing_log(p) for p in args.inputs], args.out)
     print(f"appended {n} new record(s) to {args.out}")
     return 0
 
 
 def cmd_log_distill(args: argparse.Namespace) -> int:
-    from tvmlite.search.records import logs
     n = logs.distill(_existing_log(args.log), args.out)
     print(f"wrote {n} best record(s) (one per workload and CPU) to {args.out}")
     return 0
@@ -307,7 +306,6 @@ def cmd_log_distill(args: argparse.Namespace) -> int:
 def _pick_record(log: str, index: int | None, workload: str | None) -> tuple[int, Any]:
     """(line, record): the record on line ``index``, else the best of ``workload`` (key
     prefix or name), else the best of the log's only workload."""
-    from tvmlite.search.records.record import best_record, iter_records
     lines = list(iter_records(log))
     if index is not None:
         for line, rec in lines:
@@ -342,8 +340,6 @@ def _list_workloads(found: dict) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     import tvmlite
-    from tvmlite.runtime.module import generate_c
-    from tvmlite.schedule.schedule import Schedule
     line, rec = _pick_record(_existing_log(args.log), args.index, args.workload)
     wl, target = rec.workload, resolve_target(args)
     s = Schedule.from_steps(wl.outputs, rec.steps)

@@ -25,6 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from tvmlite.checks import check_int
+from tvmlite.target.target import Target
+from tvmlite.search.records.workload import Workload
+from tvmlite.search.records.explain import bound_line
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.template_free.task import SearchTask
+from tvmlite.search.options import TuningOptions
+from tvmlite.search.templated.xgb_tuner import XGBTuner
+from tvmlite.search.templated import tuners
 
 __all__ = [
     "CSV_COLUMNS",
@@ -67,8 +75,6 @@ def templated_task(op: str, kwargs: dict, target: Any = None) -> Any:
 def make_tuner(name: str, task: Any, seed: int = 0, population: int | None = None) -> Any:
     """A templated tuner by its CLI name. ``population`` (when given) is the GA's
     population and the XGB tuner's plan size: the candidates one round considers."""
-    from tvmlite.search.templated import tuners
-    from tvmlite.search.templated.xgb_tuner import XGBTuner
     if name not in TUNERS:
         raise ValueError(f"tuner {name!r} is unknown: use one of {', '.join(TUNERS)}")
     if name == "xgb":
@@ -156,8 +162,6 @@ def run_compare(op: str, kwargs: dict, trials: int, seeds: int, out_dir: str | P
     machine) is what both compile for."""
     from dataclasses import replace
 
-    from tvmlite.search.options import TuningOptions
-    from tvmlite.search.template_free.task import SearchTask
     for name, v in (("trials", trials), ("seeds", seeds)):
         check_int(v, f"compare: {name}", 1)
     if tuner not in TUNERS:
@@ -310,7 +314,6 @@ def text_table(summaries: Sequence[MethodSummary], tuner: str = "xgb") -> str:
 
 def _loop_nest(rec: Any) -> str:
     import tvmlite
-    from tvmlite.schedule.schedule import Schedule
     wl = rec.workload
     s = Schedule.from_steps(wl.outputs, rec.steps)
     func = tvmlite.lower(s, list(wl.tensors), wl.name,
@@ -320,7 +323,6 @@ def _loop_nest(rec: Any) -> str:
 
 
 def _bound_line(rec: Any) -> str:
-    from tvmlite.search.records.explain import bound_line
     return bound_line(rec)
 
 
@@ -381,8 +383,6 @@ def compare(op: str, kwargs: dict, trials: int, seeds: int, out_dir: str | Path,
             on_run: Callable[[Run], None] | None = None,
             target: Any = None) -> CompareResult:
     """``run_compare`` and write curves.csv, curves.png and report.md into ``out_dir``."""
-    from tvmlite.search.records.workload import Workload
-    from tvmlite.target.target import Target
     target = Target.resolve(target)
     runs = run_compare(op, kwargs, trials, seeds, out_dir, tuner, options, population,
                        on_trial, on_run, target)

@@ -11,6 +11,12 @@ import sys
 from typing import Any
 
 from tvmlite.cli.args import _existing_log, _positive_int
+from tvmlite.codegen_c import compile_shared
+from tvmlite.target.target import Target
+from tvmlite.search.records.explain import explain, pick_record
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.runtime.module import generate_c
+from tvmlite.explain.report import build_warnings
 
 
 def add_explain_command(sub: Any, command: Any) -> None:
@@ -28,12 +34,6 @@ def add_explain_command(sub: Any, command: Any) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from tvmlite.explain.report import build_warnings
-    from tvmlite.runtime.module import generate_c
-    from tvmlite.schedule.schedule import Schedule
-    from tvmlite.search.records.explain import explain, pick_record
-    from tvmlite.target.target import Target
-    from tvmlite.codegen_c import compile_shared
     line, rec = pick_record(_existing_log(args.log), args.workload, args.record)
     target = Target.host()
     if getattr(args, "log_fallbacks", False):

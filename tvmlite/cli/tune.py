@@ -17,6 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from tvmlite.cli.args import _KEY, UsageError, _options, parse_params, resolve_target
+from tvmlite.search.records.explain import bound_line
+from tvmlite.target import peak as peaks
+from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.cli.progress import Progress
+from tvmlite.search.records.record import iter_records, load_records, target_matches
+from tvmlite.search.measure.measurer import check_log_path
+from tvmlite.search.templated.task import TEMPLATES
+from tvmlite.cli.compare import make_tuner, templated_task
+from tvmlite.search.template_free.task import SearchTask
+from tvmlite.ops import OPS
 
 # -- tune --------------------------------------------------------------------------------------
 
@@ -51,10 +62,7 @@ def _load_function(spec: str) -> Callable[..., Any]:
 
 def _task(args: argparse.Namespace) -> tuple[Any, Any]:
     """(task, templated tuner or None) from the command line."""
-    from tvmlite.ops import OPS
-    from tvmlite.search.template_free.task import SearchTask
 
-    from tvmlite.cli.compare import make_tuner, templated_task
     params = list(args.params)
     target = resolve_target(args)
     if args.workload:
@@ -79,7 +87,6 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
         kwargs, shapes = dynamic_params(parse_params(params, OPS[args.op], args.op))
         return SearchTask(func=args.op, kwargs=kwargs, shapes=shapes, target=target), None
     import tvmlite.schedules  # noqa: F401 -- registers the templates
-    from tvmlite.search.templated.task import TEMPLATES
     if args.op not in TEMPLATES:
         raise UsageError(f"operator {args.op!r} has no template (templates: "
                          f"{', '.join(sorted(TEMPLATES))}); use --search template-free")
@@ -127,8 +134,6 @@ def _check_log(log: str, workload: Any, resume: bool) -> None:
     """Before any work: the log must be writable (not a folder, not under a regular
     file, permitted), and without --resume, a log already holding this workload is a
     mistake: the new run would silently count the old records toward its budget."""
-    from tvmlite.search.measure.measurer import check_log_path
-    from tvmlite.search.records.record import load_records
     path = Path(log)
     if path.is_dir():
         raise UsageError(f"--log {log!r} is a directory: pass a file path, e.g. "
@@ -151,7 +156,6 @@ def logged_count(log: str, workload: Any, target: Any) -> int | None:
     """Records of ``workload`` for this CPU that are really in the file now (None: no
     file): what the budget counts, so what every message about the log reports."""
     import warnings
-    from tvmlite.search.records.record import iter_records, target_matches
     if not Path(log).is_file():
         return None
     with warnings.catch_warnings():
@@ -182,7 +186,6 @@ def _trace_trials(progress: Any) -> Any:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from tvmlite.cli.progress import Progress
     task, tuner = _task(args)
     workload = task.workload
     _check_log(args.log, workload, args.resume)
@@ -231,8 +234,6 @@ def interrupt_message(args: argparse.Namespace, workload: Any, target: Any, meas
 def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
     """The unscheduled program (no Steps) timed by a runner like the tuning's; it is the
     reference itself, so nothing to check, and it may be slow: one call per repeat."""
-    from tvmlite.search.measure.builder import LocalBuilder
-    from tvmlite.search.measure.inputs import MeasureInput
     from dataclasses import replace
     inp = MeasureInput(workload, ())
     builder = LocalBuilder(target, timeout=options.build_timeout)
@@ -251,7 +252,6 @@ def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
 def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -> str:
     """Best time and GFLOP/s, share of this CPU's peak, speedup over the unscheduled
     program (timed now), and the command that replays the log."""
-    from tvmlite.target import peak as peaks
     args = ", ".join(f"{k}={v}" for k, v in workload.args.items())
     errors = sum(v for k, v in res.errors.items() if k != "NO_ERROR")
     n = logged_count(log, workload, target)
@@ -291,7 +291,6 @@ def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -
                 "estimated; `tvmlite target --peak` measures it"
         share = peaks.share_of_peak(best.gflops, peak, f"this CPU's {dtype} peak")
         lines.append(f"peak:     {share} ({peak:.1f} GFLOP/s, {how})")
-    from tvmlite.search.records.explain import bound_line
     lines.append(f"bound:    {bound_line(best, target)} (`tvmlite explain {shlex.quote(log)}`)")
     base = _time_unscheduled(workload, target, options)
     if base.ok:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from tvmlite.ir.expr import BinOp, Const, Expr, Var, _node, walk
+from tvmlite.ir.expr import BinOp, Const, Expr, Var, _node, same, substitute, walk
 from tvmlite.ir.simplify import INF, simplify
 
 SIZE_RANGE = (1, INF)
@@ -96,7 +96,6 @@ def same_extent(a: Extent, b: Extent) -> bool:
         return a == b
     if is_static(a) or is_static(b):
         return False
-    from tvmlite.ir.expr import same
     return same(fold(a), fold(b))
 
 
@@ -108,7 +107,6 @@ def bind_extent(x: Extent, sizes: dict) -> int:
     """The number an extent takes once every SizeVar has a value (``{"M": 64}``)."""
     if is_static(x):
         return x
-    from tvmlite.ir.expr import substitute
     v = fold(substitute(x, {k: Const(int(n)) for k, n in sizes.items()}))
     if not is_static(v):
         missing = [s.name for s in size_vars(x) if s.name not in sizes]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from tvmlite.ir.expr import BinOp, Cast, Cmp, Const, Expr, Load, Reduce, TensorRead, Var, rebuild
 from tvmlite.schedule.state import ScheduleError, State
 from tvmlite.ir.simplify import bound, simplify
-from tvmlite.ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq
+from tvmlite.ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq, stmt_children
 from tvmlite.passes.bounds import StageInfo
 from tvmlite.ir.symbolic import as_extent_expr, hi_of, is_static, same_extent, size_ranges, size_vars
 
@@ -190,7 +190,6 @@ def _guard(stmt: Stmt, conds: list) -> Stmt:
 
 def check_parallel_nesting(stmt: Stmt, inside: bool = False) -> None:
     """A parallel loop inside another parallel loop is an error (it would run serially)."""
-    from tvmlite.ir.stmt import stmt_children
     if isinstance(stmt, For) and stmt.kind == "parallel":
         if inside:
             raise ScheduleError(f"loop {stmt.var.name} is parallel inside another parallel loop; "

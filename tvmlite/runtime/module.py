@@ -16,13 +16,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tvmlite.runtime.arrays import ALIGNMENT, is_aligned
+from tvmlite.runtime.arrays import ALIGNMENT, empty, is_aligned
 from tvmlite.passes.pipeline import LoweredFunc, lower
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.target.target import Target
 from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, DTYPE_INFO
 from tvmlite.checks import check_int
 from tvmlite.ir.symbolic import bind_extent, is_static
+from tvmlite.codegen_c import compile_shared, load_library
+from tvmlite.codegen_c.codegen import cdecl, generate
+from tvmlite.explain.report import explain_schedule
 
 NP_DTYPE = {d: np.dtype(DTYPE_INFO[d].numpy) for d in BUFFER_DTYPES}
 CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
@@ -59,7 +62,6 @@ class Module:
     def __init__(self, func: LoweredFunc, source: str, decl: str, lib_path: Path,
                  target: Target, outputs: Sequence[str], schedule: Schedule | None = None,
                  tensors: Sequence[Any] = ()):
-        from tvmlite.codegen_c import load_library
         self.func, self.source, self.decl = func, source, decl
         self.lib_path, self.target = Path(lib_path), target
         self.outputs = tuple(outputs)
@@ -184,8 +186,6 @@ class Module:
         and the findings. ``seconds`` is a measured time of one call; by default the
         kernel is timed now on random aligned inputs. Keywords go to
         ``tvmlite.explain.explain_schedule`` (peak=, bandwidth=, measure=)."""
-        from tvmlite.explain.report import explain_schedule
-        from tvmlite.runtime.arrays import empty
         if self.schedule is None:
             raise ValueError(f"Module {self.name} was not made by tvmlite.build(s, args): "
                              "it has no schedule to explain")
@@ -282,7 +282,6 @@ def generate_c(s: Schedule, args: Sequence[Any], target: Target | None = None,
                name: str = "default_function") -> tuple[LoweredFunc, str, str]:
     """Lower and generate C without compiling: (loop IR, C source, C declarations).
     This is the per-candidate cost of a search, so it is what benchmarks time."""
-    from tvmlite.codegen_c.codegen import cdecl, generate
     target = Target.resolve(target)   # a Target, a target name, or None: this machine
     func = lower(s, args, name=name, vector_bytes=target.vector_bits // 8)
     outputs = [st.name for st in s.state.stages]
@@ -296,7 +295,6 @@ def build(s: Schedule, args: Sequence[Any], target: Target | None = None,
     (build it with ``generate_c`` + ``compile_shared``, or replay a log, instead).
     ``explain=True`` prints each scalar fallback and a spill warning to stderr as the
     kernel is built (what ``TVMLITE_LOG=fallbacks`` turns on at the command line)."""
-    from tvmlite.codegen_c import compile_shared
     target = Target.resolve(target)   # a Target, a target name, or None: this machine
     host = Target.host()
     if target.arch != host.arch or not set(target.features) <= set(host.features):

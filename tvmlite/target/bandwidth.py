@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from tvmlite.target.target import Target
+from tvmlite.codegen_c import compile_shared
 
 __all__ = ["Bandwidth", "cached_bandwidth", "default_cache_file", "measure_bandwidth",
            "probe_sizes"]
@@ -97,8 +99,6 @@ def measure_bandwidth(target: Any = None, threads: int | None = None, seconds: f
     short warm-up) in one bound child
     process; with all the target's cores and the default sizes the result is cached as
     this target's bandwidth. RuntimeError if the child fails."""
-    from tvmlite.codegen_c import compile_shared
-    from tvmlite.target.target import Target
     target = target or Target.host()
     threads = target.cores if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -137,7 +137,6 @@ def measure_bandwidth(target: Any = None, threads: int | None = None, seconds: f
 def cached_bandwidth(target: Any = None, cache_file: str | os.PathLike | None = None
                      ) -> Bandwidth | None:
     """The cached bandwidth of ``target`` (default: this machine), or None."""
-    from tvmlite.target.target import Target
     target = target or Target.host()
     entry = _load(Path(cache_file) if cache_file else default_cache_file()).get(target.key())
     try:

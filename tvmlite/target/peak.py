@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from tvmlite.checks import check_int, check_number
+from tvmlite.target.target import Target
+from tvmlite.codegen_c import compile_shared
 
 __all__ = ["Peak", "cached_peak", "default_cache_file", "fma_chains", "measure_peak",
            "measure_runs", "peak_library", "share_of_peak"]
@@ -136,7 +138,6 @@ def peak_flags(target: Any) -> tuple[str, ...]:
 
 def peak_library(target: Any) -> Path:
     """peak.c compiled (cached) for ``target``, sized by ``peak_flags``."""
-    from tvmlite.codegen_c import compile_shared
     return compile_shared(_source(), target, extra_flags=peak_flags(target))
 
 
@@ -198,7 +199,6 @@ def measure_runs(target: Any = None, threads: int | None = None, seconds: float 
     """GFLOP/s of ``runs`` timed runs of the FMA loop, ``seconds`` each (after a short
     warm-up), all in one child process with ``threads`` OpenMP threads bound to cores
     (default: all the target's cores). RuntimeError if the child fails."""
-    from tvmlite.target.target import Target
     target = target or Target.host()
     threads = target.cores if threads is None else threads
     return _run_child(target, threads, seconds, runs, gemm=False)[0]
@@ -210,7 +210,6 @@ def measure_peak(target: Any = None, threads: int | None = None, seconds: float 
     target, a numpy GEMM's in the same child; the larger is the peak. When it used all
     the target's cores it is cached as this target's peak -- unless it was measured
     under load and the cache holds one that was not."""
-    from tvmlite.target.target import Target
     target = target or Target.host()
     threads = target.cores if threads is None else threads
     host = Target.host()
@@ -233,7 +232,6 @@ def cached_peak(target: Any = None, cache_file: str | os.PathLike | None = None
     """The cached peak of ``target`` (default: this machine), or None if it was never
     measured here (or only by the old, spilling loop). A damaged cache file counts as
     empty: it is only a cache."""
-    from tvmlite.target.target import Target
     target = target or Target.host()
     entry = _load(Path(cache_file) if cache_file else default_cache_file()).get(target.key())
     try:

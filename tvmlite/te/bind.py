@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from tvmlite.ir.expr import Const, Expr, Reduce, TensorRead, rebuild
-from tvmlite.ir.symbolic import SizeVar, bind_extent
+from tvmlite.ir.symbolic import SizeVar, bind_extent, size_vars
 from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor, collect_ops
 
 __all__ = ["bind_sizes", "free_sizes"]
@@ -19,7 +19,6 @@ __all__ = ["bind_sizes", "free_sizes"]
 
 def free_sizes(tensors: Sequence[Tensor]) -> list:
     """Names of the symbolic sizes a DAG uses, in first-seen order (shapes, extents, bodies)."""
-    from tvmlite.ir.symbolic import size_vars
     out: list = []
     outputs = [t for t in tensors if isinstance(t.op, ComputeOp)]
     for op in collect_ops(outputs):

@@ -21,6 +21,8 @@ from tvmlite import te
 from tvmlite.runtime.arrays import asaligned, full
 from tvmlite.testing.interpreter import evaluate_te
 from tvmlite.testing.references import REFERENCES
+from tvmlite.runtime.module import build
+from tvmlite.ops import OPS
 
 __all__ = ["reference", "evaluate_te", "random_inputs", "check_module", "check_schedule",
            "reduction_length", "tolerance", "assert_allclose"]
@@ -32,7 +34,6 @@ def reference(op_name: str, inputs: Sequence[np.ndarray], **op_args: Any) -> np.
     ``op_args`` are the op function's arguments by name (sizes, stride, dtype, ...); the
     op is defined with them so that the inputs' count, shapes and dtypes are checked.
     """
-    from tvmlite.ops import OPS
     if op_name not in OPS:
         raise ValueError(f"reference: unknown operator {op_name!r}; known: {', '.join(OPS)}")
     sig = inspect.signature(OPS[op_name])
@@ -111,7 +112,6 @@ def check_module(mod: Any, tensors: Sequence[te.Tensor], ref_fn: Callable[..., A
 def check_schedule(s: Any, tensors: Sequence[te.Tensor], ref_fn: Callable[..., Any],
                    **kw: Any) -> Any:
     """Build schedule ``s`` for this machine and ``check_module`` it; returns the Module."""
-    from tvmlite.runtime.module import build
     return check_module(build(s, tensors), tensors, ref_fn, **kw)
 
 
