@@ -7,16 +7,14 @@ one the log holds.
 """
 from __future__ import annotations
 
-import os
-import shlex
 from typing import Any
 
 from tvmlite.explain.report import Explanation, explain_schedule
 from tvmlite.schedule.schedule import Schedule
-from tvmlite.search.records.record import Record, best_record, iter_records
+from tvmlite.search.records.record import Record
 from tvmlite.target.target import Target
 
-__all__ = ["bound_line", "explain", "pick_record"]
+__all__ = ["bound_line", "explain"]
 
 
 def explain(record: Record, target: Target | None = None, **kwargs: Any) -> Explanation:
@@ -43,36 +41,3 @@ def bound_line(record: Record, target: Target | None = None) -> str:
         return explain(record, target, check_spills=False).one_line()
     except (ValueError, TypeError, OSError, RuntimeError) as err:
         return f"unknown: {err}"
-
-
-def pick_record(log: str | os.PathLike, workload: str | None = None,
-                line: int | None = None) -> tuple[int, Record]:
-    """(line, record): the record on ``line`` of ``log``, else the best of ``workload``
-    (a name or a key prefix), else the best of the log's only workload."""
-    lines = list(iter_records(log))
-    if line is not None:
-        for n, rec in lines:
-            if n == line:
-                return n, rec
-        raise LookupError(f"line {line} of {log} holds no valid record (`tvmlite log show "
-                          f"{shlex.quote(str(log))}` numbers the lines)")
-    found = {r.workload.key: r.workload for _, r in lines}
-    if not found:
-        raise LookupError(f"{log} holds no valid record")
-    names = ", ".join(f"{k[:8]} ({w.name})" for k, w in found.items())
-    if workload is not None:
-        keys = [k for k, w in found.items() if w.name == workload] or \
-            [k for k in found if k.startswith(workload.lower())]
-        if len(keys) != 1:
-            raise LookupError(f"--workload {workload!r} matches {len(keys)} workloads of "
-                              f"{log}; choose one of: {names}")
-    elif len(found) > 1:
-        raise LookupError(f"{log} holds {len(found)} workloads; choose one with --workload "
-                          f"NAME: {names}")
-    else:
-        keys = list(found)
-    best = best_record([r for _, r in lines], keys[0])
-    if best is None:
-        raise LookupError(f"no record of {found[keys[0]].name} in {log} ran correctly; "
-                          f"`tvmlite log show {shlex.quote(str(log))}` lists the errors")
-    return next(n for n, r in lines if r is best), best

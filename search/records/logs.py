@@ -7,16 +7,22 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from tvmlite.checks import check_int
 
-from tvmlite.search.records.record import (Record, RecordError, RecordWriter, iter_records,
-                                           load_records)
+from tvmlite.search.records.record import (Record, RecordError, RecordWriter, best_record,
+                                           iter_records, load_records)
 
-__all__ = ["show", "best", "merge", "distill"]
+__all__ = ["show", "best", "merge", "distill", "pick_record", "RecordChoiceError"]
+
+
+class RecordChoiceError(LookupError):
+    """The record asked for (a line, a workload) is not one the log can give: the user's
+    choice, so the command line treats it as a usage error."""
 
 _HEADER = f"{'line':>6}  {'workload':<28} {'tuner':<14} {'GFLOP/s':>10} {'mean ms':>11}  error"
 
@@ -96,3 +102,36 @@ def distill(path: str | os.PathLike, out: str | os.PathLike) -> int:
         Path(tmp).unlink(missing_ok=True)
         raise
     return len(records)
+
+
+def pick_record(log: str | os.PathLike, workload: str | None = None,
+                line: int | None = None) -> tuple[int, Record]:
+    """(line, record): the record on ``line`` of ``log``, else the best of ``workload``
+    (a name or a key prefix), else the best of the log's only workload."""
+    lines = list(iter_records(log))
+    if line is not None:
+        for n, rec in lines:
+            if n == line:
+                return n, rec
+        raise RecordChoiceError(f"line {line} of {log} holds no valid record (`tvmlite log show "
+                          f"{shlex.quote(str(log))}` numbers the lines)")
+    found = {r.workload.key: r.workload for _, r in lines}
+    if not found:
+        raise LookupError(f"{log} holds no valid record")
+    names = ", ".join(f"{k[:8]} ({w.name})" for k, w in found.items())
+    if workload is not None:
+        keys = [k for k, w in found.items() if w.name == workload] or \
+            [k for k in found if k.startswith(workload.lower())]
+        if len(keys) != 1:
+            raise RecordChoiceError(f"--workload {workload!r} matches {len(keys)} workloads of "
+                              f"{log}; choose one of: {names}")
+    elif len(found) > 1:
+        raise RecordChoiceError(f"{log} holds {len(found)} workloads; choose one with --workload "
+                          f"NAME: {names}")
+    else:
+        keys = list(found)
+    best = best_record([r for _, r in lines], keys[0])
+    if best is None:
+        raise LookupError(f"no record of {found[keys[0]].name} in {log} ran correctly; "
+                          f"`tvmlite log show {shlex.quote(str(log))}` lists the errors")
+    return next(n for n, r in lines if r is best), best

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -32,7 +31,6 @@ from tvmlite.cli.explain import add_explain_command
 from tvmlite.cli.tune import cmd_tune, tune_summary
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.runtime.module import generate_c
-from tvmlite.search.records.record import best_record, iter_records
 from tvmlite.search.records import logs
 from tvmlite.search.templated.task import TEMPLATES
 from tvmlite.cli.compare import compare
@@ -304,38 +302,12 @@ def cmd_log_distill(args: argparse.Namespace) -> int:
 
 
 def _pick_record(log: str, index: int | None, workload: str | None) -> tuple[int, Any]:
-    """(line, record): the record on line ``index``, else the best of ``workload`` (key
-    prefix or name), else the best of the log's only workload."""
-    lines = list(iter_records(log))
-    if index is not None:
-        for line, rec in lines:
-            if line == index:
-                return line, rec
-        raise UsageError(f"line {index} of {log} holds no valid record (`tvmlite log show "
-                         f"{shlex.quote(log)}` lists the lines)")
-    found = {r.workload.key: r.workload for _, r in lines}
-    if workload is not None:
-        keys = [k for k, w in found.items() if w.name == workload] or \
-            [k for k in found if k.startswith(workload.lower())]
-        if len(keys) != 1:
-            raise UsageError(f"--workload {workload!r} matches {len(keys)} workloads of "
-                             f"{log}; choose one of: " + _list_workloads(found))
-    elif len(found) > 1:
-        raise UsageError(f"{log} holds {len(found)} workloads; choose one with --workload "
-                         f"KEY: " + _list_workloads(found))
-    else:
-        keys = list(found)
-    if not keys:
-        raise LookupError(f"{log} holds no valid record")
-    best = best_record([r for _, r in lines], keys[0])
-    if best is None:
-        raise LookupError(f"no record of {found[keys[0]].name} in {log} ran correctly; "
-                          f"`tvmlite log show {shlex.quote(log)}` lists the errors")
-    return next(line for line, r in lines if r is best), best
-
-
-def _list_workloads(found: dict) -> str:
-    return ", ".join(f"{k[:8]} ({w.name})" for k, w in found.items())
+    """(line, record) as ``logs.pick_record`` picks it; a choice the log cannot satisfy
+    is the user's mistake (exit 2)."""
+    try:
+        return logs.pick_record(log, workload, index)
+    except logs.RecordChoiceError as e:
+        raise UsageError(str(e)) from None
 
 
 def cmd_show(args: argparse.Namespace) -> int:

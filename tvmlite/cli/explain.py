@@ -10,10 +10,11 @@ import argparse
 import sys
 from typing import Any
 
-from tvmlite.cli.args import _existing_log, _positive_int
+from tvmlite.cli.args import UsageError, _existing_log, _positive_int
+from tvmlite.search.records import logs
 from tvmlite.codegen_c import compile_shared
 from tvmlite.target.target import Target
-from tvmlite.search.records.explain import explain, pick_record
+from tvmlite.search.records.explain import explain
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.runtime.module import generate_c
 from tvmlite.explain.report import build_warnings
@@ -34,7 +35,10 @@ def add_explain_command(sub: Any, command: Any) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    line, rec = pick_record(_existing_log(args.log), args.workload, args.record)
+    try:
+        line, rec = logs.pick_record(_existing_log(args.log), args.workload, args.record)
+    except logs.RecordChoiceError as e:
+        raise UsageError(str(e)) from None
     target = Target.host()
     if getattr(args, "log_fallbacks", False):
         wl = rec.workload

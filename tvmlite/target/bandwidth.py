@@ -20,11 +20,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from tvmlite.target.measured_cache import load_entries, store_entry
 from tvmlite.target.target import Target
 from tvmlite.codegen_c import compile_shared
 
@@ -146,26 +146,12 @@ def cached_bandwidth(target: Any = None, cache_file: str | os.PathLike | None = 
 
 
 def _load(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return load_entries(path)
 
 
 def _store(target: Any, bw: Bandwidth, path: Path) -> None:
-    """Replace this target's entry through a temp file and a rename."""
-    data = _load(path)
-    data[target.key()] = {**bw.to_json(), "arch": target.arch}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".bandwidth-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Replace this target's entry (see measured_cache.store_entry)."""
+    store_entry(path, target.key(), {**bw.to_json(), "arch": target.arch})
 
 
 def _child(so_path: str, threads: int, seconds: float, probe: list) -> None:

@@ -31,12 +31,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tvmlite.target.measured_cache import load_entries, store_entry
 from tvmlite.checks import check_int, check_number
 from tvmlite.target.target import Target
 from tvmlite.codegen_c import compile_shared
@@ -248,28 +248,13 @@ def cached_peak(target: Any = None, cache_file: str | os.PathLike | None = None
 
 
 def _load(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return load_entries(path)
 
 
 def _store(target: Any, peak: Peak, path: Path) -> None:
-    """Replace this target's entry; write a temp file and rename it, so a reader never
-    sees half a file and two writers lose at most one entry."""
-    data = _load(path)
-    data[target.key()] = {**peak.to_json(), "arch": target.arch,
-                          "features": list(target.features), "compiler": target.compiler}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peak-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Replace this target's entry (see measured_cache.store_entry)."""
+    store_entry(path, target.key(), {**peak.to_json(), "arch": target.arch,
+                          "features": list(target.features), "compiler": target.compiler})
 
 
 def _gemm_runs(threads: int, seconds: float, runs: int) -> list[float]:
