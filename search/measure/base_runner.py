@@ -45,6 +45,22 @@ class Runner(abc.ABC):
         exactly once, in any order. Failed builds keep their error; the rest are checked
         against ``reference(workload)`` when the runner checks correctness, then timed."""
 
+    def checked_batch(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
+                      reference: Callable[[Any], BuildResult] | None
+                      ) -> tuple[list[MeasureInput], list[BuildResult]]:
+        """The batch as lists, after the checks every runner makes: one build per input,
+        and a reference when the runner checks correctness."""
+        kind = type(self).__name__
+        inputs, builds = list(inputs), list(builds)
+        if len(inputs) != len(builds):
+            raise ValueError(f"{kind}.run: got {len(inputs)} inputs but {len(builds)} "
+                             f"builds; pass the list LocalBuilder.build(inputs) returned")
+        if getattr(self, "check_correctness", False) and reference is None:
+            raise ValueError(f"{kind}.run(reference=...) is needed to check correctness: "
+                             f"pass builder.build_reference, or {kind}(check_correctness="
+                             f"False)")
+        return inputs, builds
+
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
             reference: Callable[[Any], BuildResult] | None = None) -> list[MeasureResult]:
         """One MeasureResult per input, in input order."""

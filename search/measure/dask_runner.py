@@ -258,14 +258,7 @@ class DaskRunner(Runner):
         """Submit every candidate of the batch at once and yield each result as its task
         finishes (two workers time two candidates at once). Failed builds are yielded
         first, with their error."""
-        inputs, builds = list(inputs), list(builds)
-        if len(inputs) != len(builds):
-            raise ValueError(f"DaskRunner.run: got {len(inputs)} inputs but {len(builds)} "
-                             f"builds; pass the list LocalBuilder.build(inputs) returned")
-        if self.check_correctness and reference is None:
-            raise ValueError("DaskRunner.run(reference=...) is needed to check correctness: "
-                             "pass builder.build_reference, or DaskRunner(check_correctness="
-                             "False)")
+        inputs, builds = self.checked_batch(inputs, builds, reference)
         if self._target is None:
             self.check_target(Target.host())   # the builder's default target
         else:

@@ -112,17 +112,10 @@ class QemuRunner(Runner):
                  ) -> Iterator[tuple[int, MeasureResult]]:
         """Every reference first (once per workload), then the candidates ``n_parallel``
         at a time, each yielded as it finishes."""
-        inputs, builds = list(inputs), list(builds)
-        if len(inputs) != len(builds):
-            raise ValueError(f"QemuRunner.run: got {len(inputs)} inputs but {len(builds)} "
-                             f"builds; pass the list LocalBuilder.build(inputs) returned")
         if self._target is None:
             raise RunnerError("QemuRunner.run: call check_target(target) first: the runner "
                               "builds its harness for the target the candidates were built for")
-        if self.check_correctness and reference is None:
-            raise ValueError("QemuRunner.run(reference=...) is needed to check correctness: "
-                             "pass builder.build_reference, or QemuRunner(check_correctness="
-                             "False)")
+        inputs, builds = self.checked_batch(inputs, builds, reference)
         if self.check_correctness:
             for inp, b in zip(inputs, builds):
                 if b.ok and inp.workload.key not in self._refs:

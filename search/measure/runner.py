@@ -268,14 +268,7 @@ class LocalRunner(Runner):
         """Candidates one by one, in order (timing needs the cores to itself). Failed
         builds keep their error; the rest are checked against ``reference(workload)``
         (if check_correctness) and timed."""
-        inputs, builds = list(inputs), list(builds)
-        if len(inputs) != len(builds):
-            raise ValueError(f"LocalRunner.run: got {len(inputs)} inputs but {len(builds)} "
-                             f"builds; pass the list LocalBuilder.build(inputs) returned")
-        if self.check_correctness and reference is None:
-            raise ValueError("LocalRunner.run(reference=...) is needed to check correctness: "
-                             "pass builder.build_reference, or LocalRunner(check_correctness="
-                             "False)")
+        inputs, builds = self.checked_batch(inputs, builds, reference)
         for i, (inp, b) in enumerate(zip(inputs, builds)):
             yield i, self._run_one(inp, b, reference)
 
