@@ -63,6 +63,8 @@ class Roofline:
     def one_line(self) -> str:
         """"compute-bound, 91% of attainable" / "L2-bound: 4.1 B/flop, 60% of attainable"."""
         frac = "" if self.fraction is None else f"{self.fraction:.0%} of attainable"
+        if self.fraction is not None and self.fraction > 1.1:   # not a result: say why
+            frac += " (above the roofline: a bandwidth or peak measured low, see explain)"
         if self.bound == "compute":
             return "compute-bound" + (f", {frac}" if frac else "")
         lv = self.level(self.bound)
