@@ -41,7 +41,7 @@ class TuningOptions:
     n_threads: int | None = None       # OpenMP threads of measured kernels (default: all)
     # where candidates run, chosen apart from the target: "local" (this machine), "qemu"
     # (the C harness under qemu user mode: correct, emulated timings), or a Runner (e.g.
-    # search.DaskRunner), used as is (its own measuring arguments apply)
+    # search.DaskRunner), used as is (its own measuring arguments apply); None is "local"
     runner: Any = "local"
 
     def __post_init__(self) -> None:
@@ -60,7 +60,8 @@ class TuningOptions:
                 check_number(v, "TuningOptions.min_repeat_ms", 0)
             elif f.name in ("early_stopping", "n_parallel", "n_threads"):
                 check_int(v, f"TuningOptions.{f.name}", 1, allow_none=True)
-            elif f.name == "runner" and not isinstance(v, Runner) and v not in RUNNERS:
+            elif f.name == "runner" and v is not None and not isinstance(v, Runner) \
+                    and v not in RUNNERS:
                 raise ValueError(f"TuningOptions.runner must be one of {', '.join(RUNNERS)} or "
                                  f"a Runner (LocalRunner, DaskRunner, ...), got {v!r}")
             elif f.name in ("flush_cache", "check_correctness") and not isinstance(v, bool):
