@@ -26,11 +26,16 @@ class RunnerError(ValueError):
 
 class Runner(abc.ABC):
     """Measures built candidates. Subclasses set ``name`` (stored in records, e.g.
-    ``"local"``, ``"qemu-aarch64"``, ``"dask://host:8786"``) and ``emulated`` (True when
-    timings say nothing about speed: such records never count as a best)."""
+    ``"local"``, ``"qemu-aarch64"``, ``"dask://host:8786"``), ``emulated`` (True when
+    timings say nothing about speed: such records never count as a best) and
+    ``times_elsewhere``."""
 
     name: str = "local"
     emulated: bool = False
+    # True when candidates are timed on cores other than this process's (a cluster's
+    # workers): the Measurer then compiles the next chunk while this one is timed.
+    # False (here): compiling would disturb the timing, so the two take turns.
+    times_elsewhere: bool = False
 
     @abc.abstractmethod
     def check_target(self, target: Any) -> None:

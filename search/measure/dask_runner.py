@@ -87,6 +87,7 @@ class DaskRunner(Runner):
     """
 
     emulated = False
+    times_elsewhere = True   # the workers time; the client compiles the next chunk meanwhile
 
     def __init__(self, scheduler: Any, number: int = 3, repeat: int = 3,
                  min_repeat_ms: float = 0.0, timeout: float = 10.0, flush_cache: bool = False,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -233,38 +234,53 @@ class Measurer:
                 seen.add(inp.key)
                 todo.append(inp)
         pos = 0
-        while pos < len(todo):
-            self.refresh()   # another writer may have measured some of ours meanwhile
-            while pos < len(todo) and todo[pos].key in self.known:
-                results[todo[pos].key] = self.known[todo[pos].key].result
-                pos += 1
-            room = min([q.room(self) for q in quotas], default=len(todo))
-            if pos == len(todo) or room <= 0:
-                break
-            part = []
-            while pos < len(todo) and len(part) < min(self.chunk, room):
-                inp = todo[pos]
-                pos += 1
-                if inp.key in self.known:
-                    results[inp.key] = self.known[inp.key].result
+        part, pos = self._next_part(todo, pos, results, quotas)
+        builds = self.builder.build(part) if part else []   # a chunk compiles, then is timed
+        ahead = getattr(self.runner, "times_elsewhere", False)
+        with ThreadPoolExecutor(max_workers=1) as compiler:
+            while part:
+                if ahead:   # the runner's cores are not ours: compile the next chunk now
+                    nxt, pos = self._next_part(todo, pos, results, quotas)
+                    next_builds = compiler.submit(self.builder.build, nxt) if nxt else None
+                for j, res in self._iter_run(part, builds):
+                    inp = part[j]
+                    rec = make_record(inp, res, self.target, tuner=self.tuner,
+                                      seed=self.seed, runner=self.runner)
+                    if not self._log(rec, quotas):
+                        continue
+                    self.known[inp.key] = rec
+                    self.records.append(rec)
+                    results[inp.key] = res
+                    if on_result is not None:
+                        on_result(inp, res, rec)
+                if not ahead:
+                    nxt, pos = self._next_part(todo, pos, results, quotas)
+                    builds = self.builder.build(nxt) if nxt else []
                 else:
-                    part.append(inp)
-            builds = self.builder.build(part)   # the chunk compiles before it is timed
-            for j, res in self._iter_run(part, builds):
-                inp = part[j]
-                rec = make_record(inp, res, self.target, tuner=self.tuner, seed=self.seed,
-                                  runner=self.runner)
-                if not self._log(rec, quotas):
-                    continue
-                self.known[inp.key] = rec
-                self.records.append(rec)
-                results[inp.key] = res
-                if on_result is not None:
-                    on_result(inp, res, rec)
+                    builds = next_builds.result() if next_builds is not None else []
+                part = nxt
         for inp in todo[pos:]:   # left when a quota filled: only what the log holds
             if inp.key in self.known:
                 results.setdefault(inp.key, self.known[inp.key].result)
         return [results.get(inp.key) for inp in inputs]
+
+    def _next_part(self, todo: list, pos: int, results: dict, quotas: Sequence[Quota]
+                   ) -> tuple[list, int]:
+        """The next chunk of ``todo`` from ``pos`` still to measure (re-reading the log
+        first: another writer may have measured some meanwhile; at most what every quota
+        has room for), and the position after it. Known candidates get their logged
+        result; an empty chunk means stop."""
+        self.refresh()
+        room = min([q.room(self) for q in quotas], default=len(todo))
+        part: list = []
+        while pos < len(todo) and len(part) < min(self.chunk, room):
+            inp = todo[pos]
+            pos += 1
+            if inp.key in self.known:
+                results[inp.key] = self.known[inp.key].result
+            else:
+                part.append(inp)
+        return part, pos
 
     def _iter_run(self, inputs: list, builds: list) -> Any:
         """(index, result) as each candidate ends: the Runner seam's ``iter_run``; a
