@@ -77,7 +77,7 @@ def mutate(decisions: dict, extents: dict, rng: random.Random) -> dict | None:
         kind = k.split(":", 1)[0]
         if kind in ("tile", "rfactor", "rfvec", "rfser"):
             kinds["tile"].append(k)
-        elif kind in ("at", "fuse"):
+        elif kind in ("at", "fuse", "prepack"):
             kinds["at"].append(k)
         elif kind in kinds:
             kinds[kind].append(k)
@@ -116,13 +116,14 @@ class EvolutionarySearch:
     generations: int = 4
     mutation_prob: float = 0.85
     cache: dict = field(default_factory=dict)   # key -> realized Candidate, or None
+    constants: tuple = ()   # inputs the workload declares constant: may be pre-packed
 
     def realize(self, cand: Candidate) -> Candidate | None:
         """Fill steps/key (and reuse a cached realization); None if illegal."""
         from tvmlite.search.measure.inputs import state_key
         try:
             s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
-                              self.rng, self.target)
+                              self.rng, self.target, self.constants)
         except ScheduleError:
             return None
         key = state_key(self.workload.key, s.steps)

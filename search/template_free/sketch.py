@@ -8,7 +8,8 @@ stage "SSRSRS", fuse a tiled stage into its consumer's tile.
 
 ``realize(sketch, decisions, rng)`` turns a sketch into a real Schedule. Every open number
 -- tile sizes, where a stage is computed, how many outer loops run in parallel, the
-auto-unroll step -- is read from ``decisions`` (a plain dict, stored in tuning records);
+auto-unroll step, whether a constant input's packed copy is made once outside the kernel
+-- is read from ``decisions`` (a plain dict, stored in tuning records);
 a missing or no-longer-valid decision is sampled with ``rng`` and written back. So random
 sampling is ``realize(sketch, {}, rng)`` and a mutation is "change one decision, realize
 again": the search never edits Steps directly, and every candidate it builds is a Step
@@ -19,7 +20,9 @@ Decision keys: ``tile:<stage>.<axis>`` (inner factors, outermost first), ``fuse:
 and ``rfser:<stage>`` (factor, vector split and vector chunks per thread inside the
 reduction of an rfactor), ``at:<stage>`` (index into the stage's candidate compute
 locations; 0 = root, then inline where allowed), ``parallel:<stage>`` (outer loops fused
-into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step).
+into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step), ``prepack:<input>``
+(for an input the task declares constant: 0 = pack inside the kernel, as cache_read does,
+else the panel width of the layout it is pre-packed in, ``tvmlite.schedule.prepack``).
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from tvmlite.search.template_free import dag
 
 UNROLL_STEPS = (0, 16, 64, 512)
 MAX_INNERMOST = 64         # largest innermost tile (Ansor's max_innermost_split_factor)
+PREPACK_PROB = 0.5         # share of sampled constant-input copies made once, outside
 SERIAL_PROB = 0.1          # share of sampled stages left serial (no parallel loop)
 WHOLE_VECTOR_PROB = 0.8    # share of sampled vectorized tiles that are whole vectors
 BLOCK_TRIES = 16           # redraws of fresh tiles whose register block overflows
@@ -445,10 +449,35 @@ def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
     s[stage].parallel(fused)
 
 
+def _prepack_widths(extent: int, lanes: int) -> list[int]:
+    """Panel widths a pre-packed copy may take: divisors of its last dimension that are
+    whole vectors of the target (else any divisor), at most ``MAX_INNERMOST``."""
+    small = [d for d in _divisors(extent) if d <= MAX_INNERMOST] or [extent]
+    return [d for d in small if d % lanes == 0] or small
+
+
+def _apply_prepack(s: Schedule, action: CacheRead, decisions: dict, rng: random.Random,
+                   target: Any, placed: set) -> None:
+    """Decide whether the copy of constant input ``action.tensor`` is made once outside
+    the kernel (pre-packed, in panels of the decided width) or inside it as before."""
+    copy = next(st for st in s.state.stages if st.scope == "local"
+                and [t.name for t in st.op.input_tensors] == [action.tensor]
+                and action.stage in s.state.consumers(st.name))
+    extent = copy.op.shape[-1]
+    widths = _prepack_widths(extent, target.vector_lanes(copy.op.dtype))
+    width = _decide(decisions, f"prepack:{action.tensor}",
+                    lambda v: v == 0 or (is_int(v, 1, extent) and extent % v == 0),
+                    lambda: rng.choice(widths) if rng.random() < PREPACK_PROB else 0)
+    if width:
+        packed = s.prepack(s.tensor(copy.name), dim=len(copy.op.shape) - 1, factor=width)
+        placed.add(packed.name)
+
+
 def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.Random,
-            target: Any) -> tuple[Schedule, dict]:
+            target: Any, constants: Sequence[str] = ()) -> tuple[Schedule, dict]:
     """(schedule, the complete decisions used); ScheduleError if the combination is
-    illegal (the caller samples another)."""
+    illegal (the caller samples another). A cache-read copy of an input in ``constants``
+    may be pre-packed (decision ``prepack:<input>``)."""
     decisions = dict(decisions or {})
     s = workload.schedule()
     placed: set = set()
@@ -465,12 +494,16 @@ def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.R
             placed.add(a.stage)
         else:
             _structural(s, a)
+            if isinstance(a, CacheRead) and a.tensor in constants:
+                _apply_prepack(s, a, decisions, rng, target, placed)
     _annotate(s, decisions, rng, target, placed)
     used = {k: v for k, v in decisions.items() if _used(k, s)}
     return s, used
 
 
 def _used(key: str, s: Schedule) -> bool:
+    if key.startswith("prepack:"):
+        return True
     stage = key.split(":", 1)[1].split(".", 1)[0]
     return any(st.name == stage for st in s.state.stages) or key.startswith("rf")
 
