@@ -37,8 +37,9 @@ from tvmlite.schedule.state import ScheduleError, State
 
 from tvmlite.search.template_free import dag
 
-UNROLL_STEPS = (0, 16, 64, 512)
-MAX_INNERMOST = 64         # largest innermost tile (Ansor's max_innermost_split_factor)
+UNROLL_STEPS = (0, 16, 64, 512)   # unroll_steps() of a 32-register target
+MAX_INNERMOST = 64         # max_innermost() of AVX-512 float32 (Ansor's fixed value)
+MIN_INNERMOST = 16         # ... which never goes below this (a reduce axis's inner tile)
 PREPACK_PROB = 0.5         # share of sampled constant-input copies made once, outside
 SERIAL_PROB = 0.1          # share of sampled stages left serial (no parallel loop)
 WHOLE_VECTOR_PROB = 0.8    # share of sampled vectorized tiles that are whole vectors
@@ -181,6 +182,31 @@ def generate_sketches(workload: Any, rules: Sequence[Rule] = RULES,
     return done
 
 
+# -- priors read from the target ----------------------------------------------------------
+
+def max_innermost(lanes: int, registers: int) -> int:
+    """Largest innermost tile: an eighth of the vector registers as whole vectors, as the
+    templates' ``max_cols`` (64 float32 on AVX-512, 16 on AVX2 and NEON), at least
+    ``MIN_INNERMOST``. Ansor fixes 64 for every CPU: on AVX2 a 64-wide vector tile is 8 of
+    its 16 registers for one row of accumulators."""
+    return max(MIN_INNERMOST, max(1, registers // 8) * lanes)
+
+
+def unroll_steps(registers: int) -> tuple:
+    """auto_unroll_max_step choices: none, then bodies of registers/2, 2x and 16x the
+    vector registers (0, 16, 64, 512 on 32 registers; 0, 8, 32, 256 on 16), so an unrolled
+    body's live values scale with the register file that has to hold them."""
+    return (0, max(1, registers // 2), registers * 2, registers * 16)
+
+
+def fma_block_floor(target: Any, registers: int) -> int:
+    """Fewest accumulator vectors a reduction's register block should have: FMA latency
+    x pipes of the target's family (``Target.fma_latency_pipes``, 4 x 2 on AVX-512) so
+    independent chains keep every FMA pipe busy, capped at half the registers."""
+    latency, pipes = target.fma_latency_pipes
+    return max(1, min(latency * pipes, registers // 2))
+
+
 # -- realization -------------------------------------------------------------------------
 
 def _divisors(n: int) -> list[int]:
@@ -204,10 +230,10 @@ def sample_factors(extent: int, parts: int, rng: random.Random,
     return inner[::-1]
 
 
-def _valid_factors(value: Any, extent: int, parts: int) -> bool:
+def _valid_factors(value: Any, extent: int, parts: int, limit: int = MAX_INNERMOST) -> bool:
     return (isinstance(value, list) and len(value) == parts - 1
             and all(is_int(f, 1) for f in value)
-            and extent % math.prod(value) == 0 and value[-1] <= MAX_INNERMOST)
+            and extent % math.prod(value) == 0 and value[-1] <= limit)
 
 
 def _decide(decisions: dict, key: str, valid: Callable[[Any], bool],
@@ -242,7 +268,7 @@ def register_block(st: Any, decisions: dict, lanes: int) -> int:
 
 
 def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
-                lanes: int, registers: int) -> dict:
+                lanes: int, registers: int, floor: int = 1) -> dict:
     """SSRSRS tiling; returns {axis: [loop names per level]} for a fused consumer.
 
     Two priors shape the tiles sampled fresh (mutations still reach any size):
@@ -256,26 +282,40 @@ def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
       logs of 17 suite cases, no program whose block exceeds the register file ran at more
       than 0.49x of its case's best, and such programs were 5-30% of the trials (28% for a
       3-D conv). So the tiles are redrawn (up to ``BLOCK_TRIES`` times) until the block
-      fits in ``registers`` vectors."""
+      fits in ``registers`` vectors and, for a reduction, holds at least ``floor``
+      accumulators (``fma_block_floor``: enough FMA chains to hide the latency); a draw
+      that only fits is kept when none does both.
+    - The innermost tiles are at most ``max_innermost(lanes, registers)``."""
     st = s.state.stage(stage)
     vector_axis = next((it.name for it in reversed(st.roots)
                         if it.kind == "spatial" and it.extent > 1), None)
     parts = {it.name: SPATIAL_LEVELS if it.kind == "spatial" else REDUCE_LEVELS
              for it in st.roots}
+    limit = max_innermost(lanes, registers)
     fresh = [it for it in st.roots if it.extent > 1 and not _valid_factors(
-        decisions.get(f"tile:{stage}.{it.name}"), it.extent, parts[it.name])]
+        decisions.get(f"tile:{stage}.{it.name}"), it.extent, parts[it.name], limit)]
 
     def draw(axes: list) -> None:
         for it in axes:
             whole = it.name == vector_axis and rng.random() < WHOLE_VECTOR_PROB
             decisions[f"tile:{stage}.{it.name}"] = sample_factors(
-                it.extent, parts[it.name], rng, multiple_of=lanes if whole else 1)
+                it.extent, parts[it.name], rng, limit, multiple_of=lanes if whole else 1)
 
     draw([it for it in fresh if it.kind != "spatial"])
+    low = floor if any(it.kind == "reduce" for it in st.roots) else 1
+    fits = None
+    spatial_fresh = [it for it in fresh if it.kind == "spatial"]
     for _ in range(BLOCK_TRIES):
-        draw([it for it in fresh if it.kind == "spatial"])
-        if register_block(st, decisions, lanes) <= registers:
-            break
+        draw(spatial_fresh)
+        block = register_block(st, decisions, lanes)
+        if block <= registers:
+            if block >= low:
+                break
+            fits = fits or {k: decisions[k] for k in
+                            (f"tile:{stage}.{it.name}" for it in spatial_fresh)}
+    else:
+        if fits:
+            decisions.update(fits)
     levels: list[list[str]] = [[] for _ in range(SPATIAL_LEVELS + REDUCE_LEVELS)]
     spatial_slots, reduce_slots = (0, 1, 3, 5), (2, 4)
     per_axis = {}
@@ -322,7 +362,8 @@ def _consumer_factors(f: list[int], level: int) -> list[int]:
     return [math.prod(f)]
 
 
-def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random) -> None:
+def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random,
+                   limit: int = MAX_INNERMOST) -> None:
     """Split the innermost reduce axis, rfactor its inner part into a spatial axis of the
     new ``<stage>_rf`` stage, and cut that axis into (parallel outer, serial chunks inside
     the reduction loops, vector inner)."""
@@ -336,8 +377,8 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random)
     rf_stage = s.state.stage(rf.name)
     spatial = rf_stage.roots[0]
     vec = _decide(decisions, f"rfvec:{stage}",
-                  lambda v: is_int(v, 1, MAX_INNERMOST) and factor % v == 0,
-                  lambda: rng.choice([d for d in _divisors(factor) if d <= MAX_INNERMOST]))
+                  lambda v: is_int(v, 1, limit) and factor % v == 0,
+                  lambda: rng.choice([d for d in _divisors(factor) if d <= limit]))
     outer, inner = s[rf.name].split(spatial.name, factor=vec)
     chunks = factor // vec
     serial = _decide(decisions, f"rfser:{stage}",
@@ -410,8 +451,9 @@ def _annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
         last = st.leaves[-1]
         if last.kind == "spatial" and last.extent > 1 and last.annotation == "none":
             s[st.name].vectorize(last.name)
-        step = _decide(decisions, f"unroll:{st.name}", lambda v: v in UNROLL_STEPS,
-                       lambda: rng.choice(UNROLL_STEPS))
+        steps = unroll_steps(target.vector_registers)
+        step = _decide(decisions, f"unroll:{st.name}", lambda v: v in steps,
+                       lambda: rng.choice(steps))
         st = s.state.stage(st.name)
         if step and st.leaves[0].annotation in ("none", "parallel"):
             s[st.name].pragma(st.leaves[0].name, "auto_unroll_max_step", step)
@@ -449,10 +491,10 @@ def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
     s[stage].parallel(fused)
 
 
-def _prepack_widths(extent: int, lanes: int) -> list[int]:
+def _prepack_widths(extent: int, lanes: int, registers: int) -> list[int]:
     """Panel widths a pre-packed copy may take: divisors of its last dimension that are
-    whole vectors of the target (else any divisor), at most ``MAX_INNERMOST``."""
-    small = [d for d in _divisors(extent) if d <= MAX_INNERMOST] or [extent]
+    whole vectors of the target (else any divisor), at most ``max_innermost``."""
+    small = [d for d in _divisors(extent) if d <= max_innermost(lanes, registers)] or [extent]
     return [d for d in small if d % lanes == 0] or small
 
 
@@ -464,7 +506,7 @@ def _apply_prepack(s: Schedule, action: CacheRead, decisions: dict, rng: random.
                 and [t.name for t in st.op.input_tensors] == [action.tensor]
                 and action.stage in s.state.consumers(st.name))
     extent = copy.op.shape[-1]
-    widths = _prepack_widths(extent, target.vector_lanes(copy.op.dtype))
+    widths = _prepack_widths(extent, target.vector_lanes(copy.op.dtype), target.vector_registers)
     width = _decide(decisions, f"prepack:{action.tensor}",
                     lambda v: v == 0 or (is_int(v, 1, extent) and extent % v == 0),
                     lambda: rng.choice(widths) if rng.random() < PREPACK_PROB else 0)
@@ -485,12 +527,14 @@ def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.R
         if isinstance(a, Tile):
             _apply_tile(s, a.stage, decisions, rng,
                         target.vector_lanes(s.state.stage(a.stage).op.dtype),
-                        target.vector_registers)
+                        target.vector_registers,
+                        fma_block_floor(target, target.vector_registers))
             placed.add(a.stage)
         elif isinstance(a, FuseInto):
             _apply_fuse(s, a.stage, a.consumer, decisions, rng)
         elif isinstance(a, Rfactor):
-            _apply_rfactor(s, a.stage, decisions, rng)
+            _apply_rfactor(s, a.stage, decisions, rng, max_innermost(
+                target.vector_lanes(s.state.stage(a.stage).op.dtype), target.vector_registers))
             placed.add(a.stage)
         else:
             _structural(s, a)
@@ -509,5 +553,5 @@ def _used(key: str, s: Schedule) -> bool:
 
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
-           "UNROLL_STEPS", "register_block", "Inline", "CacheRead", "CacheWrite", "Rfactor",
+           "UNROLL_STEPS", "register_block", "max_innermost", "unroll_steps", "fma_block_floor", "Inline", "CacheRead", "CacheWrite", "Rfactor",
            "Tile", "FuseInto", "ScheduleError"]

@@ -113,7 +113,10 @@ class SearchTask:
 
     def policy(self, options: TuningOptions, model: Any = None) -> Any:
         from tvmlite.search.model.cost_model import XGBModel
+        from tvmlite.search.model.pretrained import load_pretrained
         from tvmlite.search.template_free.policy import SketchPolicy
+        if model is None and options.pretrained:
+            model = load_pretrained("pack-sum")   # None (warned) if it does not fit
         return SketchPolicy(self.workload, self.target, model or XGBModel(seed=options.seed),
                             options, seed=options.seed, rules=self.rules,
                             constants=self.constants)

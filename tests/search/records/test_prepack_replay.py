@@ -124,3 +124,28 @@ def test_template_free_search_may_prepack_a_constant_input(tmp_path):
     log2 = tmp_path / "u.jsonl"
     plain.tune(4, log2, QUICK)
     assert not any(st.kind == "prepack" for r in load_records(log2) for st in r.steps)
+
+
+def test_templated_matmul_offers_prepack_for_a_constant_b():
+    from tvmlite.search import templated
+    from tvmlite.search.templated.task import TemplateError
+    from tvmlite.testing.check import check_schedule
+    with pytest.raises(TemplateError, match="'X' is not an input"):
+        templated.create("matmul", (M, N, K, "float32"), constants=["X"])
+    plain = templated.create("matmul", (M, N, K, "float32"))
+    task = templated.create("matmul", (M, N, K, "float32"), constants=["B"])
+    assert len(task.space) == len(plain.space) * 3 // 2
+    assert task.workload.key == plain.workload.key
+    import random
+    rng, seen = random.Random(0), 0
+    for _ in range(40):
+        cfg = task.space.random_config(rng)
+        if cfg["pack_b"].val != "prepack":
+            continue
+        s, tensors = task.instantiate(cfg)
+        if any(st.kind == "prepack" for st in s.steps):
+            check_schedule(s, tensors, lambda a, b: a.astype("float64") @ b, atol=1e-4)
+            seen += 1
+        if seen == 2:
+            break
+    assert seen == 2
