@@ -36,11 +36,11 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
 
 from tvmlite.search.template_free import dag
+from tvmlite.search.template_free.priors import (_decide, _divisors, apply_prepack,
+                                                 fma_block_floor, max_innermost, unroll_steps)
 
 UNROLL_STEPS = (0, 16, 64, 512)   # unroll_steps() of a 32-register target
 MAX_INNERMOST = 64         # max_innermost() of AVX-512 float32 (Ansor's fixed value)
-MIN_INNERMOST = 16         # ... which never goes below this (a reduce axis's inner tile)
-PREPACK_PROB = 0.5         # share of sampled constant-input copies made once, outside
 SERIAL_PROB = 0.1          # share of sampled stages left serial (no parallel loop)
 WHOLE_VECTOR_PROB = 0.8    # share of sampled vectorized tiles that are whole vectors
 BLOCK_TRIES = 16           # redraws of fresh tiles whose register block overflows
@@ -182,36 +182,7 @@ def generate_sketches(workload: Any, rules: Sequence[Rule] = RULES,
     return done
 
 
-# -- priors read from the target ----------------------------------------------------------
-
-def max_innermost(lanes: int, registers: int) -> int:
-    """Largest innermost tile: an eighth of the vector registers as whole vectors, as the
-    templates' ``max_cols`` (64 float32 on AVX-512, 16 on AVX2 and NEON), at least
-    ``MIN_INNERMOST``. Ansor fixes 64 for every CPU: on AVX2 a 64-wide vector tile is 8 of
-    its 16 registers for one row of accumulators."""
-    return max(MIN_INNERMOST, max(1, registers // 8) * lanes)
-
-
-def unroll_steps(registers: int) -> tuple:
-    """auto_unroll_max_step choices: none, then bodies of registers/2, 2x and 16x the
-    vector registers (0, 16, 64, 512 on 32 registers; 0, 8, 32, 256 on 16), so an unrolled
-    body's live values scale with the register file that has to hold them."""
-    return (0, max(1, registers // 2), registers * 2, registers * 16)
-
-
-def fma_block_floor(target: Any, registers: int) -> int:
-    """Fewest accumulator vectors a reduction's register block should have: FMA latency
-    x pipes of the target's family (``Target.fma_latency_pipes``, 4 x 2 on AVX-512) so
-    independent chains keep every FMA pipe busy, capped at half the registers."""
-    latency, pipes = target.fma_latency_pipes
-    return max(1, min(latency * pipes, registers // 2))
-
-
 # -- realization -------------------------------------------------------------------------
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
 
 def sample_factors(extent: int, parts: int, rng: random.Random,
                    max_innermost: int = MAX_INNERMOST, multiple_of: int = 1) -> list[int]:
@@ -234,15 +205,6 @@ def _valid_factors(value: Any, extent: int, parts: int, limit: int = MAX_INNERMO
     return (isinstance(value, list) and len(value) == parts - 1
             and all(is_int(f, 1) for f in value)
             and extent % math.prod(value) == 0 and value[-1] <= limit)
-
-
-def _decide(decisions: dict, key: str, valid: Callable[[Any], bool],
-            sample: Callable[[], Any]) -> Any:
-    value = decisions.get(key)
-    if not valid(value):
-        value = sample()
-        decisions[key] = value
-    return value
 
 
 def _split_levels(s: Schedule, stage: str, axis: str, factors: list[int]) -> list[str]:
@@ -491,30 +453,6 @@ def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
     s[stage].parallel(fused)
 
 
-def _prepack_widths(extent: int, lanes: int, registers: int) -> list[int]:
-    """Panel widths a pre-packed copy may take: divisors of its last dimension that are
-    whole vectors of the target (else any divisor), at most ``max_innermost``."""
-    small = [d for d in _divisors(extent) if d <= max_innermost(lanes, registers)] or [extent]
-    return [d for d in small if d % lanes == 0] or small
-
-
-def _apply_prepack(s: Schedule, action: CacheRead, decisions: dict, rng: random.Random,
-                   target: Any, placed: set) -> None:
-    """Decide whether the copy of constant input ``action.tensor`` is made once outside
-    the kernel (pre-packed, in panels of the decided width) or inside it as before."""
-    copy = next(st for st in s.state.stages if st.scope == "local"
-                and [t.name for t in st.op.input_tensors] == [action.tensor]
-                and action.stage in s.state.consumers(st.name))
-    extent = copy.op.shape[-1]
-    widths = _prepack_widths(extent, target.vector_lanes(copy.op.dtype), target.vector_registers)
-    width = _decide(decisions, f"prepack:{action.tensor}",
-                    lambda v: v == 0 or (is_int(v, 1, extent) and extent % v == 0),
-                    lambda: rng.choice(widths) if rng.random() < PREPACK_PROB else 0)
-    if width:
-        packed = s.prepack(s.tensor(copy.name), dim=len(copy.op.shape) - 1, factor=width)
-        placed.add(packed.name)
-
-
 def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.Random,
             target: Any, constants: Sequence[str] = ()) -> tuple[Schedule, dict]:
     """(schedule, the complete decisions used); ScheduleError if the combination is
@@ -539,7 +477,7 @@ def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.R
         else:
             _structural(s, a)
             if isinstance(a, CacheRead) and a.tensor in constants:
-                _apply_prepack(s, a, decisions, rng, target, placed)
+                apply_prepack(s, a, decisions, rng, target, placed)
     _annotate(s, decisions, rng, target, placed)
     used = {k: v for k, v in decisions.items() if _used(k, s)}
     return s, used
