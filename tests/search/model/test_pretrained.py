@@ -86,3 +86,20 @@ def test_cpu_label_tells_cpus_apart():
     host = Target.host()
     assert cpu_label(host).startswith(f"{host.arch}/{host.vector_bits}b/{host.cores}c/")
     assert isinstance(XGBModel, type)
+
+
+def test_a_prior_is_dropped_once_the_task_has_its_own_programs():
+    rng = np.random.default_rng(0)
+    xs = [rng.random((2, 6), dtype=np.float32) for _ in range(40)]
+    ys = list(rng.random(40) + 0.1)
+    m = XGBModel(seed=0, n_threads=1, num_boost_round=5)
+    m.update(xs[:24], ys[:24], ["other"] * 24)
+    assert m.as_prior(until=15) is m and m.trained
+    m.update(xs[24:34], ys[24:34], ["mine"] * 10)
+    assert m.num_programs == 34 and m.trained          # the prior still ranks
+    m.update(xs[34:], ys[34:], ["mine"] * 6)
+    assert m.num_programs == 16                         # 16 own programs, prior dropped
+    m.update(xs[:4], ys[:4], ["mine"] * 4)
+    assert m.num_programs == 20
+    with pytest.raises(ValueError, match="until"):
+        m.as_prior(until=0)
