@@ -146,11 +146,17 @@ def gemm_block(s: Schedule, cfg: Any, out: te.Tensor, batch: list) -> tuple[Any,
 
 
 def pack_panel(s: Schedule, src: te.Tensor, reader: te.Tensor, out: te.Tensor,
-               at: Any) -> None:
+               at: Any, prepack: int = 0) -> None:
     """Copy the part of ``src`` that ``reader`` uses inside loop ``at`` of ``out`` into a
-    contiguous local buffer (a packed panel), its last axis vectorized."""
+    contiguous local buffer (a packed panel), its last axis vectorized. ``prepack`` > 0
+    (``src`` constant): make all the panels, ``prepack`` columns wide, once outside the
+    kernel instead (``s.prepack``), its panel loop parallel."""
     packed = s.cache_read(src, "local", [reader])
-    s[packed].compute_at(s[out], at)
+    if prepack:
+        packed = s.prepack(packed, dim=len(src.shape) - 1, factor=prepack)
+        s[packed].parallel(s[packed].op.axis[0])
+    else:
+        s[packed].compute_at(s[out], at)
     s[packed].vectorize(s[packed].op.axis[-1])
 
 
@@ -159,11 +165,17 @@ def matmul(cfg: Any, M: int, N: int, K: int, dtype: str = "float32") -> tuple[Sc
     """``C = A @ B``: register-blocked, B packed per column panel (knob ``pack_b``)."""
     A, B, C = ops.matmul(M, N, K, dtype)
     define_gemm_knobs(cfg, M, N, K, dtype)
-    cfg.define_knob("pack_b", [True, False])
+    # B constant (templated.create(..., constants=["B"])): its panels may be made once,
+    # outside the kernel, as wide as the parallel loop's column block
+    cfg.define_knob("pack_b", ["prepack", True, False] if "B" in cfg.constants
+                    else [True, False])
     s = te.create_schedule(C.op)
     par, local = gemm_block(s, cfg, C, [])
     if cfg["pack_b"].val:
-        pack_panel(s, B, local, C, par)
+        width = math.prod(cfg["tile_x"].size[1:])   # columns of one parallel block
+        if cfg["pack_b"].val != "prepack" or N % width:
+            width = 0                                  # (a ragged last panel: in-kernel)
+        pack_panel(s, B, local, C, par, width)
     return s, [A, B, C]
 
 

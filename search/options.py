@@ -43,6 +43,9 @@ class TuningOptions:
     # (the C harness under qemu user mode: correct, emulated timings), or a Runner (e.g.
     # search.DaskRunner), used as is (its own measuring arguments apply); None is "local"
     runner: Any = "local"
+    # start the cost model from the shipped pretrained one (search/model/pretrained.py);
+    # False: cold, random scores until MIN_TRAINING_PROGRAMS programs ran
+    pretrained: bool = True
 
     def __post_init__(self) -> None:
         positive_ints = ("measures_per_round", "population", "number", "repeat")
@@ -64,7 +67,8 @@ class TuningOptions:
                     and v not in RUNNERS:
                 raise ValueError(f"TuningOptions.runner must be one of {', '.join(RUNNERS)} or "
                                  f"a Runner (LocalRunner, DaskRunner, ...), got {v!r}")
-            elif f.name in ("flush_cache", "check_correctness") and not isinstance(v, bool):
+            elif f.name in ("flush_cache", "check_correctness", "pretrained") \
+                    and not isinstance(v, bool):
                 raise ValueError(f"TuningOptions.{f.name} must be True or False, got {v!r}")
 
     def measurer(self, log_file: Any, target: Any, tuner: str) -> Any:

@@ -63,6 +63,9 @@ class BuildResult:
     error_msg: str
     seconds: float
     sizes: tuple = ()   # values of the kernel's leading int64 size arguments, in order
+    # pre-packed inputs: {"fn", "input", "packed": ArgSpec JSON}; the worker packs once,
+    # before the check and the timing, so costs are the kernel's alone
+    packs: tuple = ()
 
     @property
     def ok(self) -> bool:
@@ -88,6 +91,15 @@ class _Lowered:
     args: tuple
     seconds: float
     sizes: tuple = ()
+    packs: tuple = ()
+
+
+def pack_specs(func: Any) -> tuple:
+    """What the worker needs to run a kernel's pack functions (plain JSON data)."""
+    return tuple({"fn": p.func.name, "input": p.input,
+                  "packed": ArgSpec(p.packed, tuple(int(d) for d in p.func.args[1].shape),
+                                    p.func.args[1].dtype, False).to_json()}
+                 for p in getattr(func, "packs", ()))
 
 
 class LocalBuilder:
@@ -151,7 +163,8 @@ class LocalBuilder:
             for i, low in waiting:
                 path, error_no, msg, cc_seconds = compiles[low.source].result()
                 results[i] = BuildResult(path, low.decl, KERNEL, low.source, low.args,
-                                         error_no, msg, low.seconds + cc_seconds, low.sizes)
+                                         error_no, msg, low.seconds + cc_seconds, low.sizes,
+                                         low.packs)
         return results  # type: ignore[return-value]
 
     def build_reference(self, workload: Any) -> BuildResult:
@@ -189,7 +202,7 @@ class LocalBuilder:
             return _failed(inp, MeasureErrorNo.BUILD_TIMEOUT,
                            f"lowering alone took {seconds:.2f}s, longer than the build "
                            f"timeout={self.timeout}s", seconds)
-        return _Lowered(source, decl, args, seconds, sizes)
+        return _Lowered(source, decl, args, seconds, sizes, pack_specs(func))
 
     def _compile(self, source: str, target: Target,
                  timeout: float) -> tuple[str | None, MeasureErrorNo, str, float]:

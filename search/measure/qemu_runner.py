@@ -179,6 +179,11 @@ class QemuRunner(Runner):
         if not build.ok:
             return MeasureResult(error_no=build.error_no, error_msg=build.error_msg,
                                  build_seconds=build.seconds)
+        if getattr(build, "packs", ()):
+            return MeasureResult(error_no=MeasureErrorNo.UNKNOWN, error_msg=(
+                "the qemu runner's C harness does not run pack functions (prepack); check "
+                "pre-packed schedules with the local or Dask runner"),
+                build_seconds=build.seconds)
         start = time.monotonic()
         error_no, msg, costs = MeasureErrorNo.NO_ERROR, "", ()
         try:

@@ -343,7 +343,8 @@ class LocalRunner(Runner):
     def _request(self, build: BuildResult, check: dict | None) -> dict:
         return {"op": "measure", "lib": build.lib_path, "decl": build.decl,
                 "kernel": build.kernel, "args": [a.to_json() for a in build.args],
-                "sizes": list(build.sizes), "check": check, "seed": self.seed, "number": self.number,
+                "sizes": list(build.sizes), "packs": list(build.packs),
+                "check": check, "seed": self.seed, "number": self.number,
                 "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
                 "flush_bytes": self._flush() if self.flush_cache else 0,
                 "slow_seconds": self.timeout / SLOW_FRACTION,

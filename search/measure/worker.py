@@ -79,13 +79,32 @@ class Kernel:
     """A loaded kernel library: the kernel, its C timer and its thread setter."""
 
     def __init__(self, lib_path: str, decl: str, name: str, args: list[dict],
-                 sizes: list | None = None):
+                 sizes: list | None = None, packs: list | None = None):
         self.ffi, lib = load_library(lib_path, decl)
         self.args = args
         self.sizes = [int(n) for n in sizes or ()]   # leading int64 size arguments
         self.run_fn = getattr(lib, name)
         self.time_fn = getattr(lib, f"{name}_time")
         self.threads_fn = getattr(lib, f"{name}_set_num_threads")
+        self.packs = [(p, getattr(lib, p["fn"])) for p in packs or ()]
+
+    def pack(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The kernel's inputs: each pre-packed one replaced by its packing (done once,
+        before checking and timing, so the costs exclude it)."""
+        if not self.packs:
+            return inputs
+        names = [a["name"] for a in self.args if not a["is_output"]]
+        out = list(inputs)
+        for spec, fn in self.packs:
+            i = names.index(spec["input"])
+            dst = full(spec["packed"]["shape"], np.nan, spec["packed"]["dtype"])
+            src_ptr = self.ffi.cast(CPTR[self.args[[a["name"] for a in self.args]
+                                                   .index(spec["input"])]["dtype"]],
+                                    out[i].ctypes.data)
+            if fn(src_ptr, self.ffi.cast(CPTR[spec["packed"]["dtype"]], dst.ctypes.data)) != 0:
+                raise Failure("RUNTIME_CRASH", f"{spec['fn']} could not allocate its buffers")
+            out[i] = dst
+        return out
 
     def pointers(self, arrays: list[np.ndarray]) -> list:
         return self.sizes + [self.ffi.cast(CPTR[a["dtype"]], x.ctypes.data)
@@ -160,13 +179,15 @@ def flush_cache(nbytes: int) -> None:
 def measure(req: dict) -> dict:
     """Check (if asked) and time one candidate; raises Failure with the verdict."""
     args = req["args"]
-    kernel = Kernel(req["lib"], req["decl"], req["kernel"], args, req.get("sizes"))
+    kernel = Kernel(req["lib"], req["decl"], req["kernel"], args, req.get("sizes"),
+                    req.get("packs"))
     if req.get("n_threads"):
         kernel.threads_fn(req["n_threads"])
     check = req.get("check")
     if check:
         inputs, expected = reference(check["ref"])
         inputs = [x.copy() for x in inputs]   # a kernel scribbling on them cannot poison
+        inputs = kernel.pack(inputs)          # the check covers pack + kernel together
         outputs = blank_outputs(args)
         t0 = time.perf_counter()
         status = kernel.run_fn(*kernel.pointers(call_arrays(args, inputs, outputs)))
@@ -183,7 +204,8 @@ def measure(req: dict) -> dict:
             # far too slow to matter: one sample is enough, and saves the tuner seconds
             return {"costs": [first_call], "number": 1}
     else:
-        inputs, outputs = make_inputs(args, req.get("seed", 0)), blank_outputs(args)
+        inputs = kernel.pack(make_inputs(args, req.get("seed", 0)))
+        outputs = blank_outputs(args)
     ptrs = kernel.pointers(call_arrays(args, inputs, outputs))
     number = req["number"]
     oom = Failure("RUNTIME_CRASH", "out of memory: the kernel could not allocate its buffers")

@@ -241,6 +241,10 @@ class XGBModel(CostModel):
         self._groups: list[str] = []
         self._best: dict[str, float] = {}
         self._booster = None
+        # programs learnt before the search (a pretrained model): the oldest ``_n_prior``
+        # entries, dropped once the task's own programs reach ``prior_until``
+        self._n_prior = 0
+        self.prior_until: int | None = None
 
     @property
     def trained(self) -> bool:
@@ -265,8 +269,22 @@ class XGBModel(CostModel):
         self._ys.extend(y.tolist())
         self._groups.extend(g)
         drop = max(0, len(self._ys) - self.max_training)
+        if self._n_prior and self.prior_until is not None and \
+                len(self._ys) - self._n_prior >= self.prior_until:
+            drop = max(drop, self._n_prior)   # enough own programs: the prior is done
+        self._n_prior = max(0, self._n_prior - drop)
         del self._xs[:drop], self._ys[:drop], self._groups[:drop]
         self._retrain()
+
+    def as_prior(self, until: int) -> XGBModel:
+        """Treat everything learnt so far as a prior (a pretrained model's programs): the
+        trees rank candidates from the start, and once ``until`` programs of the search
+        itself are in, the prior's programs are dropped and the model is the task's own.
+        Returns self."""
+        if isinstance(until, bool) or not isinstance(until, int) or until < 1:
+            raise ValueError(f"as_prior(until=...) must be an int >= 1, got {until!r}")
+        self._n_prior, self.prior_until = len(self._ys), until
+        return self
 
     def pretrain(self, xs: Sequence[np.ndarray], ys: Sequence[float],
                  groups: Sequence[str] | None = None) -> None:

@@ -22,6 +22,7 @@ the report and in manifest.json. A log tuned on another CPU warns once per repla
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import statistics
 import time
@@ -30,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tvmlite.runtime.module import generate_c, header, size_doc
+from tvmlite.ir.dtypes import DTYPE_INFO
+from tvmlite.runtime.module import generate_c, header, pack_doc, size_doc
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.base_runner import RunnerError
@@ -193,9 +195,9 @@ def _export(rec: Any, name: str, target: Any, out: Path, costs: tuple | None,
     func, source, decl = generate_c(s, list(wl.tensors), target, name)
     lib = compile_shared(source, target)
     (out / f"{name}.c").write_text(source)
-    (out / f"{name}.h").write_text(header(name, size_doc(func) + decl))
+    (out / f"{name}.h").write_text(header(name, size_doc(func) + pack_doc(func) + decl))
     shutil.copyfile(lib, out / f"lib{name}.so")
-    return _entry(name, rec, decl, target, costs, note)
+    return _entry(name, rec, decl, target, costs, note, func)
 
 
 def _ranked(recs: list, target: Any, log: Any) -> list:
@@ -352,7 +354,7 @@ def _skip(wl: Any, reason: str) -> dict:
 
 
 def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
-           note: str) -> dict:
+           note: str, func: Any = None) -> dict:
     """A manifest entry. Every number says where it was measured: ``logged`` (on the
     tuning machine, ``logged.target``) and ``measured_here`` (this machine's re-check;
     null, with ``measured_here_note`` saying why, when it could not time the kernel)."""
@@ -373,6 +375,7 @@ def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
            if getattr(wl, "sizes", None) else {}),
         "args": [{"name": t.name, "shape": [_dim(d) for d in t.shape], "dtype": t.dtype,
                   "role": "output" if t.name in outputs else "input"} for t in wl.tensors],
+        **_packs_entry(func),
         "flops": wl.flops,
         "logged": {"time_seconds": rec.mean_cost, "gflops": rec.gflops,
                    "target": where_logged(rec.target, target),
@@ -387,8 +390,28 @@ def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
     }
 
 
+def _packs_entry(func: Any) -> dict:
+    """Manifest fields of a kernel with pre-packed constant inputs: its own argument list
+    (the packed buffer in place of the input) and, per input, the packing function, the
+    packed shape and size; times (logged and measured here) exclude the packing."""
+    packs = getattr(func, "packs", ())
+    if not packs:
+        return {}
+    return {
+        "kernel_args": [{"name": b.name, "shape": [_dim(d) for d in b.shape], "dtype": b.dtype}
+                        for b in func.args],
+        "packs": [{"input": p.input, "packed": p.packed, "function": p.func.name,
+                   "shape": [int(d) for d in p.func.args[1].shape],
+                   "dtype": p.func.args[1].dtype,
+                   "bytes": math.prod(int(d) for d in p.func.args[1].shape)
+                   * DTYPE_INFO[p.func.args[1].dtype].itemsize} for p in packs],
+        "timing_note": "times exclude the packing functions: they run once, at load time",
+    }
+
+
 def _decl_of(header_path: Path) -> str:
     """The prototypes of a kernel header (between its extern "C" guards)."""
     lines = header_path.read_text().splitlines()
     return "".join(line + "\n" for line in lines
-                   if line.startswith(("int32_t ", "double ", "void ", "/* ", "   arrays: ")))
+                   if line.startswith(("int32_t ", "double ", "void ", "/* ", "   arrays: "))
+                   or (line.startswith("#define ") and "_SIZE " in line))   # packed sizes

@@ -83,10 +83,14 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
         raise ValueError(f"tune(trials={trials}) is too small for {len(sizes)} sizes: give at "
                          f"least {len(sizes) + reserve} (one search trial per size plus "
                          f"measuring up to {n_var} variants at every size)")
+    if model is None and options.pretrained:
+        from tvmlite.search.model.pretrained import load_pretrained
+        model = load_pretrained("pack-sum")   # None (warned) if it does not fit
     model = model or XGBModel(seed=options.seed)
     at = {m: wl.at({name: m}) for m in sizes}
     policies = {m: SketchPolicy(at[m].bound(), target, model, options, seed=(options.seed or 0) + i,
-                                rules=task.rules) for i, m in enumerate(sizes)}
+                                rules=task.rules, constants=task.constants)
+                for i, m in enumerate(sizes)}
     result = TuneResult(wl)
     best: dict = {}     # size -> Record
     start = time.perf_counter()

@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from tvmlite.schedule.state import ScheduleError
 
-from tvmlite.search.template_free.sketch import MAX_INNERMOST, UNROLL_STEPS, realize
+from tvmlite.search.template_free.sketch import (MAX_INNERMOST, UNROLL_STEPS, max_innermost,
+                                                realize, unroll_steps)
 from tvmlite.search.measure.inputs import state_key
 
 MUTATION_WEIGHTS = {"tile": 0.90, "at": 0.05, "unroll": 0.04, "parallel": 0.01}
@@ -51,7 +52,8 @@ def _prime_factors(n: int) -> list[int]:
     return out
 
 
-def mutate_tile(factors: list[int], extent: int, rng: random.Random) -> list[int] | None:
+def mutate_tile(factors: list[int], extent: int, rng: random.Random,
+                limit: int = MAX_INNERMOST) -> list[int] | None:
     """Move one prime factor between two levels of a split (the outermost level is
     ``extent / prod(factors)``); None if no legal move was found."""
     levels = [extent // math.prod(factors)] + list(factors)
@@ -65,20 +67,23 @@ def mutate_tile(factors: list[int], extent: int, rng: random.Random) -> list[int
         new = list(levels)
         new[src] //= p
         new[dst] *= p
-        if new[-1] <= MAX_INNERMOST:
+        if new[-1] <= limit:
             return new[1:]
     return None
 
 
-def mutate(decisions: dict, extents: dict, rng: random.Random) -> dict | None:
+def mutate(decisions: dict, extents: dict, rng: random.Random, limit: int = MAX_INNERMOST,
+           steps: tuple = UNROLL_STEPS) -> dict | None:
     """A copy of ``decisions`` with one decision changed; None if nothing could change.
-    ``extents`` maps each tile key to the extent of the axis it splits."""
+    ``extents`` maps each tile key to the extent of the axis it splits; ``limit`` (the
+    target's ``max_innermost``) bounds an innermost tile, ``steps`` are its unroll
+    choices (``unroll_steps``)."""
     kinds: dict[str, list[str]] = {"tile": [], "at": [], "unroll": [], "parallel": []}
     for k in decisions:
         kind = k.split(":", 1)[0]
         if kind in ("tile", "rfactor", "rfvec", "rfser"):
             kinds["tile"].append(k)
-        elif kind in ("at", "fuse"):
+        elif kind in ("at", "fuse", "prepack"):
             kinds["at"].append(k)
         elif kind in kinds:
             kinds[kind].append(k)
@@ -89,12 +94,12 @@ def mutate(decisions: dict, extents: dict, rng: random.Random) -> dict | None:
     key = rng.choice(kinds[kind])
     new = dict(decisions)
     if key.startswith("tile:") and key in extents:
-        moved = mutate_tile(decisions[key], extents[key], rng)
+        moved = mutate_tile(decisions[key], extents[key], rng, limit)
         if moved is None:
             return None
         new[key] = moved
     elif key.startswith("unroll:"):
-        new[key] = rng.choice([u for u in UNROLL_STEPS if u != decisions[key]])
+        new[key] = rng.choice([u for u in steps if u != decisions[key]] or list(steps))
     elif key.startswith("fuse:"):
         new[key] = 3 - decisions[key]
     else:
@@ -117,12 +122,13 @@ class EvolutionarySearch:
     generations: int = 4
     mutation_prob: float = 0.85
     cache: dict = field(default_factory=dict)   # key -> realized Candidate, or None
+    constants: tuple = ()   # inputs the workload declares constant: may be pre-packed
 
     def realize(self, cand: Candidate) -> Candidate | None:
         """Fill steps/key (and reuse a cached realization); None if illegal."""
         try:
             s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
-                              self.rng, self.target)
+                              self.rng, self.target, self.constants)
         except ScheduleError:
             return None
         key = state_key(self.workload.key, s.steps)
@@ -193,7 +199,10 @@ class EvolutionarySearch:
             parent = self.rng.choices(pop, weights)[0]
             child = parent
             if self.rng.random() < self.mutation_prob:
-                new = mutate(parent.decisions, self._extents(parent), self.rng)
+                regs = self.target.vector_registers
+                new = mutate(parent.decisions, self._extents(parent), self.rng,
+                             max_innermost(self.target.vector_lanes("float32"), regs),
+                             unroll_steps(regs))
                 if new is not None:
                     child = self.realize(Candidate(parent.sketch, new)) or parent
             children.setdefault(child.key, child)

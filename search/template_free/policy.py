@@ -31,7 +31,8 @@ class SketchPolicy:
     """Proposes batches for one workload and learns from their measurements."""
 
     def __init__(self, workload: Any, target: Any, model: Any, options: Any,
-                 seed: int = 0, rules: Sequence[Any] | None = None):
+                 seed: int = 0, rules: Sequence[Any] | None = None,
+                 constants: Sequence[str] = ()):
         self.workload, self.target, self.model, self.options = workload, target, model, options
         self.rng = random.Random(seed)
         self.sketches = generate_sketches(workload, rules if rules is not None else RULES)
@@ -39,7 +40,8 @@ class SketchPolicy:
             raise ValueError(f"no sketch for workload {workload.name}: every rule declined")
         self.search = EvolutionarySearch(
             self.sketches, workload, target, self._score, self._featurize, self.rng,
-            options.population, options.generations, options.mutation_prob)
+            options.population, options.generations, options.mutation_prob,
+            constants=tuple(constants))
         self.measured: dict[str, float] = {}      # state key -> throughput (0 = failed)
         self.best_seeds: list[Candidate] = []
 

@@ -8,7 +8,8 @@ stage "SSRSRS", fuse a tiled stage into its consumer's tile.
 
 ``realize(sketch, decisions, rng)`` turns a sketch into a real Schedule. Every open number
 -- tile sizes, where a stage is computed, how many outer loops run in parallel, the
-auto-unroll step -- is read from ``decisions`` (a plain dict, stored in tuning records);
+auto-unroll step, whether a constant input's packed copy is made once outside the kernel
+-- is read from ``decisions`` (a plain dict, stored in tuning records);
 a missing or no-longer-valid decision is sampled with ``rng`` and written back. So random
 sampling is ``realize(sketch, {}, rng)`` and a mutation is "change one decision, realize
 again": the search never edits Steps directly, and every candidate it builds is a Step
@@ -19,7 +20,9 @@ Decision keys: ``tile:<stage>.<axis>`` (inner factors, outermost first), ``fuse:
 and ``rfser:<stage>`` (factor, vector split and vector chunks per thread inside the
 reduction of an rfactor), ``at:<stage>`` (index into the stage's candidate compute
 locations; 0 = root, then inline where allowed), ``parallel:<stage>`` (outer loops fused
-into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step).
+into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step), ``prepack:<input>``
+(for an input the task declares constant: 0 = pack inside the kernel, as cache_read does,
+else the panel width of the layout it is pre-packed in, ``tvmlite.schedule.prepack``).
 """
 from __future__ import annotations
 
@@ -33,9 +36,11 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
 
 from tvmlite.search.template_free import dag
+from tvmlite.search.template_free.priors import (_decide, _divisors, apply_prepack,
+                                                 fma_block_floor, max_innermost, unroll_steps)
 
-UNROLL_STEPS = (0, 16, 64, 512)
-MAX_INNERMOST = 64         # largest innermost tile (Ansor's max_innermost_split_factor)
+UNROLL_STEPS = (0, 16, 64, 512)   # unroll_steps() of a 32-register target
+MAX_INNERMOST = 64         # max_innermost() of AVX-512 float32 (Ansor's fixed value)
 SERIAL_PROB = 0.1          # share of sampled stages left serial (no parallel loop)
 WHOLE_VECTOR_PROB = 0.8    # share of sampled vectorized tiles that are whole vectors
 BLOCK_TRIES = 16           # redraws of fresh tiles whose register block overflows
@@ -179,10 +184,6 @@ def generate_sketches(workload: Any, rules: Sequence[Rule] = RULES,
 
 # -- realization -------------------------------------------------------------------------
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def sample_factors(extent: int, parts: int, rng: random.Random,
                    max_innermost: int = MAX_INNERMOST, multiple_of: int = 1) -> list[int]:
     """A random factorization ``extent = outer * f1 * ... * f_{parts-1}``; returns the
@@ -200,19 +201,10 @@ def sample_factors(extent: int, parts: int, rng: random.Random,
     return inner[::-1]
 
 
-def _valid_factors(value: Any, extent: int, parts: int) -> bool:
+def _valid_factors(value: Any, extent: int, parts: int, limit: int = MAX_INNERMOST) -> bool:
     return (isinstance(value, list) and len(value) == parts - 1
             and all(is_int(f, 1) for f in value)
-            and extent % math.prod(value) == 0 and value[-1] <= MAX_INNERMOST)
-
-
-def _decide(decisions: dict, key: str, valid: Callable[[Any], bool],
-            sample: Callable[[], Any]) -> Any:
-    value = decisions.get(key)
-    if not valid(value):
-        value = sample()
-        decisions[key] = value
-    return value
+            and extent % math.prod(value) == 0 and value[-1] <= limit)
 
 
 def _split_levels(s: Schedule, stage: str, axis: str, factors: list[int]) -> list[str]:
@@ -238,7 +230,7 @@ def register_block(st: Any, decisions: dict, lanes: int) -> int:
 
 
 def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
-                lanes: int, registers: int) -> dict:
+                lanes: int, registers: int, floor: int = 1) -> dict:
     """SSRSRS tiling; returns {axis: [loop names per level]} for a fused consumer.
 
     Two priors shape the tiles sampled fresh (mutations still reach any size):
@@ -252,26 +244,40 @@ def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
       logs of 17 suite cases, no program whose block exceeds the register file ran at more
       than 0.49x of its case's best, and such programs were 5-30% of the trials (28% for a
       3-D conv). So the tiles are redrawn (up to ``BLOCK_TRIES`` times) until the block
-      fits in ``registers`` vectors."""
+      fits in ``registers`` vectors and, for a reduction, holds at least ``floor``
+      accumulators (``fma_block_floor``: enough FMA chains to hide the latency); a draw
+      that only fits is kept when none does both.
+    - The innermost tiles are at most ``max_innermost(lanes, registers)``."""
     st = s.state.stage(stage)
     vector_axis = next((it.name for it in reversed(st.roots)
                         if it.kind == "spatial" and it.extent > 1), None)
     parts = {it.name: SPATIAL_LEVELS if it.kind == "spatial" else REDUCE_LEVELS
              for it in st.roots}
+    limit = max_innermost(lanes, registers)
     fresh = [it for it in st.roots if it.extent > 1 and not _valid_factors(
-        decisions.get(f"tile:{stage}.{it.name}"), it.extent, parts[it.name])]
+        decisions.get(f"tile:{stage}.{it.name}"), it.extent, parts[it.name], limit)]
 
     def draw(axes: list) -> None:
         for it in axes:
             whole = it.name == vector_axis and rng.random() < WHOLE_VECTOR_PROB
             decisions[f"tile:{stage}.{it.name}"] = sample_factors(
-                it.extent, parts[it.name], rng, multiple_of=lanes if whole else 1)
+                it.extent, parts[it.name], rng, limit, multiple_of=lanes if whole else 1)
 
     draw([it for it in fresh if it.kind != "spatial"])
+    low = floor if any(it.kind == "reduce" for it in st.roots) else 1
+    fits = None
+    spatial_fresh = [it for it in fresh if it.kind == "spatial"]
     for _ in range(BLOCK_TRIES):
-        draw([it for it in fresh if it.kind == "spatial"])
-        if register_block(st, decisions, lanes) <= registers:
-            break
+        draw(spatial_fresh)
+        block = register_block(st, decisions, lanes)
+        if block <= registers:
+            if block >= low:
+                break
+            fits = fits or {k: decisions[k] for k in
+                            (f"tile:{stage}.{it.name}" for it in spatial_fresh)}
+    else:
+        if fits:
+            decisions.update(fits)
     levels: list[list[str]] = [[] for _ in range(SPATIAL_LEVELS + REDUCE_LEVELS)]
     spatial_slots, reduce_slots = (0, 1, 3, 5), (2, 4)
     per_axis = {}
@@ -318,7 +324,8 @@ def _consumer_factors(f: list[int], level: int) -> list[int]:
     return [math.prod(f)]
 
 
-def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random) -> None:
+def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random,
+                   limit: int = MAX_INNERMOST) -> None:
     """Split the innermost reduce axis, rfactor its inner part into a spatial axis of the
     new ``<stage>_rf`` stage, and cut that axis into (parallel outer, serial chunks inside
     the reduction loops, vector inner)."""
@@ -332,8 +339,8 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random)
     rf_stage = s.state.stage(rf.name)
     spatial = rf_stage.roots[0]
     vec = _decide(decisions, f"rfvec:{stage}",
-                  lambda v: is_int(v, 1, MAX_INNERMOST) and factor % v == 0,
-                  lambda: rng.choice([d for d in _divisors(factor) if d <= MAX_INNERMOST]))
+                  lambda v: is_int(v, 1, limit) and factor % v == 0,
+                  lambda: rng.choice([d for d in _divisors(factor) if d <= limit]))
     outer, inner = s[rf.name].split(spatial.name, factor=vec)
     chunks = factor // vec
     serial = _decide(decisions, f"rfser:{stage}",
@@ -406,8 +413,9 @@ def _annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
         last = st.leaves[-1]
         if last.kind == "spatial" and last.extent > 1 and last.annotation == "none":
             s[st.name].vectorize(last.name)
-        step = _decide(decisions, f"unroll:{st.name}", lambda v: v in UNROLL_STEPS,
-                       lambda: rng.choice(UNROLL_STEPS))
+        steps = unroll_steps(target.vector_registers)
+        step = _decide(decisions, f"unroll:{st.name}", lambda v: v in steps,
+                       lambda: rng.choice(steps))
         st = s.state.stage(st.name)
         if step and st.leaves[0].annotation in ("none", "parallel"):
             s[st.name].pragma(st.leaves[0].name, "auto_unroll_max_step", step)
@@ -446,9 +454,10 @@ def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
 
 
 def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.Random,
-            target: Any) -> tuple[Schedule, dict]:
+            target: Any, constants: Sequence[str] = ()) -> tuple[Schedule, dict]:
     """(schedule, the complete decisions used); ScheduleError if the combination is
-    illegal (the caller samples another)."""
+    illegal (the caller samples another). A cache-read copy of an input in ``constants``
+    may be pre-packed (decision ``prepack:<input>``)."""
     decisions = dict(decisions or {})
     s = workload.schedule()
     placed: set = set()
@@ -456,25 +465,31 @@ def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.R
         if isinstance(a, Tile):
             _apply_tile(s, a.stage, decisions, rng,
                         target.vector_lanes(s.state.stage(a.stage).op.dtype),
-                        target.vector_registers)
+                        target.vector_registers,
+                        fma_block_floor(target, target.vector_registers))
             placed.add(a.stage)
         elif isinstance(a, FuseInto):
             _apply_fuse(s, a.stage, a.consumer, decisions, rng)
         elif isinstance(a, Rfactor):
-            _apply_rfactor(s, a.stage, decisions, rng)
+            _apply_rfactor(s, a.stage, decisions, rng, max_innermost(
+                target.vector_lanes(s.state.stage(a.stage).op.dtype), target.vector_registers))
             placed.add(a.stage)
         else:
             _structural(s, a)
+            if isinstance(a, CacheRead) and a.tensor in constants:
+                apply_prepack(s, a, decisions, rng, target, placed)
     _annotate(s, decisions, rng, target, placed)
     used = {k: v for k, v in decisions.items() if _used(k, s)}
     return s, used
 
 
 def _used(key: str, s: Schedule) -> bool:
+    if key.startswith("prepack:"):
+        return True
     stage = key.split(":", 1)[1].split(".", 1)[0]
     return any(st.name == stage for st in s.state.stages) or key.startswith("rf")
 
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
-           "UNROLL_STEPS", "register_block", "Inline", "CacheRead", "CacheWrite", "Rfactor",
+           "UNROLL_STEPS", "register_block", "max_innermost", "unroll_steps", "fma_block_floor", "Inline", "CacheRead", "CacheWrite", "Rfactor",
            "Tile", "FuseInto", "ScheduleError"]

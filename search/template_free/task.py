@@ -28,6 +28,7 @@ from tvmlite.search.records.workload import Workload
 from tvmlite.search.records.record import best_record
 from tvmlite.search.template_free.policy import SketchPolicy
 from tvmlite.search.model.cost_model import XGBModel
+from tvmlite.search.model.pretrained import load_pretrained
 from tvmlite.target.target import Target
 from tvmlite.ops import OPS
 
@@ -62,12 +63,31 @@ def make_workload(func: Any = None, args: Sequence[Any] = (), kwargs: dict | Non
     return Workload.from_tensors(tensors, name=name or func.__name__, args=named)
 
 
+def check_constants(workload: Workload, constants: Any) -> tuple:
+    """The names of the inputs a task declares constant (weights, known at load time):
+    the search may then pre-pack them once, outside the kernel (``schedule.prepack``).
+    Each must be one of the workload's inputs."""
+    if isinstance(constants, str):
+        constants = [c for c in constants.split(",") if c]
+    if not isinstance(constants, (list, tuple)):
+        raise TypeError(f"SearchTask(constants=...) must be a list of input names, e.g. "
+                        f"['B'], got {type(constants).__name__}")
+    inputs = [t.name for t in workload.tensors if t.op.__class__.__name__ == "PlaceholderOp"]
+    for c in constants:
+        if c not in inputs:
+            raise ValueError(f"SearchTask(constants=...): {c!r} is not an input of workload "
+                             f"{workload.name}; its inputs are {inputs} (an output or an "
+                             f"intermediate cannot be constant)")
+    return tuple(dict.fromkeys(constants))
+
+
 class SearchTask:
     """A workload on a target, tuned by sketches + evolutionary search + cost model."""
 
     def __init__(self, func: Any = None, args: Sequence[Any] = (), target: Any = None,
                  workload: Any = None, kwargs: dict | None = None, name: str | None = None,
-                 rules: Sequence[Any] | None = None, shapes: dict | None = None):
+                 rules: Sequence[Any] | None = None, shapes: dict | None = None,
+                 constants: Sequence[str] = ()):
         if not isinstance(args, (tuple, list)):
             raise TypeError(f"SearchTask(args=...) must be a tuple of the operator's "
                             f"arguments, got {type(args).__name__}")
@@ -75,6 +95,7 @@ class SearchTask:
         self.target = Target.resolve(target, "SearchTask(target=...)")  # a Target or a name
         self.rules = rules
         self.shapes = shapes
+        self.constants = check_constants(self.workload, constants)
         if self.workload.is_dynamic:  # symbolic sizes: tuned for a range (dynamic.py)
             from tvmlite.search.template_free.dynamic import check_shapes
             if shapes is None:
@@ -95,8 +116,11 @@ class SearchTask:
         return f"SearchTask({self.workload.name}, key={self.workload.key[:8]})"
 
     def policy(self, options: TuningOptions, model: Any = None) -> Any:
+        if model is None and options.pretrained:
+            model = load_pretrained("pack-sum")   # None (warned) if it does not fit
         return SketchPolicy(self.workload, self.target, model or XGBModel(seed=options.seed),
-                            options, seed=options.seed, rules=self.rules)
+                            options, seed=options.seed, rules=self.rules,
+                            constants=self.constants)
 
     def tune(self, trials: int, log_file: Any = None, options: TuningOptions | None = None,
              callback: Callable[[Trial], None] | None = None, model: Any = None) -> TuneResult:

@@ -126,11 +126,13 @@ class ConfigSpace(_Definer):
     their register blocks from ``cfg.target``, so a space is the same on machines of the
     same vector width and register count, and differs between others."""
 
-    def __init__(self, target: Target | None = None) -> None:
+    def __init__(self, target: Target | None = None, constants: tuple = ()) -> None:
         if target is not None and not isinstance(target, Target):
             raise SpaceError(f"ConfigSpace(target=...) must be a tvmlite.target.Target, got "
                              f"{type(target).__name__}")
         self.target = target if target is not None else Target.host()
+        # inputs the task declares constant: a template may pre-pack them (s.prepack)
+        self.constants = tuple(constants)
         self._friendly = vector_friendly(self.target)
         self._knobs: dict[str, Knob] = {}
         self._sizes: tuple = ()          # entities per knob, in knob order
@@ -224,6 +226,11 @@ class Config(_Definer):
     def target(self) -> Target:
         """The target of the space: what a template sizes its blocks for."""
         return self.space.target
+
+    @property
+    def constants(self) -> tuple:
+        """Inputs the task declares constant (``templated.create(..., constants=)``)."""
+        return self.space.constants
 
     def _define(self, name: str, kind: str, definition: tuple) -> None:
         knob = self.space._knob(name)

@@ -152,7 +152,7 @@ class TemplatedTask:
     """A template at fixed arguments on a target: its space, its workload, and how a
     config becomes a schedule and a measurement."""
 
-    def __init__(self, name: str, args: Any = (), target: Any = None):
+    def __init__(self, name: str, args: Any = (), target: Any = None, constants: Any = ()):
         if isinstance(name, str) and name not in TEMPLATES:
             import tvmlite.schedules  # noqa: F401  (registers the library's templates)
         self.template = TEMPLATES.get(name) if isinstance(name, str) else None
@@ -176,9 +176,20 @@ class TemplatedTask:
             self.target = Target.resolve(target, "target")
         except ValueError as e:
             raise TemplateError(f"target must be a tvmlite.Target or a target name: {e}") from None
-        self.space = ConfigSpace(self.target)
+        if isinstance(constants, str):
+            constants = [c for c in constants.split(",") if c]
+        if not isinstance(constants, (list, tuple)) or \
+                not all(isinstance(c, str) for c in constants):
+            raise TemplateError(f"constants of template {name!r} must be a list of input "
+                                f"names, e.g. ['B'], got {constants!r}")
+        self.space = ConfigSpace(self.target, tuple(dict.fromkeys(constants)))
         _, tensors = self.template.run(self.space, bound)
         self.workload = Workload.from_tensors(tensors, name, dict(bound.arguments))
+        inputs = [t.name for t in tensors if isinstance(t.op, te.PlaceholderOp)]
+        for c in self.space.constants:
+            if c not in inputs:
+                raise TemplateError(f"constants of template {name!r}: {c!r} is not an input "
+                                    f"of its compute; its inputs are {inputs}")
 
     def instantiate(self, config: Config) -> tuple[Schedule, list]:
         """(schedule, tensors) of the template at ``config`` (a config of ``self.space``)."""
@@ -211,16 +222,19 @@ class TemplatedTask:
         return f"TemplatedTask({self.name}, {self.workload!r}, {len(self.space)} configs)"
 
 
-def create(name: str, args: Any, target: Any = None) -> TemplatedTask:
+def create(name: str, args: Any, target: Any = None, constants: Any = ()) -> TemplatedTask:
     """The task of template ``name`` at ``args`` (a tuple, or a dict by name) for
-    ``target`` (a Target, a target name such as "aarch64-neon", or None: this machine)."""
+    ``target`` (a Target, a target name such as "aarch64-neon", or None: this machine).
+    ``constants`` names inputs that are constant in deployment (weights): a template
+    that packs such an input (matmul's B) then offers, in its packing knob, to pre-pack
+    it once outside the kernel (``s.prepack``)."""
     values = args.values() if isinstance(args, dict) else args if isinstance(args, (tuple, list)) else ()
     symbolic = [v.name for v in values if isinstance(v, SizeVar)]
     if symbolic:
         raise ValueError(f"templated.create({name!r}): {', '.join(symbolic)} is a symbolic size "
                          f"(te.var); templates tune fixed sizes. Tune a range with the "
                          f"template-free SearchTask(..., shapes={{'{symbolic[0]}': (lo, hi)}})")
-    return TemplatedTask(name, args, target)
+    return TemplatedTask(name, args, target, constants)
 
 
 # -- the dispatch context ---------------------------------------------------------------

@@ -156,6 +156,9 @@ class Tuner(abc.ABC):
         return out
 
     # -- the tuning loop --------------------------------------------------------------------
+    def _prepare(self, options: TuningOptions) -> None:
+        """Before a tuning starts (XGBTuner: load the pretrained model)."""
+
     def tune(self, n_trial: int, log_file: Any = None, options: TuningOptions | None = None,
              callback: Callable[[Trial], None] | None = None,
              early_stopping: int | None = None) -> TuneResult:
@@ -172,6 +175,7 @@ class Tuner(abc.ABC):
                             f"{type(options).__name__}")
         stop = options.early_stopping if early_stopping is None else \
             check_int(early_stopping, "tune(early_stopping=...)", 1)
+        self._prepare(options)
         start = time.perf_counter()
         res = TuneResult(self.task.workload)
         quota = Quota(self._belongs, n_trial)

@@ -75,6 +75,19 @@ class XGBTuner(Tuner):
         self._curve = [names.index(c) for c in names if c.startswith("ai_curve_")] + \
             [names.index(c) for c in self.CURVE_COLUMNS]
 
+    def _prepare(self, options) -> None:
+        """Start from the shipped pretrained model (``pretrained_itervar.npz``) when
+        ``options.pretrained`` and the model has learnt nothing yet; only the default
+        "itervar" features with the "rank" loss have one (knob features do not transfer
+        across templates, and "curve" rows are narrower)."""
+        from tvmlite.search.model.pretrained import load_pretrained
+        if not options.pretrained or self.model.num_programs or \
+                self.feature_type != "itervar" or self.model.loss != "rank":
+            return
+        model = load_pretrained("itervar", n_threads=self.model.n_threads)
+        if model is not None:
+            self.model = model
+
     # -- features ---------------------------------------------------------------------------
     def _schedule_row(self, s: Schedule, tensors: list) -> np.ndarray:
         """One fixed-length row from a schedule's per-store features."""

@@ -199,4 +199,6 @@ def _plain_options(args: argparse.Namespace, seed: int = 0) -> Any:
         opts["measures_per_round"] = args.batch
     if args.timeout:
         opts["build_timeout"] = opts["run_timeout"] = args.timeout
+    if getattr(args, "no_pretrained", False):
+        opts["pretrained"] = False
     return TuningOptions(**opts)

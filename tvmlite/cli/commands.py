@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
     c.add_argument("--resume", action="store_true", help="continue a tuning already in "
                    "--log: its records count toward --trials and are not measured again")
+    c.add_argument("--const", action="append", default=[], metavar="INPUT",
+                   help="an input that is constant in deployment (weights; repeat or "
+                   "comma-separate): the search may pre-pack it once, outside the kernel")
     target_args(c)
 
     c = command(sub, "replay", cmd_replay, "export the best record of every workload of a "
@@ -145,6 +148,8 @@ def _tuning_args(c: argparse.ArgumentParser) -> None:
                    "size); small values make quick test runs")
     c.add_argument("--batch", type=_positive_int, metavar="B", help="advanced: "
                    "measurements per round (default 64)")
+    c.add_argument("--no-pretrained", action="store_true", help="start the cost model cold "
+                   "instead of from the shipped pretrained one")
 
 
 # -- target ------------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ REACH = 0.9
 
 # -- the two searches --------------------------------------------------------------------
 
-def templated_task(op: str, kwargs: dict, target: Any = None) -> Any:
+def templated_task(op: str, kwargs: dict, target: Any = None, constants: Any = ()) -> Any:
     """The template of operator ``op`` at ``kwargs``; ValueError naming the operators
     that have templates when ``op`` has none."""
     import tvmlite.schedules  # noqa: F401 -- registers the library's templates
@@ -69,7 +69,7 @@ def templated_task(op: str, kwargs: dict, target: Any = None) -> Any:
         raise ValueError(f"operator {op!r} has no schedule template (templates: "
                          f"{', '.join(sorted(templated.TEMPLATES))}); tune it with "
                          "--search template-free")
-    return templated.create(op, dict(kwargs), target)
+    return templated.create(op, dict(kwargs), target, constants=constants)
 
 
 def make_tuner(name: str, task: Any, seed: int = 0, population: int | None = None) -> Any:

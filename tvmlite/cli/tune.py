@@ -73,7 +73,8 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
                              "exist for the operators of tvmlite.ops")
         fn = _load_function(args.workload)
         kwargs, shapes = dynamic_params(parse_params(params, fn, fn.__name__))
-        return SearchTask(func=fn, kwargs=kwargs, shapes=shapes, target=target), None
+        return SearchTask(func=fn, kwargs=kwargs, shapes=shapes, target=target,
+                          constants=_constants(args)), None
     if args.op is None:
         raise UsageError("name an operator (e.g. `tvmlite tune matmul M=512 N=512 K=512 "
                          "...`) or pass --workload FILE.py:FUNCTION")
@@ -85,13 +86,21 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
             raise UsageError("--tuner chooses a templated tuner: add --search templated, or "
                              "drop --tuner")
         kwargs, shapes = dynamic_params(parse_params(params, OPS[args.op], args.op))
-        return SearchTask(func=args.op, kwargs=kwargs, shapes=shapes, target=target), None
+        return SearchTask(func=args.op, kwargs=kwargs, shapes=shapes, target=target,
+                          constants=_constants(args)), None
     import tvmlite.schedules  # noqa: F401 -- registers the templates
     if args.op not in TEMPLATES:
         raise UsageError(f"operator {args.op!r} has no template (templates: "
                          f"{', '.join(sorted(TEMPLATES))}); use --search template-free")
-    task = templated_task(args.op, parse_params(params, OPS[args.op], args.op), target)
+    task = templated_task(args.op, parse_params(params, OPS[args.op], args.op), target,
+                          _constants(args))
     return task, make_tuner(args.tuner or "xgb", task, args.seed, args.population)
+
+
+def _constants(args: argparse.Namespace) -> list:
+    """The inputs named by ``--const`` (repeated or comma-separated)."""
+    return [c.strip() for v in getattr(args, "const", None) or () for c in v.split(",")
+            if c.strip()]
 
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
@@ -272,6 +281,10 @@ def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -
                     f"figures say nothing about speed on a real {target.arch} CPU)"
                     if best.emulated else ""))
     dtype = workload.outputs[-1].dtype
+    packed = [st.stage for st in best.steps if st.kind == "prepack"]
+    if packed:
+        lines.append(f"packing:  {', '.join(packed)} pre-packed once outside the kernel "
+                     f"(`tvmlite replay` exports the pack function); the times exclude it")
     if best.emulated:
         lines.append(f"peak:     not measurable here: {target.name or target.arch} runs only "
                      "under emulation on this machine")

@@ -10,7 +10,7 @@ that is always zero. Vector loops are cut into the target's native vectors:
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from tvmlite.checks import check_int
@@ -21,6 +21,7 @@ from tvmlite.passes.simplify_stmt import simplify_stmt
 from tvmlite.passes.unroll import mark_auto_unroll, unroll
 from tvmlite.passes.vectorize import vectorize
 from tvmlite.passes.version import version_guards
+from tvmlite.schedule.prepack import kernel_view, pack_view
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.ir.stmt import Buffer, Stmt
@@ -39,6 +40,7 @@ class LoweredFunc:
     body: Stmt
     sizes: tuple = ()   # SizeVar names, the kernel's leading int64_t arguments
     vector_decisions: tuple = ()
+    packs: tuple = ()   # PackFunc per pre-packed input (tvmlite.schedule.prepack)
 
     def __str__(self) -> str:
         params = [f"{n}: int64" for n in self.sizes] + \
@@ -50,6 +52,15 @@ class LoweredFunc:
         body = str(self.body)
         lines.extend("  " + line for line in body.splitlines())
         return "\n".join(lines)
+
+
+@dataclass(frozen=True, eq=False)
+class PackFunc:
+    """The function that packs constant input ``input`` into ``packed`` (an argument of
+    the kernel in its place), run once at load time: ``func.args == (input, packed)``."""
+    input: str
+    packed: str
+    func: LoweredFunc
 
 
 def check_args(s: Schedule, args: Sequence[Any]) -> list:
@@ -83,7 +94,32 @@ def lower(s: Schedule, args: Sequence[Any], name: str = "default_function",
           vector_bytes: int | None = None, debug: bool = False) -> LoweredFunc:
     """The loop IR of schedule ``s`` as a kernel taking ``args``, its vector loops cut into
     ``vector_bytes``-wide vectors (None: this machine's)."""
-    return _lower(s, args, name, vector_bytes, debug, until="vectorize")
+    ks, kargs, packs = _kernel_parts(s, args)
+    func = _lower(ks, kargs, name, vector_bytes, debug, until="vectorize")
+    if not packs:
+        return func
+    return replace(func, packs=tuple(
+        PackFunc(inp, ps.state.outputs[0],
+                 _lower(ps, pargs, f"{name}_pack_{inp}", vector_bytes, debug, "vectorize"))
+        for inp, ps, pargs in packs))
+
+
+def _kernel_parts(s: Schedule, args: Sequence[Any]) -> tuple:
+    """A schedule with pack stages (prepack) as (kernel schedule, its args, [(input,
+    pack schedule, pack args)]): the kernel reads each packed buffer as an argument in
+    place of the input it packs, and each pack stage is a schedule of its own."""
+    if not isinstance(s, Schedule):
+        return s, args, []
+    state, replaced = kernel_view(s.state)
+    if not replaced:
+        return s, args, []
+    tensors = check_args(s, args)
+    kargs = [replaced[t.name].output(0) if t.name in replaced else t for t in tensors]
+    packs = []
+    for inp, ph in replaced.items():
+        pstate, src, packed = pack_view(s.state, ph.name)
+        packs.append((inp, Schedule((packed,), pstate), [src, packed]))
+    return Schedule(s.outputs, state), kargs, packs
 
 
 def loop_nest(s: Schedule, args: Sequence[Any], name: str = "default_function",
@@ -93,7 +129,8 @@ def loop_nest(s: Schedule, args: Sequence[Any], name: str = "default_function",
     the cost model's features read: several times cheaper than ``lower`` (no unrolled
     copies), and it keeps the loop structure the features describe. ``vector_bytes`` (the
     features' target's, None: this machine's) decides which nests auto-unroll marks."""
-    return _lower(s, args, name, vector_bytes, False, until="auto_unroll")
+    ks, kargs, _ = _kernel_parts(s, args)   # the kernel only: packing runs once, outside
+    return _lower(ks, kargs, name, vector_bytes, False, until="auto_unroll")
 
 
 def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None, debug: bool,

@@ -70,6 +70,48 @@ class Module:
         self.ffi, self.lib = load_library(lib_path, decl)
         self._kernel = getattr(self.lib, self.name)
         self._timer = getattr(self.lib, f"{self.name}_time")
+        # pre-packed constant inputs (tvmlite.schedule.prepack): the kernel reads each
+        # packed buffer in place of its input; the call takes the original arrays
+        self.packs = tuple(getattr(func, "packs", ()))
+        self._pack_fns = {p.input: getattr(self.lib, p.func.name) for p in self.packs}
+        by_packed = {p.packed: p.func.args[0] for p in self.packs}
+        self.arg_buffers = tuple(by_packed.get(b.name, b) for b in func.args)
+
+    # -- pre-packed inputs -----------------------------------------------------------
+    def pack(self, name: str, array: Any) -> np.ndarray:
+        """The packed layout of constant input ``name`` (what the kernel reads in its
+        place), computed by the generated ``<kernel>_pack_<name>``: do it once at load
+        time and call ``run_packed`` with the result."""
+        from tvmlite.runtime.arrays import empty
+        fn = self._pack_fns.get(name) if isinstance(name, str) else None
+        if fn is None:
+            raise ValueError(f"pack: kernel {self.name} packs "
+                             f"{[p.input for p in self.packs] or 'no input'}, not {name!r}")
+        p = next(p for p in self.packs if p.input == name)
+        src, dst = p.func.args
+        _check_array(array, src, {}, set())
+        out = empty(tuple(dst.shape), dst.dtype)
+        if fn(self.ffi.cast(CPTR[src.dtype], array.ctypes.data),
+              self.ffi.cast(CPTR[dst.dtype], out.ctypes.data)) != 0:
+            raise MemoryError(f"{p.func.name} could not allocate its buffers")
+        return out
+
+    def _packed_arrays(self, arrays: Sequence[Any]) -> list:
+        """The original arguments with each packed input replaced by its packing."""
+        if not self.packs:
+            return list(arrays)
+        if len(arrays) != len(self.arg_buffers):
+            names = ", ".join(b.name for b in self.arg_buffers)
+            raise TypeError(f"kernel {self.name} takes {len(self.arg_buffers)} arrays "
+                            f"({names}), got {len(arrays)}")
+        by_input = {p.input: p.packed for p in self.packs}
+        return [self.pack(b.name, a) if b.name in by_input else a
+                for a, b in zip(arrays, self.arg_buffers)]
+
+    def run_packed(self, *arrays: Any) -> None:
+        """Call the kernel itself: packed inputs already packed (``pack``), in the order
+        of ``func.args``."""
+        self._run(self._pointers(arrays))
 
     # -- arguments ---------------------------------------------------------------
     def _pointers(self, arrays: Sequence[Any]) -> list:
@@ -81,21 +123,7 @@ class Module:
         sizes = self.bind_sizes(arrays)
         ptrs = [sizes.get(n, 0) for n in self.sizes]
         for a, buf in zip(arrays, args):
-            if not isinstance(a, np.ndarray):
-                raise TypeError(f"argument {buf.name} must be a numpy.ndarray, "
-                                f"got {type(a).__name__}")
-            if a.dtype != NP_DTYPE[buf.dtype]:
-                raise TypeError(f"argument {buf.name} must have dtype {buf.dtype}, got {a.dtype} "
-                                f"(use .astype('{buf.dtype}'))")
-            want = tuple(bind_extent(d, sizes) for d in buf.shape)
-            if a.shape != want:
-                raise ValueError(f"argument {buf.name} must have shape {want}"
-                                 f"{_symbolic_note(buf.shape, sizes)}, got {a.shape}")
-            if not a.flags.c_contiguous:
-                raise ValueError(f"argument {buf.name} must be C-contiguous "
-                                 f"(use numpy.ascontiguousarray)")
-            if buf.name in self.outputs and not a.flags.writeable:
-                raise ValueError(f"argument {buf.name} is an output and must be writeable")
+            _check_array(a, buf, sizes, self.outputs)
             ptrs.append(self.ffi.cast(CPTR[buf.dtype], a.ctypes.data))
         check_no_overlap(arrays, args, self.outputs)
         return ptrs
@@ -132,7 +160,13 @@ class Module:
         return out
 
     def __call__(self, *arrays: Any) -> None:
-        rc = self._kernel(*self._pointers(arrays))
+        """Run on the original arrays; a pre-packed input is packed first (each call:
+        for a deployment, ``pack`` once and ``run_packed``)."""
+        arrays = tuple(self._packed_arrays(arrays))   # kept alive for the call
+        self._run(self._pointers(arrays))
+
+    def _run(self, ptrs: list) -> None:
+        rc = self._kernel(*ptrs)
         if rc == -2:
             raise ValueError(f"kernel {self.name}: a symbolic size is < 1")
         if rc != 0:
@@ -150,11 +184,14 @@ class Module:
     def time_evaluator(self, number: int = 10, repeat: int = 3,
                        min_repeat_ms: float = 0) -> Callable[..., TimeResult]:
         """A function timing ``number`` calls per repeat in C; ``min_repeat_ms`` raises
-        ``number`` until one repeat lasts at least that long."""
+        ``number`` until one repeat lasts at least that long. It takes the original
+        arrays; pre-packed inputs are packed once before timing, so the time is the
+        kernel's alone (the packing runs once at load time)."""
         for val, what in ((number, "number"), (repeat, "repeat")):
             check_int(val, f"time_evaluator: {what}", 1)
 
         def evaluate(*arrays: Any) -> TimeResult:
+            arrays = tuple(self._packed_arrays(arrays))
             ptrs = self._pointers(arrays)
             loose = [b.name for a, b in zip(arrays, self.func.args) if not is_aligned(a)]
             if loose:
@@ -192,7 +229,7 @@ class Module:
         if seconds is None:
             rng = np.random.default_rng(0)
             arrays = []
-            for b in self.func.args:
+            for b in self.arg_buffers:
                 a = empty(tuple(b.shape), b.dtype)
                 a[...] = rng.random(a.shape) if b.dtype.startswith("float") else \
                     rng.integers(0, 8, a.shape)
@@ -209,11 +246,31 @@ class Module:
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.lib_path, path)
         path.with_suffix(".c").write_text(self.source)
-        path.with_suffix(".h").write_text(header(self.name, size_doc(self.func) + self.decl))
+        path.with_suffix(".h").write_text(header(self.name, size_doc(self.func)
+                                                 + pack_doc(self.func) + self.decl))
         return path
 
     def __repr__(self) -> str:
         return f"Module({self.name}, args={[b.name for b in self.func.args]})"
+
+
+def _check_array(a: Any, buf: Any, sizes: dict, outputs: Any) -> None:
+    """A clear TypeError/ValueError unless ``a`` fits argument ``buf``."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"argument {buf.name} must be a numpy.ndarray, "
+                        f"got {type(a).__name__}")
+    if a.dtype != NP_DTYPE[buf.dtype]:
+        raise TypeError(f"argument {buf.name} must have dtype {buf.dtype}, got {a.dtype} "
+                        f"(use .astype('{buf.dtype}'))")
+    want = tuple(bind_extent(d, sizes) for d in buf.shape)
+    if a.shape != want:
+        raise ValueError(f"argument {buf.name} must have shape {want}"
+                         f"{_symbolic_note(buf.shape, sizes)}, got {a.shape}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"argument {buf.name} must be C-contiguous "
+                         f"(use numpy.ascontiguousarray)")
+    if buf.name in outputs and not a.flags.writeable:
+        raise ValueError(f"argument {buf.name} is an output and must be writeable")
 
 
 def _byte_range(a: np.ndarray) -> tuple[int, int]:
@@ -264,6 +321,25 @@ def size_doc(func: LoweredFunc) -> str:
             f"   arrays: {shapes} (C-contiguous). Returns 0 on success, -1 if out of memory. */\n")
 
 
+def pack_doc(func: LoweredFunc) -> str:
+    """A C comment and size macros for a kernel's pre-packed inputs (empty when it has
+    none): the packed buffer's shape and size, and that the pack runs once at load time."""
+    out = ""
+    for p in getattr(func, "packs", ()):
+        src, dst = p.func.args
+        dims = "][".join(str(d) for d in dst.shape)
+        n = 1
+        for d in dst.shape:
+            n *= int(d)
+        macro = f"{func.name.upper()}_{p.packed.upper()}_SIZE"
+        out += (f"/* {func.name} reads {p.packed}[{dims}] ({dst.dtype}) in place of constant "
+                f"input {src.name}[{']['.join(str(d) for d in src.shape)}]: call "
+                f"{p.func.name}({src.name}, {p.packed}) once at load time (it returns 0), "
+                f"then the kernel as often as needed; {macro} is its element count. */\n"
+                f"#define {macro} {n}\n")
+    return out
+
+
 def _symbolic_note(shape: tuple, sizes: dict) -> str:
     if all(is_static(d) for d in shape):
         return ""
@@ -284,7 +360,7 @@ def generate_c(s: Schedule, args: Sequence[Any], target: Target | None = None,
     This is the per-candidate cost of a search, so it is what benchmarks time."""
     target = Target.resolve(target)   # a Target, a target name, or None: this machine
     func = lower(s, args, name=name, vector_bytes=target.vector_bits // 8)
-    outputs = [st.name for st in s.state.stages]
+    outputs = kernel_outputs(s)
     return func, generate(func, outputs, openmp=target.openmp), cdecl(func, outputs)
 
 
@@ -308,7 +384,11 @@ def build(s: Schedule, args: Sequence[Any], target: Target | None = None,
         from tvmlite.explain.report import build_warnings
         for line in build_warnings(func, source, path, target):
             print(f"tvmlite: fallback: {line}", file=sys.stderr)
-    return Module(func, source, decl, path, target, [st.name for st in s.state.stages],
-                  s, list(args))
+    return Module(func, source, decl, path, target, kernel_outputs(s), s, list(args))
+
+
+def kernel_outputs(s: Schedule) -> list:
+    """Names the kernel may write: every stage but the pack stages (run outside it)."""
+    return [st.name for st in s.state.stages if st.scope != "pack"]
 
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from tvmlite.schedule.prepack import PrepackStep
 from tvmlite.schedule.state import ScheduleError, State, initial_state
 from tvmlite.schedule.step_json import step_from_json
 from tvmlite.schedule.steps import (AnnotateStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
@@ -100,6 +101,19 @@ class Schedule:
     def rfactor(self, tensor: Any, axis: Any, factor_axis: int = 0) -> Tensor:
         stage = _name(tensor)
         return self.apply(RfactorStep(stage, _loop(self, stage, axis, "rfactor"), factor_axis))
+
+    def prepack(self, tensor: Any, dim: int = -1, factor: int | None = None) -> Tensor:
+        """Compute the copy ``tensor`` (of one constant input, e.g. what cache_read made)
+        once, outside the kernel, split along ``dim`` (default: the last) into panels of
+        ``factor`` (default: the whole dimension); returns the packed tensor
+        (``tvmlite.schedule.prepack``)."""
+        stage = _name(tensor)
+        ndim = len(self.state.stage(stage).op.axis)
+        if isinstance(dim, int) and not isinstance(dim, bool) and -ndim <= dim < 0:
+            dim += ndim
+        if factor is None and isinstance(dim, int) and 0 <= dim < ndim:
+            factor = self.state.stage(stage).op.axis[dim].extent
+        return self.apply(PrepackStep(stage, dim, factor))
 
     def tensor(self, name: str) -> Tensor:
         return self.state.op_by_name(name).output(0)

@@ -12,10 +12,12 @@ from tvmlite.schedule.state import ANNOTATIONS, ScheduleError
 from tvmlite.schedule.steps import (PRAGMAS, AnnotateStep, CacheReadStep, CacheWriteStep,
                                     ComputeAtStep, ComputeInlineStep, ComputeRootStep, FuseStep,
                                     PragmaStep, ReorderStep, RfactorStep, SplitStep, _ident, _int)
+from tvmlite.schedule.prepack import PrepackStep
 
 STEP_KINDS = {cls.kind: cls for cls in (
     SplitStep, FuseStep, ReorderStep, AnnotateStep, PragmaStep, ComputeAtStep,
-    ComputeInlineStep, ComputeRootStep, CacheWriteStep, CacheReadStep, RfactorStep)}
+    ComputeInlineStep, ComputeRootStep, CacheWriteStep, CacheReadStep, RfactorStep,
+    PrepackStep)}
 
 _NAME_FIELDS = {"stage", "iter", "target", "tensor"}
 _NAME_LIST_FIELDS = {"iters", "order", "readers"}
@@ -47,9 +49,11 @@ def step_from_json(d: Any):
                 raise ScheduleError(f"step {kind}: {f.name} must be a list of names")
             v = tuple(_ident(x, f"step {kind}: {f.name}") for x in v)
         elif f.name in ("factor", "nparts"):
-            v = None if v is None else _int(v, f"step {kind}: {f.name}")
+            v = None if v is None and kind != "prepack" else _int(v, f"step {kind}: {f.name}")
         elif f.name == "value":
             v = _int(v, f"step {kind}: value", 0, 1 << 16)
+        elif f.name == "dim":
+            v = _int(v, f"step {kind}: dim", 0, 64)
         elif f.name == "factor_axis":
             v = _int(v, f"step {kind}: factor_axis", 0, 64)
         elif f.name in ("annotation", "scope", "key"):

@@ -256,6 +256,9 @@ class ComputeAtStep(Step):
         tgt.leaf(self.iter)
         if self.stage == self.target:
             raise ScheduleError(f"stage {self.stage}: cannot compute_at itself")
+        if "pack" in (st.scope, tgt.scope):
+            raise ScheduleError(f"stage {self.stage}: compute_at {self.target}: a pack stage "
+                                f"(prepack) runs once outside the kernel, at root")
         if self.stage in state.outputs:
             raise ScheduleError(f"stage {self.stage} is an output: it cannot be computed inside "
                                 f"another stage")
@@ -286,6 +289,9 @@ class ComputeInlineStep(Step):
             raise ScheduleError(f"stage {self.stage} is an output and cannot be inlined")
         if st.op.reduce_axis:
             raise ScheduleError(f"stage {self.stage} is a reduction and cannot be inlined")
+        if st.scope == "pack":
+            raise ScheduleError(f"stage {self.stage} is a pack stage (prepack): it runs once "
+                                f"outside the kernel and cannot be inlined")
         return state.with_stage(replace(st, attach="inline")), None
 
     def __str__(self) -> str:

@@ -24,7 +24,8 @@ from tvmlite.target.detect import (BASE_CFLAGS, CompilerNotFoundError, _OPENMP_P
                                    _TRIVIAL_PROBE, _accepts, _compiler_version, _cores,
                                    _find_compiler, _is_gcc, _normalize_arch)
 
-__all__ = ["NAMED_TARGETS", "TARGET_NAMES", "CROSS_COMPILERS", "named_target_fields"]
+__all__ = ["NAMED_TARGETS", "TARGET_NAMES", "CROSS_COMPILERS", "FMA_FAMILIES",
+           "fma_latency_pipes", "named_target_fields"]
 
 _KIB, _MIB = 1 << 10, 1 << 20
 _SSE4 = ("sse", "sse2", "sse3", "ssse3", "sse4_1", "sse4_2")
@@ -64,6 +65,27 @@ NAMED_TARGETS: dict[str, NamedTarget] = {
         "ARMv8-A: NEON (Advanced SIMD), 128-bit vectors, 32 v registers"),
 }
 TARGET_NAMES: tuple[str, ...] = ("host", *NAMED_TARGETS)
+
+# FMA latency (cycles) x pipes per microarchitecture family, first match wins: what a
+# register block must hold as independent accumulator chains to keep the FMA units busy.
+# Within a family the slower member's latency is taken (more chains than needed cost a
+# little register pressure; fewer leave a pipe idle every cycle).
+#   (family, arch, feature the family has, latency, pipes)
+FMA_FAMILIES: tuple = (
+    ("AVX-512 (Skylake-SP to Sapphire Rapids, Zen 4)", "x86_64", "avx512f", 4, 2),
+    ("AVX2 + FMA (Haswell/Broadwell 5 cycles; Skylake, Zen 2/3 4-5)", "x86_64", "fma", 5, 2),
+    ("SSE (no FMA: a multiply then an add)", "x86_64", "sse", 4, 2),
+    ("AArch64 NEON (Cortex-A76/Neoverse N1: 2 pipes of 128 bits)", "aarch64", "", 4, 2),
+)
+
+
+def fma_latency_pipes(arch: str, features: tuple) -> tuple[int, int]:
+    """(FMA latency in cycles, FMA pipes) of the first ``FMA_FAMILIES`` row matching
+    ``arch`` and ``features``; (4, 2) for an architecture the table does not know."""
+    for _, row_arch, feature, latency, pipes in FMA_FAMILIES:
+        if row_arch == arch and (not feature or feature in features):
+            return latency, pipes
+    return 4, 2
 
 # arch -> (GNU triplet compiler, the Debian package that installs it)
 CROSS_COMPILERS = {

@@ -47,10 +47,6 @@ __all__ = ["Peak", "cached_peak", "default_cache_file", "fma_chains", "measure_p
 _CDECL = ("double peak_gflops(int threads, double seconds); int peak_vec_bytes(void); "
           "int peak_chains(void);")
 _WARMUP_SECONDS = 0.3
-# FMA latency (cycles) x FMA pipes of current cores (Zen 3/4: 4 x 2, Intel since
-# Skylake: 4 x 2, Neoverse V1: 4 x 4 on 128-bit, ...): chains needed to keep them busy
-FMA_LATENCY_CYCLES = 4
-FMA_PIPES = 2
 UNDER_LOAD_CORES = 0.25       # other processes' average busy cores that mark a peak
 CACHE_VERSION = 2             # entries of the spilling 16-chain loop (v1) are not trusted
 GEMM_SIZE = 1024
@@ -59,9 +55,11 @@ GEMM_SIZE = 1024
 def fma_chains(target: Any) -> int:
     """Accumulator chains of the peak loop for ``target``: three quarters of its vector
     registers (12 of 16 on AVX2/SSE, 24 of 32 on AVX-512 and AArch64), never fewer than
-    latency x pipes and always leaving two registers for the loop's a and b."""
+    latency x pipes (``Target.fma_latency_pipes``, per family) and always leaving two
+    registers for the loop's a and b."""
     regs = target.vector_registers
-    return max(1, min(regs - 2, max(FMA_LATENCY_CYCLES * FMA_PIPES, regs * 3 // 4)))
+    latency, pipes = target.fma_latency_pipes
+    return max(1, min(regs - 2, max(latency * pipes, regs * 3 // 4)))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from tvmlite.checks import check_int
 from tvmlite.ir.dtypes import BUFFER_DTYPES, ITEMSIZE
 from tvmlite.target.detect import (_ARCHES, DEFAULT_CACHE_LINE_BYTES, CompilerNotFoundError,
                                    _cpu_ghz, _fmt_bytes, detect_host)
-from tvmlite.target.named import (NAMED_TARGETS, TARGET_NAMES, named_target_fields,
+from tvmlite.target.named import (NAMED_TARGETS, TARGET_NAMES, fma_latency_pipes,
+                                  named_target_fields,
                                   unknown_name_message)
 
 __all__ = ["Target", "CompilerNotFoundError", "TARGET_NAMES"]
@@ -163,6 +164,12 @@ class Target:
         if self.vector_register_count:
             return self.vector_register_count
         return 32 if "avx512f" in self.features or self.arch == "aarch64" else 16
+
+    @property
+    def fma_latency_pipes(self) -> tuple[int, int]:
+        """(FMA latency in cycles, FMA pipes) of this CPU's family (``named.FMA_FAMILIES``):
+        latency x pipes independent accumulators keep every FMA unit busy."""
+        return fma_latency_pipes(self.arch, tuple(self.features))
 
     def cache_bytes(self, name: str) -> int | None:
         """Size of cache ``name`` ('L1d', 'L2', 'L3'), or None if unknown on this machine."""

@@ -246,3 +246,35 @@ def test_user_computes_get_correct_sketches(user_computes, name):
     for i, sk in enumerate(sketches):
         for s, _ in _legal_samples(wl, sk, 2, seed=10 + i):
             _check(wl, s)
+
+
+def test_priors_read_the_target():
+    """Innermost tiles, unroll steps and the register block's FMA floor scale with the
+    target's vectors and registers, not with one CPU."""
+    import random as _random
+    from tvmlite.target.target import Target
+    from tvmlite.search.records.workload import Workload
+    from tvmlite.schedule.state import ScheduleError
+    from tvmlite.search.template_free.sketch import (fma_block_floor, generate_sketches,
+                                                     max_innermost, realize, unroll_steps)
+    assert max_innermost(16, 32) == 64 and max_innermost(8, 16) == 16
+    assert max_innermost(4, 32) == 16
+    assert unroll_steps(32) == (0, 16, 64, 512) and unroll_steps(16) == (0, 8, 32, 256)
+    avx2 = Target.from_name("x86_64-avx2")
+    assert fma_block_floor(avx2, avx2.vector_registers) == 8      # 5 x 2, capped at 16 / 2
+    wl = Workload.from_op("matmul", 64, 64, 64, "float32")
+    sketches = generate_sketches(wl)
+    rng = _random.Random(0)
+    seen = 0
+    for i in range(40):
+        try:
+            s, used = realize(wl, sketches[i % len(sketches)], {}, rng, avx2)
+        except ScheduleError:      # an illegal draw: the search samples another
+            continue
+        seen += 1
+        for k, v in used.items():
+            if k.startswith("tile:"):
+                assert v[-1] <= 16
+            if k.startswith("unroll:"):
+                assert v in unroll_steps(16)
+    assert seen

@@ -356,3 +356,18 @@ def test_progress_lines_quiet_and_bar():
     assert "4/4" in bar.getvalue() and "best 4.00 GFLOP/s" in bar.getvalue()
     with pytest.raises(ValueError, match="total"):
         Progress(0)
+
+
+def test_tune_const_and_no_pretrained(capsys, tmp_path):
+    code, out, err = run(capsys, "tune", *MM, "--trials", "2", "--log", tmp_path / "x.jsonl",
+                         *QUICK, "--quiet", "--const", "B,X")
+    assert code != 0 and "'X' is not an input of workload matmul" in out + err
+    code, out, err = run(capsys, "tune", *MM, "--trials", "8", "--log", tmp_path / "m.jsonl",
+                         *QUICK, "--batch", "8", "--quiet", "--const", "B", "--no-pretrained")
+    assert code == 0 and "best:" in out
+    from tvmlite.search.records.record import load_records
+    recs = load_records(tmp_path / "m.jsonl")
+    packed = [r for r in recs if any(st.kind == "prepack" for st in r.steps)]
+    assert all(r.result.ok for r in packed)
+    best = min((r for r in recs if r.result.ok), key=lambda r: r.mean_cost)
+    assert ("pre-packed once outside the kernel" in out) == (best in packed)

@@ -16,6 +16,7 @@ from tvmlite.schedule.step_json import STEP_KINDS, step_from_json
 from tvmlite.schedule.steps import (AnnotateStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
                                     ComputeInlineStep, ComputeRootStep, FuseStep, PragmaStep,
                                     ReorderStep, RfactorStep, SplitStep)
+from tvmlite.schedule.prepack import PrepackStep
 
 M, N, K = 17, 23, 19
 
@@ -122,8 +123,20 @@ def sched_rfactor():
     return s, [A, C], lambda a: a.astype(np.float64).sum(axis=1).astype(np.float32)
 
 
+def sched_prepack():
+    A, B, C = matmul()
+    s = te.create_schedule(C.op)
+    BB = s.cache_read(B, "local", [C])
+    BP = s.prepack(BB, dim=1, factor=23)
+    s[BP].parallel(s[BP].op.axis[0])
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=4)
+    s[C].vectorize(j)
+    return s, [A, B, C], mm_ref
+
+
 SCHEDULES = [sched_split_tile_vectorize, sched_fuse, sched_compute_at_inline_root,
-             sched_cache_write, sched_cache_read, sched_rfactor]
+             sched_cache_write, sched_cache_read, sched_rfactor, sched_prepack]
 
 
 def test_catalogue_uses_every_step_kind():
@@ -194,6 +207,7 @@ STEPS = [
     (CacheReadStep("A", "local", ("C", "D")), 's.cache_read("A", "local", ["C", "D"])'),
     (RfactorStep("C", "k_inner", 1), 's.rfactor("C", "k_inner", factor_axis=1)'),
     (RfactorStep("C", "k_outer"), 's.rfactor("C", "k_outer", factor_axis=0)'),
+    (PrepackStep("B_local", 1, 16), 's.prepack("B_local", dim=1, factor=16)'),
 ]
 
 
@@ -300,6 +314,12 @@ HOSTILE = [
                  id="factor-axis-bool"),
     pytest.param({"kind": "rfactor", "stage": "C", "iter": "k", "factor_axis": 1000},
                  id="factor-axis-huge"),
+    pytest.param({"kind": "prepack", "stage": "B_local", "dim": 1, "factor": None},
+                 id="prepack-factor-none"),
+    pytest.param({"kind": "prepack", "stage": "B_local", "dim": -1, "factor": 4},
+                 id="prepack-dim-negative"),
+    pytest.param({"kind": "prepack", "stage": EVIL, "dim": 0, "factor": 4},
+                 id="prepack-stage-c-code"),
     pytest.param(["split", "C", "i", 4], id="list"),
     pytest.param("split", id="string"),
     pytest.param(None, id="none"),

@@ -147,3 +147,14 @@ def test_the_qemu_runner_refuses_avx512_code() -> None:
         pytest.skip("x86 targets")
     with pytest.raises(RunnerError, match="AVX-512"):
         QemuRunner().check_target(Target.from_name("x86_64-avx512"))
+
+
+def test_fma_latency_and_pipes_come_from_the_family_table():
+    from tvmlite.target.named import fma_latency_pipes
+    from tvmlite.target.target import Target
+    assert fma_latency_pipes("x86_64", ("avx2", "fma", "avx512f")) == (4, 2)
+    assert fma_latency_pipes("x86_64", ("avx2", "fma")) == (5, 2)
+    assert fma_latency_pipes("aarch64", ("neon",)) == (4, 2)
+    assert fma_latency_pipes("riscv64", ()) == (4, 2)
+    t = Target.host()
+    assert t.fma_latency_pipes == fma_latency_pipes(t.arch, tuple(t.features))

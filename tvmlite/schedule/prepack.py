@@ -1,0 +1,177 @@
+"""Pre-packing a constant input: a stage computed once, outside the kernel, in a panel layout.
+
+In deployment the weights of a matmul or conv are constants, so a copy of them in the
+layout the kernel wants (``cache_read``'s packing, done inside every call) can be made
+once at load time instead, as oneDNN's weight reorder and Ansor's layout rewrite do.
+``PrepackStep(stage, dim, factor)`` turns ``stage`` -- a copy of one input, usually the
+stage ``cache_read`` made -- into a *pack* stage in the panel layout
+
+    packed[o, x0, .., x_dim_inner, ..]  ==  stage[x0, .., o * factor + x_dim_inner, ..]
+
+(dimension ``dim`` split by ``factor``, the panel index ``o`` first: B[K, N] with dim=1,
+factor=16 becomes B_packed[N/16, K, 16], each 16-wide panel contiguous). Its readers read
+``packed[i_dim // factor, .., i_dim % factor, ..]``. Lowering (``kernel_view``,
+``pack_view``) makes the kernel take the packed buffer as its argument in place of the
+input, and the pack stage its own function ``<kernel>_pack_<input>``; steps on the pack
+stage after this one (split, parallel, vectorize) schedule that function.
+
+Map: PrepackStep · kernel_view (the kernel's state) · pack_view (one pack function's).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from tvmlite.checks import check_int
+from tvmlite.ir.expr import BinOp, Const, Reduce, TensorRead, Var, rebuild, substitute, walk
+from tvmlite.schedule.state import ScheduleError, Stage, State, fresh_stage
+from tvmlite.schedule.steps import Step, _taken_names, _unique, _untouched
+from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
+
+PACK_SCOPE = "pack"
+
+
+def pack_source(state: State, st: Stage) -> PlaceholderOp:
+    """The one input a packable stage reads; ScheduleError saying why otherwise."""
+    if isinstance(st.op.body, Reduce):
+        raise ScheduleError(f"stage {st.name}: prepack needs a copy of an input (a stage "
+                            f"made by cache_read), not a reduction")
+    reads = {n.tensor.name for n in walk(st.op.body) if isinstance(n, TensorRead)}
+    inputs = {p.name for p in state.placeholders}
+    stages = sorted(reads - inputs)
+    if stages or len(reads) != 1:
+        raise ScheduleError(f"stage {st.name}: prepack needs a stage that reads exactly one "
+                            f"input placeholder and no other stage (it reads "
+                            f"{sorted(reads)}); cache_read the constant input and prepack "
+                            f"that copy")
+    (name,) = reads
+    return next(p for p in state.placeholders if p.name == name)
+
+
+@dataclass(frozen=True)
+class PrepackStep(Step):
+    """Compute ``stage`` once, outside the kernel, in a panel layout split along ``dim``
+    by ``factor`` (``x_dim == o * factor + x_dim_inner``; module doc)."""
+    kind: ClassVar[str] = "prepack"
+    stage: str
+    dim: int
+    factor: int
+
+    def apply(self, state: State):
+        st = state.stage(self.stage)
+        if self.stage in state.outputs:
+            raise ScheduleError(f"stage {self.stage} is an output; prepack a copy of an input")
+        if st.scope == PACK_SCOPE:
+            raise ScheduleError(f"stage {self.stage} is already a pack stage")
+        _untouched(st, "prepack")
+        if st.attach is not None:
+            raise ScheduleError(f"stage {self.stage}: prepack must come before compute_at or "
+                                f"compute_inline of the stage (a pack stage runs outside)")
+        src = pack_source(state, st)
+        others = [c for c in state.consumers(src.name) if c != self.stage]
+        if others:
+            raise ScheduleError(f"stage {self.stage}: input {src.name} is also read by "
+                                f"{others}; prepack needs the copy to be its only reader "
+                                f"(cache_read it for all readers)")
+        op = st.op
+        check_int(self.dim, f"stage {self.stage}: prepack dim", 0, len(op.axis) - 1,
+                  error=ScheduleError)
+        ext = op.axis[self.dim].extent
+        if not isinstance(ext, int):
+            raise ScheduleError(f"stage {self.stage}: prepack of a symbolic dimension "
+                                f"({ext}) is not supported; pack a constant-size input")
+        check_int(self.factor, f"stage {self.stage}: prepack factor", 1, ext,
+                  error=ScheduleError)
+        if ext % self.factor:
+            divisors = [d for d in range(1, ext + 1) if ext % d == 0]
+            raise ScheduleError(f"stage {self.stage}: prepack factor {self.factor} does not "
+                                f"divide dimension {self.dim} (extent {ext}); use one of "
+                                f"{divisors[:12]}")
+        taken = {iv.name for iv in op.axis}
+        panel = _unique(f"{op.axis[self.dim].name}_panel", taken)
+        d_iv = op.axis[self.dim]
+        value = BinOp("+", BinOp("*", Var(panel), Const(self.factor)), d_iv.var)
+        axis = (IterVar(Var(panel), ext // self.factor, "spatial"),) + tuple(
+            IterVar(iv.var, self.factor if d == self.dim else iv.extent, "spatial")
+            for d, iv in enumerate(op.axis))
+        name = _unique(f"{src.name}_packed", _taken_names(state))
+        new_op = ComputeOp(name, axis, substitute(op.body, {d_iv.name: value}), op.tag,
+                           op.attrs)
+        new = new_op.output(0)
+        stages = []
+        for s2 in state.stages:
+            if s2.name == self.stage:
+                stages.append(fresh_stage(new_op, PACK_SCOPE))
+            elif isinstance(s2.attach, tuple) and s2.attach[0] == self.stage:
+                raise ScheduleError(f"stage {s2.name} is computed at {self.stage}, which "
+                                    f"prepack moves out of the kernel")
+            else:
+                stages.append(replace(s2, op=_read_packed(s2.op, self.stage, new, self.dim,
+                                                          self.factor)))
+        return replace(state, stages=tuple(stages)), new
+
+    def __str__(self) -> str:
+        return f's.prepack("{self.stage}", dim={self.dim}, factor={self.factor})'
+
+
+def _read_packed(op: ComputeOp, old: str, new: Tensor, dim: int, factor: int) -> ComputeOp:
+    """``op`` with every ``old[i..]`` read as ``new[i_dim // factor, .., i_dim % factor, ..]``."""
+    def go(e):
+        if isinstance(e, TensorRead) and e.tensor.name == old:
+            idx = tuple(go(i) for i in e.indices)
+            f = Const(factor, idx[dim].dtype)
+            packed = (BinOp("//", idx[dim], f),) + idx[:dim] + (BinOp("%", idx[dim], f),) \
+                + idx[dim + 1:]
+            return TensorRead(new, packed)
+        return rebuild(e, go)
+    body = go(op.body)
+    if body is op.body:
+        return op
+    return ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
+
+
+def pack_stages(state: State) -> tuple:
+    return tuple(st for st in state.stages if st.scope == PACK_SCOPE)
+
+
+def kernel_view(state: State) -> tuple[State, dict]:
+    """The kernel's state: every pack stage is an input placeholder of its packed shape,
+    and the input it packs is gone. Returns (state, {input name: packed placeholder})."""
+    packs = pack_stages(state)
+    if not packs:
+        return state, {}
+    replaced: dict = {}
+    by_stage: dict = {}
+    for st in packs:
+        ph = PlaceholderOp(st.name, st.op.shape, st.op.dtype)
+        replaced[pack_source(state, st).name] = ph
+        by_stage[st.name] = ph
+    stages = []
+    for st in state.stages:
+        if st.name in by_stage:
+            continue
+        op = st.op
+        for old, ph in by_stage.items():
+            op = _rename(op, old, ph.output(0))
+        stages.append(replace(st, op=op))
+    placeholders = tuple(p for p in state.placeholders if p.name not in replaced) + \
+        tuple(by_stage.values())
+    return replace(state, stages=tuple(stages), placeholders=placeholders), replaced
+
+
+def _rename(op: ComputeOp, old: str, new: Tensor) -> ComputeOp:
+    def go(e):
+        if isinstance(e, TensorRead) and e.tensor.name == old:
+            return TensorRead(new, tuple(go(i) for i in e.indices))
+        return rebuild(e, go)
+    body = go(op.body)
+    return op if body is op.body else ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
+
+
+def pack_view(state: State, stage: str) -> tuple[State, Tensor, Tensor]:
+    """The state of one pack function: just the pack stage, at root, with its own loops.
+    Returns (state, the input tensor, the packed tensor)."""
+    st = state.stage(stage)
+    src = pack_source(state, st)
+    root = replace(st, attach=None, scope="global")
+    return State((root,), (src,), (st.name,)), src.output(0), st.op.output(0)
