@@ -26,6 +26,7 @@ from tvmlite.search.templated.tuners import (EPS_GREEDY, SA_EARLY_STOP, SA_EVALU
                                              Tuner)
 from tvmlite.search.model.features import FEATURE_NAMES, schedule_features
 from tvmlite.search.model.cost_model import XGBModel
+from tvmlite.search.model.pretrained import load_pretrained
 
 __all__ = ["XGBTuner"]
 
@@ -80,7 +81,6 @@ class XGBTuner(Tuner):
         ``options.pretrained`` and the model has learnt nothing yet; only the default
         "itervar" features with the "rank" loss have one (knob features do not transfer
         across templates, and "curve" rows are narrower)."""
-        from tvmlite.search.model.pretrained import load_pretrained
         if not options.pretrained or self.model.num_programs or \
                 self.feature_type != "itervar" or self.model.loss != "rank":
             return

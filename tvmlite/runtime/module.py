@@ -82,7 +82,6 @@ class Module:
         """The packed layout of constant input ``name`` (what the kernel reads in its
         place), computed by the generated ``<kernel>_pack_<name>``: do it once at load
         time and call ``run_packed`` with the result."""
-        from tvmlite.runtime.arrays import empty
         fn = self._pack_fns.get(name) if isinstance(name, str) else None
         if fn is None:
             raise ValueError(f"pack: kernel {self.name} packs "
