@@ -25,6 +25,7 @@ import fcntl
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -237,7 +238,7 @@ class Measurer:
         part, pos = self._next_part(todo, pos, results, quotas)
         builds = self.builder.build(part) if part else []   # a chunk compiles, then is timed
         ahead = getattr(self.runner, "times_elsewhere", False)
-        with ThreadPoolExecutor(max_workers=1) as compiler:
+        with ThreadPoolExecutor(max_workers=1) if ahead else nullcontext() as compiler:
             while part:
                 if ahead:   # the runner's cores are not ours: compile the next chunk now
                     nxt, pos = self._next_part(todo, pos, results, quotas)

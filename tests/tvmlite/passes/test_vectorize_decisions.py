@@ -59,4 +59,4 @@ def test_codegen_records_gathers_and_scalar_calls_at_their_c_lines():
     assert {f.kind for f in found} == {"gather", "call"}
     for f in found:
         line = src[f.line - 1]
-        assert (f"A[tvmlite_b" in line) if f.kind == "gather" else ("tanh" in line)
+        assert ("A[tvmlite_b" in line) if f.kind == "gather" else ("tanh" in line)
