@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
@@ -56,13 +57,11 @@ def check_log_path(path: Any) -> None:
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            created = True
-        except FileExistsError:
-            fd, created = os.open(p, os.O_WRONLY | os.O_APPEND), False
-        os.close(fd)
-        if created:
-            os.unlink(p)
+            os.close(os.open(p, os.O_WRONLY | os.O_APPEND))
+        except FileNotFoundError:
+            # Probe the folder with a file of our own: creating and removing the log itself
+            # would race another tuning that starts appending to it in between.
+            tempfile.TemporaryFile(dir=p.parent).close()
     except OSError as e:
         raise ValueError(f"log {os.fspath(path)!r} is not writable ({e.strerror}): pass a "
                          f"path in a folder you can write to") from None

@@ -2,6 +2,9 @@
 timed); compiling in chunks that never overlap timing; logged candidates, duplicates and
 other writers' records are never measured again; quotas count the log; a bad log path is
 refused up front."""
+import os
+import sys
+
 import pytest
 
 from tvmlite.schedule.schedule import Schedule
@@ -178,3 +181,25 @@ def test_a_bad_log_path_is_refused_before_any_work(tmp_path):
     assert builds == []
     check_log_path(tmp_path / "new" / "log.jsonl")    # creatable: fine, and nothing left
     assert not (tmp_path / "new" / "log.jsonl").exists()
+
+
+def test_checking_a_new_log_never_creates_it(tmp_path):
+    """Two tunings starting on one new log: if the check created the log and removed it
+    again, the other tuning's first records could land in the file being removed (or its
+    own check could find it gone). So the check opens the log only when it exists, and
+    never with O_CREAT; an audit hook sees every open."""
+    log = tmp_path / "shared.jsonl"
+    opened = []
+
+    def hook(event, args):
+        if event == "open" and args[0] is not None and os.fspath(args[0]) == os.fspath(log):
+            opened.append(args[2])
+
+    sys.addaudithook(hook)     # hooks stay for the process: it only looks at this path
+    check_log_path(log)
+    assert not log.exists() and not any(flags & os.O_CREAT for flags in opened), opened
+    log.write_text("kept\n")
+    del opened[:]
+    check_log_path(log)
+    assert len(opened) == 1 and not opened[0] & os.O_CREAT
+    assert log.read_text() == "kept\n"
