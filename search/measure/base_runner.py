@@ -12,7 +12,7 @@ refused up front instead of failing every candidate.
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
@@ -33,8 +33,9 @@ class Runner(abc.ABC):
     name: str = "local"
     emulated: bool = False
     # True when candidates are timed on cores other than this process's (a cluster's
-    # workers): the Measurer then compiles the next chunk while this one is timed.
-    # False (here): compiling would disturb the timing, so the two take turns.
+    # workers): the Measurer then compiles while they time and streams the candidates
+    # (``iter_stream``). False (here): compiling would disturb the timing, so the two
+    # take turns, a chunk at a time.
     times_elsewhere: bool = False
 
     @abc.abstractmethod
@@ -65,6 +66,17 @@ class Runner(abc.ABC):
                              f"pass builder.build_reference, or {kind}(check_correctness="
                              f"False)")
         return inputs, builds
+
+    def iter_stream(self, pairs: Iterable[tuple[MeasureInput, BuildResult]],
+                    reference: Callable[[Any], BuildResult] | None = None
+                    ) -> Iterator[tuple[int, MeasureResult]]:
+        """Yield ``(position in pairs, result)`` for candidates that arrive one by one
+        while others are measured (the Measurer compiles them meanwhile), every position
+        exactly once. This default measures each as it arrives; a runner with several
+        machines overrides it to keep them all busy, with no pause between chunks."""
+        for j, (inp, build) in enumerate(pairs):
+            for _, res in self.iter_run([inp], [build], reference):
+                yield j, res
 
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
             reference: Callable[[Any], BuildResult] | None = None) -> list[MeasureResult]:

@@ -6,9 +6,9 @@ candidate into a ``BuildResult`` -- a library path or a typed error -- and never
 for a bad candidate, so one bad schedule cannot stop a tuning run.
 
 Lowering is Python and compiling is a subprocess that releases the GIL, so a batch runs
-on two thread pools: candidates are lowered in one, and each distinct C source is
-compiled in the other as soon as it is known (identical sources of one batch compile
-once). Every kernel gets the same C name, ``KERNEL``: the name is not part of the
+on ``n_parallel`` threads, each lowering one candidate and then compiling it while
+another thread lowers the next (identical sources of one batch compile once);
+``iter_build`` hands each build over as it ends. Every kernel gets the same C name, ``KERNEL``: the name is not part of the
 schedule, and a fixed name lets equal schedules produce byte-equal sources that share
 one cache entry.
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from tvmlite import te
 from tvmlite.checks import check_int, check_number
@@ -134,38 +134,63 @@ class LocalBuilder:
         """One BuildResult per input, in the same order; never raises for a bad candidate."""
         inputs = list(inputs)
         for i, inp in enumerate(inputs):
-            if not isinstance(inp, MeasureInput):
-                raise TypeError(f"LocalBuilder.build(inputs=...): item {i} is a "
-                                f"{type(inp).__name__}, expected a MeasureInput")
-        if not inputs:
-            return []
+            _check_input(inp, i)
+        results: list[BuildResult | None] = [None] * len(inputs)
+        for i, res in self.iter_build(inputs):
+            results[i] = res
+        return results  # type: ignore[return-value]
+
+    def iter_build(self, inputs: Iterable[MeasureInput]) -> Iterator[tuple[int, BuildResult]]:
+        """``(position in inputs, BuildResult)`` as each build ends, in any order. Inputs
+        are pulled one at a time as a slot frees (``n_parallel`` in flight, each lowered
+        and then compiled: lowering holds the GIL, the compiler does not), so a slow
+        compile holds up only its own slot, and a caller streaming candidates to other
+        machines gets each one the moment it is compiled. Identical sources compile once."""
+        it = iter(inputs)
         try:
             target = self.target
         except CompilerNotFoundError as e:
             msg = f"no C compiler on this machine, nothing can be built: {e}"
-            return [_failed(inp, MeasureErrorNo.COMPILE_ERROR, msg, 0.0) for inp in inputs]
-        results: list[BuildResult | None] = [None] * len(inputs)
+            for i, inp in enumerate(it):
+                yield i, _failed(_check_input(inp, i), MeasureErrorNo.COMPILE_ERROR, msg, 0.0)
+            return
         compiles: dict[str, Future] = {}
-        waiting: list[tuple[int, _Lowered]] = []
-        with ThreadPoolExecutor(self.n_parallel) as lower_pool, \
-                ThreadPoolExecutor(self.n_parallel) as cc_pool:
-            lowering = {lower_pool.submit(self._lower, inp, target): i
-                        for i, inp in enumerate(inputs)}
-            for fut in as_completed(lowering):
-                i, low = lowering[fut], fut.result()
-                if isinstance(low, BuildResult):
-                    results[i] = low
-                    continue
-                if low.source not in compiles:
-                    compiles[low.source] = cc_pool.submit(
-                        self._compile, low.source, target, self.timeout - low.seconds)
-                waiting.append((i, low))
-            for i, low in waiting:
-                path, error_no, msg, cc_seconds = compiles[low.source].result()
-                results[i] = BuildResult(path, low.decl, KERNEL, low.source, low.args,
-                                         error_no, msg, low.seconds + cc_seconds, low.sizes,
-                                         low.packs)
-        return results  # type: ignore[return-value]
+        pending: dict[Future, int] = {}
+        pulled = 0
+        with ThreadPoolExecutor(self.n_parallel) as pool:
+            def pull() -> None:
+                nonlocal pulled
+                inp = next(it, None)
+                if inp is not None:
+                    pending[pool.submit(self._build_one, _check_input(inp, pulled), target,
+                                        compiles)] = pulled
+                    pulled += 1
+
+            for _ in range(self.n_parallel):
+                pull()
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield pending.pop(fut), fut.result()
+                    pull()
+
+    def _build_one(self, inp: MeasureInput, target: Target,
+                   compiles: dict[str, Future]) -> BuildResult:
+        """Lower, then compile unless another slot compiles the same source (then wait
+        for it: it is already running, so this cannot deadlock)."""
+        low = self._lower(inp, target)
+        if isinstance(low, BuildResult):
+            return low
+        with self._lock:
+            fut = compiles.get(low.source)
+            mine = fut is None
+            if mine:
+                fut = compiles[low.source] = Future()
+        if mine:
+            fut.set_result(self._compile(low.source, target, self.timeout - low.seconds))
+        path, error_no, msg, cc_seconds = fut.result()
+        return BuildResult(path, low.decl, KERNEL, low.source, low.args, error_no, msg,
+                           low.seconds + cc_seconds, low.sizes, low.packs)
 
     def build_reference(self, workload: Any) -> BuildResult:
         """The unscheduled build of ``workload`` (no Steps): what candidates are checked
@@ -227,6 +252,13 @@ class LocalBuilder:
         except Exception as e:  # noqa: BLE001 -- never let one source stop the batch
             error_no, msg = MeasureErrorNo.UNKNOWN, f"{type(e).__name__}: {e}"
         return None, error_no, msg, time.perf_counter() - start
+
+
+def _check_input(inp: Any, i: int) -> MeasureInput:
+    if not isinstance(inp, MeasureInput):
+        raise TypeError(f"LocalBuilder.build(inputs=...): item {i} is a "
+                        f"{type(inp).__name__}, expected a MeasureInput")
+    return inp
 
 
 def _failed(inp: MeasureInput, error_no: MeasureErrorNo, msg: str,

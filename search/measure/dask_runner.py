@@ -30,9 +30,10 @@ iter_run and its fault handling).
 from __future__ import annotations
 
 import queue
+import threading
 import uuid
 import warnings
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 try:
     import distributed
@@ -53,6 +54,8 @@ __all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE"]
 
 MEASURE = "measure"      # the Dask resource: candidates a worker may time at once
 RETRIES = 1              # another worker after the first death, then an error record
+AHEAD = 4                # candidates submitted (or compiling) per worker: one being timed,
+                         # the rest queued so a worker never waits for the client's compiles
 COMPARED = ("arch", "features", "vector_bits", "cores")
 _POLL = 5.0              # seconds without news before checking the workers are there
 _START = ("dask worker SCHEDULER --nthreads 1 --resources measure=1")
@@ -151,9 +154,9 @@ class DaskRunner(Runner):
         return self._client
 
     def _on_start(self, event: tuple) -> None:
-        inbox = self._inbox
-        if inbox is not None:
-            inbox.put(("start", event[1]))
+        inbox, msg = self._inbox, event[1]
+        if inbox is not None and isinstance(msg, dict) and "key" in msg and "worker" in msg:
+            inbox.put(("start", msg))
 
     def _watch(self, address: str) -> None:
         """Hear of ``address`` leaving: the scheduler logs its removal on the topic named
@@ -256,28 +259,41 @@ class DaskRunner(Runner):
     def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
                  reference: Callable[[Any], BuildResult] | None = None
                  ) -> Iterator[tuple[int, MeasureResult]]:
-        """Submit every candidate of the batch at once and yield each result as its task
-        finishes (two workers time two candidates at once). Failed builds are yielded
-        first, with their error."""
+        """Submit every candidate of the batch and yield each result as its task finishes
+        (two workers time two candidates at once)."""
         inputs, builds = self.checked_batch(inputs, builds, reference)
+        yield from self.iter_stream(zip(inputs, builds), reference)
+
+    def iter_stream(self, pairs: Iterable[tuple[MeasureInput, BuildResult]],
+                    reference: Callable[[Any], BuildResult] | None = None
+                    ) -> Iterator[tuple[int, MeasureResult]]:
+        """Pull candidates from ``pairs`` in a feeding thread (the Measurer compiles them
+        there) while the workers time the ones already submitted; keep a few per
+        usable worker submitted (``AHEAD``), so none waits for the next. A
+        failed build is yielded at once, with its error."""
         if self._target is None:
             self.check_target(Target.host())   # the builder's default target
         else:
             self._refresh()
-        jobs: dict[int, Job] = {}
-        libs: dict[str, bytes] = {}
-        for i, (inp, b) in enumerate(zip(inputs, builds)):
-            if not b.ok:
-                yield i, MeasureResult(error_no=b.error_no, error_msg=b.error_msg,
-                                       build_seconds=b.seconds)
-                continue
-            if b.lib_path not in libs:
-                with open(b.lib_path, "rb") as f:
-                    libs[b.lib_path] = f.read()
-            ref, ref_lib = self._reference(inp.workload, reference)
-            jobs[i] = Job(inp, b, libs[b.lib_path], ref, ref_lib)
-        if jobs:
-            yield from self._run_jobs(jobs)
+        self.checked_batch((), (), reference)     # the reference a check needs
+        inbox: queue.Queue = queue.Queue()
+        feeder = _Feeder(iter(pairs), inbox, lambda inp, b: self._job(inp, b, reference))
+        self._inbox = inbox
+        try:
+            yield from self._run_jobs(inbox, feeder)
+        finally:
+            self._inbox = None
+            feeder.stop()
+
+    def _job(self, inp: MeasureInput, build: BuildResult,
+             reference: Callable[[Any], BuildResult] | None) -> Job | None:
+        """What travels to a worker for one candidate (None for a failed build)."""
+        if not build.ok:
+            return None
+        with open(build.lib_path, "rb") as f:
+            lib = f.read()
+        ref, ref_lib = self._reference(inp.workload, reference)
+        return Job(inp, build, lib, ref, ref_lib)
 
     def _reference(self, workload: Any, reference: Callable[[Any], BuildResult] | None
                    ) -> tuple[BuildResult | None, bytes]:
@@ -293,13 +309,14 @@ class DaskRunner(Runner):
             self._references[workload.key] = (ref, data)
         return self._references[workload.key]
 
-    def _run_jobs(self, jobs: dict[int, Job]) -> Iterator[tuple[int, MeasureResult]]:
+    def _run_jobs(self, inbox: queue.Queue, feeder: "_Feeder"
+                  ) -> Iterator[tuple[int, MeasureResult]]:
         client = self._client
         config = Config(tuple(sorted(self.params.items())), tuple(sorted(self.cores.items())))
-        inbox: queue.Queue = queue.Queue()
-        live: dict[str, int] = {}          # task key -> candidate index
+        jobs: dict[int, Job] = {}
+        live: dict[str, int] = {}          # task key -> candidate position
         futures: dict[str, Any] = {}
-        deaths: dict[int, dict[str, str]] = {i: {} for i in jobs}   # worker -> why
+        deaths: dict[int, dict[str, str]] = {}   # position -> {worker: why}
         started: dict[str, str] = {}       # task key -> worker that started it
 
         def submit(i: int) -> None:
@@ -316,22 +333,41 @@ class DaskRunner(Runner):
                 f"; no Dask worker of {self.name} that matches the target remains")),
                 build_seconds=jobs[i].build.seconds)
 
-        self._inbox = inbox
+        fed = True
+        feeder.want(AHEAD * max(1, len(self.workers)))
         try:
-            for i in jobs:
-                submit(i)
-            while live:
+            while fed or live:
                 try:
                     kind, msg = inbox.get(timeout=_POLL)
                 except queue.Empty:     # no news for a while: is everyone still there?
                     for gone in self._missing_workers():
                         inbox.put(("gone", {"worker": gone}))
                     continue
-                if kind == "start":
+                if kind == "job":
+                    i, job, build = msg
+                    if job is None:
+                        feeder.want(1)
+                        yield i, MeasureResult(error_no=build.error_no,
+                                               error_msg=build.error_msg,
+                                               build_seconds=build.seconds)
+                        continue
+                    if not self.workers:
+                        raise RunnerError(
+                            f"no Dask worker of {self.name} that matches the target remains; "
+                            f"the candidates not yet measured are not logged: start workers "
+                            f"(`{_START}`) and resume the tuning")
+                    jobs[i], deaths[i] = job, {}
+                    submit(i)
+                elif kind == "end":
+                    fed = False
+                elif kind == "failed":
+                    raise msg
+                elif kind == "start":
                     started[msg["key"]] = msg["worker"]
                 elif kind == "done" and msg in live:
                     i, fut = live.pop(msg), futures.pop(msg)
                     if fut.status == "finished":
+                        feeder.want(1)
                         yield i, fut.result()
                         continue
                     exc = fut.exception() if fut.status == "error" else None
@@ -342,6 +378,7 @@ class DaskRunner(Runner):
                         if len(deaths[i]) <= RETRIES and self.workers:
                             submit(i)
                             continue
+                        feeder.want(1)
                         yield i, lost(i)
                     elif fut.status == "cancelled":
                         # not by us (we forget what we cancel): the scheduler is gone
@@ -351,13 +388,15 @@ class DaskRunner(Runner):
                             f"not logged: resuming the tuning measures them)")
                     else:
                         why = f"{type(exc).__name__}: {exc}" if exc else f"task {fut.status}"
+                        feeder.want(1)
                         yield i, MeasureResult(error_no=MeasureErrorNo.UNKNOWN,
                                                error_msg=f"the Dask task failed: {why}",
                                                build_seconds=jobs[i].build.seconds)
                 elif kind == "gone":
-                    yield from self._worker_gone(msg, live, futures, started, deaths, lost)
+                    for i, res in self._worker_gone(msg, live, futures, started, deaths, lost):
+                        feeder.want(1)
+                        yield i, res
         finally:
-            self._inbox = None
             if futures:
                 client.cancel(list(futures.values()))
 
@@ -417,3 +456,46 @@ class DaskRunner(Runner):
         self.workers.clear()
         self._known.clear()
         self._references.clear()
+
+
+class _Feeder:
+    """Pulls candidates from an iterator in its own thread, at most as many as asked for
+    (``want``), and posts each as ``("job", (position, job, build))`` to the inbox, then
+    ``("end", None)``; an exception in the iterator is posted as ``("failed", exc)``.
+    Pulling is what compiles a candidate (the Measurer's generator), so it happens while
+    the workers time the ones before."""
+
+    def __init__(self, pairs: Iterator, inbox: queue.Queue,
+                 make_job: Callable[[MeasureInput, BuildResult], Job | None]):
+        self._pairs, self._inbox, self._make_job = pairs, inbox, make_job
+        self._credit = threading.Semaphore(0)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._feed, name="tvmlite-dask-feeder",
+                                        daemon=True)
+        self._thread.start()
+
+    def want(self, n: int) -> None:
+        for _ in range(n):
+            self._credit.release()
+
+    def _feed(self) -> None:
+        try:
+            i = 0
+            while True:
+                self._credit.acquire()
+                if self._stopped.is_set():
+                    return
+                pair = next(self._pairs, None)
+                if pair is None:
+                    break
+                inp, build = pair
+                self._inbox.put(("job", (i, self._make_job(inp, build), build)))
+                i += 1
+            self._inbox.put(("end", None))
+        except BaseException as e:     # re-raised in the tuning's thread
+            self._inbox.put(("failed", e))
+
+    def stop(self) -> None:
+        """No more pulls (a pull under way finishes: a compile is not interrupted)."""
+        self._stopped.set()
+        self._credit.release()

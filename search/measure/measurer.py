@@ -22,11 +22,11 @@ log's lock, so two tunings of one workload on one log stop at exactly N records.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -122,6 +122,8 @@ class Measurer:
         self._writer: RecordWriter | None = None
         self._offset = 0                    # bytes of the log read so far
         self._mine: set[bytes] = set()      # our lines, not to be read back as others'
+        # the log's state is read by a streaming runner's feeding thread as well
+        self._lock = threading.RLock()
         if log_file is not None:
             self._load()
 
@@ -178,17 +180,19 @@ class Measurer:
         number of new records."""
         if self.log_file is None:
             return 0
-        try:
-            fd = os.open(self.log_file, os.O_RDONLY)
-        except FileNotFoundError:
-            return 0
-        try:
-            return self._read_new(fd)
-        finally:
-            os.close(fd)
+        with self._lock:
+            try:
+                fd = os.open(self.log_file, os.O_RDONLY)
+            except FileNotFoundError:
+                return 0
+            try:
+                return self._read_new(fd)
+            finally:
+                os.close(fd)
 
     def _log(self, rec: Record, quotas: Sequence[Quota]) -> bool:
-        """Append ``rec`` unless, under the log's lock, a quota is already full."""
+        """Append ``rec`` unless, under the log's lock, a quota is already full. Called
+        with ``self._lock`` held (the runner's feeding thread reads the log too)."""
         if self.log_file is None:
             if any(q.room(self) <= 0 for q in quotas):
                 return False
@@ -233,36 +237,93 @@ class Measurer:
             if inp.key not in seen:
                 seen.add(inp.key)
                 todo.append(inp)
-        pos = 0
-        part, pos = self._next_part(todo, pos, results, quotas)
-        builds = self.builder.build(part) if part else []   # a chunk compiles, then is timed
-        ahead = getattr(self.runner, "times_elsewhere", False)
-        with ThreadPoolExecutor(max_workers=1) if ahead else nullcontext() as compiler:
-            while part:
-                if ahead:   # the runner's cores are not ours: compile the next chunk now
-                    nxt, pos = self._next_part(todo, pos, results, quotas)
-                    next_builds = compiler.submit(self.builder.build, nxt) if nxt else None
-                for j, res in self._iter_run(part, builds):
-                    inp = part[j]
-                    rec = make_record(inp, res, self.target, tuner=self.tuner,
-                                      seed=self.seed, runner=self.runner)
-                    if not self._log(rec, quotas):
-                        continue
-                    self.known[inp.key] = rec
-                    self.records.append(rec)
-                    results[inp.key] = res
-                    if on_result is not None:
-                        on_result(inp, res, rec)
-                if not ahead:
-                    nxt, pos = self._next_part(todo, pos, results, quotas)
-                    builds = self.builder.build(nxt) if nxt else []
-                else:
-                    builds = next_builds.result() if next_builds is not None else []
-                part = nxt
-        for inp in todo[pos:]:   # left when a quota filled: only what the log holds
-            if inp.key in self.known:
-                results.setdefault(inp.key, self.known[inp.key].result)
+        if getattr(self.runner, "times_elsewhere", False) and hasattr(self.runner, "iter_stream"):
+            self._measure_streamed(todo, results, on_result, quotas)
+        else:
+            self._measure_in_turns(todo, results, on_result, quotas)
+        for inp in todo:   # not measured here (a quota filled): only what the log holds
+            if inp.key not in results and inp.key in self.known:
+                results[inp.key] = self.known[inp.key].result
         return [results.get(inp.key) for inp in inputs]
+
+    def _measure_in_turns(self, todo: list, results: dict, on_result: Any,
+                          quotas: Sequence[Quota]) -> None:
+        """Compile a chunk, time it, compile the next: on this machine's cores a compile
+        beside a timing would disturb it."""
+        pos = 0
+        while True:
+            part, pos = self._next_part(todo, pos, results, quotas)
+            if not part:
+                return
+            for j, res in self._iter_run(part, self.builder.build(part)):
+                self._record(part[j], res, results, on_result, quotas)
+
+    def _measure_streamed(self, todo: list, results: dict, on_result: Any,
+                          quotas: Sequence[Quota]) -> None:
+        """The runner times on other cores: it pulls candidates (in its own thread) while
+        it times earlier ones, and each pull compiles, so compiling overlaps timing and
+        no machine waits for a chunk to end before it gets its next candidate."""
+        pulled: list[MeasureInput] = []     # in pull order: the builder's positions
+        sent: list[MeasureInput] = []       # in hand-over order: the runner's positions
+        unlogged: set[str] = set()          # pulled, not yet logged (or refused)
+
+        def wanted() -> Any:
+            """``todo`` not yet in the log, while every quota has room for one more
+            beside the ones being compiled or timed (re-reading the log each time)."""
+            for inp in todo:
+                with self._lock:
+                    self.refresh()
+                    if inp.key in self.known:
+                        results[inp.key] = self.known[inp.key].result
+                        continue
+                    if any(q.room(self) - len(unlogged) <= 0 for q in quotas):
+                        return
+                    unlogged.add(inp.key)
+                pulled.append(inp)
+                yield inp
+
+        def compiled() -> Any:
+            for j, build in self._iter_build(wanted()):
+                sent.append(pulled[j])
+                yield pulled[j], build
+
+        for j, res in self.runner.iter_stream(compiled(),
+                                              reference=self.builder.build_reference):
+            self._record(sent[j], res, results, on_result, quotas,
+                         settled=lambda key: unlogged.discard(key))
+
+    def _iter_build(self, inputs: Any) -> Any:
+        """The builder's ``iter_build``; for a builder of whole batches only, one chunk
+        at a time."""
+        if hasattr(self.builder, "iter_build"):
+            yield from self.builder.iter_build(inputs)
+            return
+        it, pos = iter(inputs), 0
+        while True:
+            part = list(itertools.islice(it, self.chunk))
+            if not part:
+                return
+            for k, build in enumerate(self.builder.build(part)):
+                yield pos + k, build
+            pos += len(part)
+
+    def _record(self, inp: MeasureInput, res: MeasureResult, results: dict, on_result: Any,
+                quotas: Sequence[Quota], settled: Callable[[str], Any] | None = None) -> None:
+        """Log one measurement (unless a quota filled meanwhile) and report it.
+        ``settled(key)`` runs under the lock once the log has taken or refused it."""
+        rec = make_record(inp, res, self.target, tuner=self.tuner, seed=self.seed,
+                          runner=self.runner)
+        with self._lock:
+            logged = self._log(rec, quotas)
+            if settled is not None:
+                settled(inp.key)
+            if not logged:
+                return
+            self.known[inp.key] = rec
+            self.records.append(rec)
+            results[inp.key] = res
+        if on_result is not None:
+            on_result(inp, res, rec)
 
     def _next_part(self, todo: list, pos: int, results: dict, quotas: Sequence[Quota]
                    ) -> tuple[list, int]:

@@ -8,6 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -20,7 +22,7 @@ from tvmlite.codegen_c import compile_shared  # noqa: E402
 from tvmlite.search.measure.base_runner import RunnerError  # noqa: E402
 from tvmlite.search.measure.builder import BuildResult, LocalBuilder  # noqa: E402
 from tvmlite.search.measure.dask_worker import START_TOPIC  # noqa: E402
-from tvmlite.search.measure.dask_runner import (DaskRunner, DaskWorkerWarning,  # noqa: E402
+from tvmlite.search.measure.dask_runner import (AHEAD, DaskRunner, DaskWorkerWarning,  # noqa: E402
                                                 parse_address)
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput  # noqa: E402
 from tvmlite.search.records.record import load_records  # noqa: E402
@@ -140,6 +142,33 @@ def test_crashing_and_hanging_candidates_are_error_records_and_workers_survive(
     assert set(cluster.scheduler_info["workers"]) == before   # no Dask worker died
 
 
+def test_a_stream_is_pulled_as_workers_free_up_and_its_failures_reach_the_caller(
+        cluster, workload, builder):
+    """``iter_stream`` (what the Measurer uses: it compiles while pulled) keeps a few
+    candidates per worker submitted (AHEAD), no more; every position comes back once; an error
+    while compiling reaches the tuning; an empty stream is fine."""
+    ok = fake_build("ok", workload, builder)
+    done, ahead = [], []
+
+    def compiled(n, fail_at=None):
+        for i in range(n):
+            if i == fail_at:
+                raise RuntimeError("the compiler went away")
+            ahead.append(i - len(done))     # pulled but not yet measured
+            yield MeasureInput(workload, (), decisions=i), ok
+
+    with DaskRunner(cluster.scheduler_address, number=1, repeat=1, timeout=10.0,
+                    check_correctness=False) as runner:
+        for j, res in runner.iter_stream(compiled(10)):
+            assert res.ok and j not in done
+            done.append(j)
+        assert sorted(done) == list(range(10))
+        assert max(ahead) <= AHEAD * len(runner.workers)
+        with pytest.raises(RuntimeError, match="the compiler went away"):
+            list(runner.iter_stream(compiled(3, fail_at=2)))
+        assert list(runner.iter_stream(iter(()))) == []
+
+
 def _start_worker(address: str, cpus: set[int], *extra: str) -> subprocess.Popen:
     """A `dask worker` process on these CPUs only (so its target has fewer cores)."""
     return subprocess.Popen(
@@ -234,11 +263,21 @@ class Killer:
 
     def __init__(self, address: str, pids: dict, times: int):
         self.pids, self.times, self.killed = dict(pids), times, []
+        self.heard = threading.Event()
         self.client = distributed.Client(address, set_as_default=False)
         self.client.subscribe_topic(START_TOPIC, self.on_start)
+        # subscribing is asynchronous: hear an event of our own before any task starts
+        deadline = time.monotonic() + 10
+        while not self.heard.is_set() and time.monotonic() < deadline:
+            self.client.log_event(START_TOPIC, {"worker": "probe", "key": "probe"})
+            self.heard.wait(0.2)
+        assert self.heard.is_set(), "the killer never heard its own start event"
 
     def on_start(self, event: tuple) -> None:
         worker = event[1]["worker"]
+        if worker == "probe":
+            self.heard.set()
+            return
         if len(self.killed) < self.times and worker in self.pids and worker not in self.killed:
             os.kill(self.pids[worker], signal.SIGKILL)
             self.killed.append(worker)

@@ -137,6 +137,62 @@ def test_each_record_is_in_the_log_before_the_next_candidate_is_timed(tmp_path):
     assert kinds == "btttt" * 2
 
 
+class ElsewhereRunner(StreamingRunner):
+    """Times on other cores: the Measurer hands it candidates one by one (``iter_stream``,
+    the seam's default here), compiling the next ones while it times."""
+    times_elsewhere = True
+
+
+class StreamRecordingBuilder(RecordingBuilder):
+    def iter_build(self, inputs):
+        for i, build in super().iter_build(inputs):
+            self.events.append(("build", 1))
+            yield i, build
+
+
+class BatchOnlyBuilder:
+    """A builder of whole batches (no ``iter_build``)."""
+
+    def __init__(self, events):
+        self.inner, self.events = LocalBuilder(n_parallel=2), events
+        self.n_parallel, self.build_reference = 2, self.inner.build_reference
+
+    def build(self, inputs):
+        self.events.append(("build", len(inputs)))
+        return self.inner.build(inputs)
+
+
+def test_a_runner_that_times_elsewhere_gets_each_candidate_as_it_is_compiled(tmp_path):
+    wl = Workload.from_op("matmul", 8, 8, 8)
+    for builder_kind, expected in ((StreamRecordingBuilder, "bt" * 6), (BatchOnlyBuilder,
+                                                                         "bttttbtt")):
+        log = tmp_path / f"{builder_kind.__name__}.jsonl"
+        events = []
+        runner = ElsewhereRunner(log, events)
+        res = Measurer(log, builder_kind(events), runner).measure(
+            _inputs(wl, [1, 2, 4, 8, 3, 5, 2]))
+        assert all(r is not None and r.ok for r in res) and res[1] == res[6]
+        assert runner.logged_before == list(range(6))      # one record per candidate
+        # handed over as each build ends (a batch-only builder: a chunk at a time), the
+        # first timed before the last is compiled; nothing compiled twice
+        kinds = "".join("b" if e[0] == "build" else "t" for e in events)
+        assert kinds == expected, builder_kind
+
+
+def test_a_streamed_tuning_stops_at_its_quota_counting_what_is_in_flight(tmp_path):
+    """Candidates being compiled or timed count against a quota: never more pulled than
+    it has room for, and the log holds exactly the budget."""
+    wl = Workload.from_op("matmul", 8, 8, 8)
+    log = tmp_path / "q.jsonl"
+    builder = StreamRecordingBuilder([])
+    m = Measurer(log, builder, ElsewhereRunner(log, []))
+    quota = Quota(lambda r: r.workload.key == wl.key, 3)
+    res = m.measure(_inputs(wl, [1, 2, 4, 8, 3, 5]), quotas=[quota])
+    assert len(load_records(log)) == 3 == quota.count(m)
+    assert [r is not None for r in res] == [True, True, True, False, False, False]
+    assert len(builder.events) == 3                    # nothing compiled past the budget
+
+
 def test_a_quota_counts_other_writers_and_the_log_stops_at_it(tmp_path):
     wl = Workload.from_op("matmul", 8, 8, 8)
     log = tmp_path / "m.jsonl"
@@ -191,15 +247,19 @@ def test_checking_a_new_log_never_creates_it(tmp_path):
     log = tmp_path / "shared.jsonl"
     opened = []
 
-    def hook(event, args):
-        if event == "open" and args[0] is not None and os.fspath(args[0]) == os.fspath(log):
+    watching = [True]
+
+    def hook(event, args):     # stays for the process: must never raise, and is cheap
+        if watching[0] and event == "open" and isinstance(args[0], (str, os.PathLike)) \
+                and os.fspath(args[0]) == str(log):
             opened.append(args[2])
 
-    sys.addaudithook(hook)     # hooks stay for the process: it only looks at this path
+    sys.addaudithook(hook)
     check_log_path(log)
     assert not log.exists() and not any(flags & os.O_CREAT for flags in opened), opened
     log.write_text("kept\n")
     del opened[:]
     check_log_path(log)
+    watching[0] = False
     assert len(opened) == 1 and not opened[0] & os.O_CREAT
     assert log.read_text() == "kept\n"
