@@ -36,7 +36,7 @@ def test_help_runs():
 
 def test_case_table_has_the_suites_cases_per_operator():
     counts = {op: len(shapes) for op, (_, _, _, shapes) in suite.CASES.items()}
-    assert counts == {"gmm": 4, "c1d": 4, "c2d": 4, "c3d": 3, "dep": 4, "nrm": 4}
+    assert counts == {"gmm": 4, "gmmc": 2, "c1d": 4, "c2d": 4, "c3d": 3, "dep": 4, "nrm": 4}
     assert len({suite.case_name(op, shape) for op, shape, _ in ALL}) == len(ALL)
 
 
@@ -44,7 +44,7 @@ def test_case_table_has_the_suites_cases_per_operator():
 def test_case_is_a_valid_workload(op, shape, f):
     wl = Workload.from_op(f.op, **f.kwargs)
     assert wl.args["dtype"] == "float32"
-    assert wl.args.get("N", 1) == 1 or op in ("gmm", "nrm")       # batch 1
+    assert wl.args.get("N", 1) == 1 or op in ("gmm", "gmmc", "nrm")       # batch 1
     # the conventional flop count (2 per multiply-add) of the reducing stages
     macs = sum(math.prod(o.shape) * math.prod(iv.extent for iv in o.reduce_axis)
                for o in te.collect_ops(wl.outputs)
@@ -105,3 +105,17 @@ def test_a_share_above_100_percent_of_the_peak_is_flagged_not_printed(tmp_path):
     for text in ((tmp_path / "R.md").read_text(), (tmp_path / "R.csv").read_text()):
         assert "n/a (>100%: peak measured low)" in text and "128" not in text.replace(
             "128x128x128", "").replace("128, 128, 128", "").replace("128 128 128", "")
+
+
+def test_cases_can_be_picked_by_name_and_a_constant_gmm_prepacks_b_only():
+    picked = suite.select_cases(list(suite.CASES), quick=False,
+                                only=["gmm_1024x1024x1024", "gmmc_1024x1024x1024"])
+    assert [suite.case_name(op, shape) for op, shape, _ in picked] == [
+        "gmm_1024x1024x1024", "gmmc_1024x1024x1024"]
+    plain, const = (f for _, _, f in picked)
+    assert const.constants == ("B",) and plain.constants == ()
+    assert (const.op, const.kwargs, const.flops, const.numpy) == (
+        plain.op, plain.kwargs, plain.flops, plain.numpy)     # same work, same peers
+    proc = subprocess.run([sys.executable, str(BENCH / "suite.py"), "--cases", "gmm_7"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "unknown --cases ['gmm_7']" in proc.stderr
