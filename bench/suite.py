@@ -215,10 +215,12 @@ def schedule_traits(steps: tuple) -> str:
     have = []
     for kind, annotation in (("annotate", "parallel"), ("annotate", "vectorize"),
                              ("annotate", "unroll"), ("pragma", None), ("cache_write", None),
-                             ("cache_read", None), ("rfactor", None), ("compute_at", None)):
+                             ("cache_read", None), ("rfactor", None), ("compute_at", None),
+                             ("prepack", None)):
         if any(s.kind == kind and (annotation is None or s.annotation == annotation)
                for s in steps):
-            have.append({"pragma": "auto-unroll", "cache_read": "packing (cache_read)"}.get(
+            have.append({"pragma": "auto-unroll", "cache_read": "packing (cache_read)",
+                         "prepack": "pre-packed once (prepack)"}.get(
                 kind, annotation or kind))
     return "+".join(have) or "no transformation"
 
@@ -471,6 +473,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--ops", nargs="+", choices=list(CASES), default=list(CASES))
     p.add_argument("--cases", nargs="+", default=None, metavar="CASE",
                    help="only these cases, by name (e.g. gmm_1024x1024x1024)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the rows of earlier runs into the same --out (<out>/rows.json; "
+                        "a case run again replaces its row) in the tables")
     p.add_argument("--trials", type=int, default=None,
                    help=f"measurements per case, ours and TVM's (default 200; --quick: "
                         f"{QUICK_TRIALS})")
@@ -523,9 +528,12 @@ def main(argv: list[str] | None = None) -> int:
               "versions": {k: v for k, v in versions.items() if v}}
     np_version = peers.time_numpy("norm", [[4, 4]], threads, repeat=1).get("version")
     header["versions"]["numpy"] = np_version or "?"
-    rows = []
+    saved = a.out / "rows.json"
+    rows = json.loads(saved.read_text()) if a.merge and saved.exists() else []
     for op, shape, f in select_cases(a.ops, a.quick, a.cases):
-        rows.append(run_case(op, shape, f, a, threads, peak, available, options))
+        row = run_case(op, shape, f, a, threads, peak, available, options)
+        rows = [r for r in rows if r["case"] != row["case"]] + [row]
+        saved.write_text(json.dumps(rows, indent=1))
         tvm_meta = a.out / "tvm" / f"{rows[-1]['case']}.json"
         if tvm_meta.exists():
             header["tvm_target"] = "`" + json.loads(tvm_meta.read_text())["target"] + "`"
