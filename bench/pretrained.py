@@ -62,13 +62,16 @@ def tune_run(name: str, f, mode: str, seed: int, a: argparse.Namespace, model_fo
     from tvmlite.search.options import TuningOptions
     from tvmlite.search.records.record import load_records
     from tvmlite.search.template_free.task import SearchTask
-    stem = a.out / f"{name}-{mode}-s{seed}"
-    log, side = stem.with_suffix(".jsonl"), stem.with_suffix(".json")
+    stem = f"{name}-{mode}-s{seed}"
+    # one log per run; one summary per budget read from it (a 64-trial view of a longer run
+    # is that run's first 64 trials, exactly what a 64-trial run with that seed measures)
+    log, side = a.out / f"{stem}.jsonl", a.out / f"{stem}-t{a.trials}.json"
     task = SearchTask(func=f.op, kwargs=f.kwargs, constants=f.constants)
     key = task.workload.key
-    meta = json.loads(side.read_text()) if side.exists() else {"seconds": 0.0}
+    meta = json.loads(side.read_text()) if side.exists() else {"seconds": None}
     done = sum(r.workload.key == key for r in load_records(log, missing_ok=True))
     if done < a.trials:
+        meta["seconds"] = meta["seconds"] or 0.0
         options = TuningOptions(seed=seed, population=a.population,
                                 pretrained=mode == "pretrained")
         print(f"  [{name} {mode} seed {seed}] tuning {a.trials} trials", flush=True)
@@ -87,12 +90,14 @@ def tune_run(name: str, f, mode: str, seed: int, a: argparse.Namespace, model_fo
 
 
 def write_results(path: Path, out: Path, header: str) -> None:
-    runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*.json"))]
+    runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*-t*.json"))]
     lines = ["# The cost model that arrives trained: cold vs pretrained vs leave-this-CPU-out",
              "", header, "",
              "Per run, from its own log (GFLOP/s as measured while tuning): the best after "
              f"{EARLY} trials and after all, and the first trial reaching 90% of that run's "
-             "final best. Medians over seeds (each seed's value in brackets).", "",
+             "final best. Medians over seeds (each seed's value in brackets). A shorter "
+             "budget's row of a longer run is that run's first trials (tune s then blank: "
+             "the run was timed whole).", "",
              "| case | trials | mode | best @64 | best @end | trials to 90% | tune s |",
              "|---|---|---|---|---|---|---|"]
     groups: dict = {}
