@@ -165,6 +165,22 @@ def test_prepacked_candidates_are_packed_checked_and_timed_under_qemu(tmp_path: 
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
 
 
+def test_search_with_a_constant_input_measures_prepacked_candidates_under_qemu(
+        tmp_path: Path) -> None:
+    """SearchTask(constants=["B"]) for aarch64-neon with the qemu runner: the search's
+    pre-packed candidates are measured (checked), not refused."""
+    from tvmlite.search.options import TuningOptions
+    from tvmlite.search.template_free.task import SearchTask
+    log = tmp_path / "c.jsonl"
+    task = SearchTask(func="matmul", args=(16, 32, 8, "float32"), target="aarch64-neon",
+                      constants=["B"])
+    task.tune(8, log, TuningOptions(population=16, generations=1, measures_per_round=4,
+                                    pretrained=False, runner=QemuRunner(n_parallel=2)))
+    packed = [r for r in load_records(log) if any(st.kind == "prepack" for st in r.steps)]
+    assert packed and all(r.emulated for r in packed)
+    assert all(r.result.ok for r in packed), [r.result.error_msg for r in packed]
+
+
 def test_run_on_target_packs_prepacked_inputs_first() -> None:
     """Two pack functions (A and B both constant), each in its argument's place."""
     from tvmlite import ops, te
