@@ -36,7 +36,7 @@
 #include <time.h>
 
 #if !defined(TVMLITE_NARGS) || !defined(TVMLITE_NPACKS)
-#error "compile the harness with the prelude from codegen_c/harness.py (it defines TVMLITE_NARGS)"
+#error "compile the harness with the prelude from codegen_c/harness.py (TVMLITE_NARGS, TVMLITE_NPACKS)"
 #endif
 
 #define MAX_NUMBER (1 << 24)
@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
       char dt[8];
       int arg = -1;
       long long count = 0;
-      if (npacks >= TVMLITE_NPACKS) return usage("more --pack than the prelude has pack functions");
+      if (npacks >= TVMLITE_NPACKS)
+        return usage("more --pack than the prelude has pack functions");
       harness_pack* pk = &packs[npacks];
       if (sscanf(val, "%255[A-Za-z0-9_]:%d:%7[a-z0-9]:%lld", pk->fn, &arg, dt, &count) != 4
           || count < 1)
