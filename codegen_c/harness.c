@@ -36,7 +36,7 @@
 #include <time.h>
 
 #if !defined(TVMLITE_NARGS) || !defined(TVMLITE_NPACKS)
-#error "compile the harness with the prelude from codegen_c/harness.py (TVMLITE_NARGS, TVMLITE_NPACKS)"
+#error "compile the harness with the prelude from codegen_c/harness.py (it defines TVMLITE_NARGS)"
 #endif
 
 #define MAX_NUMBER (1 << 24)

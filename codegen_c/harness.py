@@ -16,8 +16,8 @@ hand the kernel the packed buffer in that argument's place -- the kernel's C sig
 takes the packed buffer there -- so the check covers pack + kernel and the timings are the
 kernel's alone (the result's ``packed`` names the pack functions that ran before them).
 
-Map: ``PackSlot`` / ``pack_slots`` and the prelude · ``build_harness`` · ``run_harness`` and its errors ·
-raw file helpers ``write_inputs`` / ``read_outputs``.
+Map: ``PackSlot`` / ``pack_slots`` and the prelude · ``build_harness`` · ``run_harness``
+and its errors · raw file helpers ``write_inputs`` / ``read_outputs``.
 """
 from __future__ import annotations
 
