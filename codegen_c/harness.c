@@ -2,23 +2,30 @@
  *
  * Compiled for the target (with its compiler or cross compiler and flags) together with a
  * generated prelude that fixes the kernel's C signature (TVMLITE_NARGS, the function pointer
- * types and the TVMLITE_CALL / TVMLITE_TIME macros, see codegen_c/harness.py), so the call
- * through dlsym's pointer has exactly the kernel's type. It dlopens the kernel library, fills
- * the inputs from a seeded generator or from raw files, prefills the outputs with NaN (integer
- * outputs with -123456) so an element the kernel never writes shows, calls it once (the check
- * run), writes the outputs as raw files, then times it with the kernel's own <name>_time and
- * prints one JSON line:
+ * types and the TVMLITE_CALL / TVMLITE_TIME macros; TVMLITE_NPACKS and one pointer type per
+ * pack function, see codegen_c/harness.py), so the call through dlsym's pointer has exactly
+ * the callee's type. It dlopens the kernel library, fills the inputs from a seeded generator
+ * or from raw files, prefills the outputs with NaN (integer outputs with -123456) so an
+ * element the kernel never writes shows, runs each pack function once (a pre-packed constant
+ * input: <kernel>_pack_<input> fills a buffer, prefilled the same way, from the original
+ * input, and the kernel takes that buffer in the input's place), calls the kernel once (the
+ * check run), writes the outputs as raw files, then times the kernel alone with its own
+ * <name>_time (packing ran once before and is not in any timing) and prints one JSON line:
  *
- *   {"first_call": s, "number": n, "costs": [s, ...]}
+ *   {"first_call": s, "packed": ["<pack fn>", ...], "number": n, "costs": [s, ...]}
  *
  * Usage:
  *   harness --lib LIB.so --kernel NAME --arg DTYPE:in|out:COUNT ... [--seed S]
  *           [--inputs DIR] [--outputs DIR] [--number N] [--repeat R] [--min-repeat-ms MS]
- *           [--threads T] [--slow-seconds S]
- * One --arg per kernel argument, in call order (DTYPE: f32 f64 i32 i64). Input i is read
- * from DIR/arg<i>.bin, output i written to DIR/arg<i>.bin (native byte order, C order).
- * --repeat 0 only checks. A first call longer than --slow-seconds is the only sample.
- * Exit codes: 0 ok, 2 bad usage, 3 the kernel failed (could not allocate), 4 file error.
+ *           [--threads T] [--slow-seconds S] [--pack FN:ARG:DTYPE:COUNT ...]
+ * One --arg per kernel argument, in call order (DTYPE: f32 f64 i32 i64); a pre-packed
+ * input's --arg describes the original input (what is filled and read from DIR). One --pack
+ * per pack function, in the prelude's order: FN its name, ARG the index of the argument it
+ * replaces, DTYPE and COUNT the packed buffer's. Input i is read from DIR/arg<i>.bin,
+ * output i written to DIR/arg<i>.bin (native byte order, C order). --repeat 0 only checks.
+ * A first call longer than --slow-seconds is the only sample.
+ * Exit codes: 0 ok, 2 bad usage, 3 the kernel or a pack function failed (returned non-zero:
+ * could not allocate), 4 file error.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -28,7 +35,7 @@
 #include <string.h>
 #include <time.h>
 
-#ifndef TVMLITE_NARGS
+#if !defined(TVMLITE_NARGS) || !defined(TVMLITE_NPACKS)
 #error "compile the harness with the prelude from codegen_c/harness.py (it defines TVMLITE_NARGS)"
 #endif
 
@@ -43,13 +50,20 @@ typedef struct {
   void* data;
 } harness_arg;
 
+typedef struct {
+  char fn[256];   /* the pack function's name in the library */
+  int arg;        /* the kernel argument its packed buffer replaces */
+  harness_arg packed;
+} harness_pack;
+
 static const size_t ITEMSIZE[4] = {4, 8, 4, 8};
 static const char* DTYPES[4] = {"f32", "f64", "i32", "i64"};
 
 static int usage(const char* why) {
   fprintf(stderr, "harness: %s\nusage: harness --lib LIB --kernel NAME --arg DTYPE:in|out:COUNT"
           " ... [--seed S] [--inputs DIR] [--outputs DIR] [--number N] [--repeat R]"
-          " [--min-repeat-ms MS] [--threads T] [--slow-seconds S]\n", why);
+          " [--min-repeat-ms MS] [--threads T] [--slow-seconds S]"
+          " [--pack FN:ARG:DTYPE:COUNT ...]\n", why);
   return 2;
 }
 
@@ -85,6 +99,17 @@ static void fill_blank(harness_arg* a) {
   }
 }
 
+static int dtype_index(const char* name) {
+  for (int k = 0; k < 4; ++k)
+    if (!strcmp(name, DTYPES[k])) return k;
+  return -1;
+}
+
+static void* alloc_aligned(const harness_arg* a) {
+  size_t bytes = ((size_t)a->count * ITEMSIZE[a->dtype] + 63) / 64 * 64;
+  return aligned_alloc(64, bytes);
+}
+
 static int file_io(const char* dir, int index, harness_arg* a, int writing) {
   char path[4096];
   if (snprintf(path, sizeof path, "%s/arg%d.bin", dir, index) >= (int)sizeof path) return -1;
@@ -111,7 +136,8 @@ static double now(void) {
 int main(int argc, char** argv) {
   const char *lib = NULL, *kernel = NULL, *inputs = NULL, *outputs = NULL;
   harness_arg args[TVMLITE_NARGS];
-  int nargs = 0, threads = 0;
+  harness_pack packs[TVMLITE_NPACKS + 1];   /* + 1: no zero-length array */
+  int nargs = 0, npacks = 0, threads = 0;
   long long number = 1, repeat = 1;
   double min_repeat_ms = 0.0, slow_seconds = INFINITY;
   uint64_t seed = 0;
@@ -135,8 +161,7 @@ int main(int argc, char** argv) {
       if (nargs >= TVMLITE_NARGS) return usage("more --arg than the kernel has arguments");
       if (sscanf(val, "%7[a-z0-9]:%7[a-z]:%lld", dt, role, &count) != 3 || count < 1)
         return usage("--arg is DTYPE:in|out:COUNT, e.g. f32:in:4096");
-      int d = -1;
-      for (int k = 0; k < 4; ++k) if (!strcmp(dt, DTYPES[k])) d = k;
+      int d = dtype_index(dt);
       if (d < 0 || (strcmp(role, "in") && strcmp(role, "out")))
         return usage("--arg DTYPE is one of f32 f64 i32 i64, ROLE in or out");
       args[nargs].dtype = d;
@@ -144,10 +169,33 @@ int main(int argc, char** argv) {
       args[nargs].count = count;
       args[nargs].data = NULL;
       ++nargs;
+    } else if (!strcmp(opt, "--pack")) {
+      char dt[8];
+      int arg = -1;
+      long long count = 0;
+      if (npacks >= TVMLITE_NPACKS)
+        return usage("more --pack than the prelude has pack functions");
+      harness_pack* pk = &packs[npacks];
+      if (sscanf(val, "%255[A-Za-z0-9_]:%d:%7[a-z0-9]:%lld", pk->fn, &arg, dt, &count) != 4
+          || count < 1)
+        return usage("--pack is FN:ARG:DTYPE:COUNT, e.g. k_pack_B:1:f32:4096");
+      int d = dtype_index(dt);
+      if (d < 0 || arg != tvmlite_pack_arg(npacks) || d != tvmlite_pack_dtype(npacks))
+        return usage("--pack ARG and DTYPE differ from the prelude's pack function");
+      pk->arg = arg;
+      pk->packed.dtype = d;
+      pk->packed.is_output = 0;
+      pk->packed.count = count;
+      pk->packed.data = NULL;
+      ++npacks;
     } else return usage("unknown option");
   }
   if (lib == NULL || kernel == NULL) return usage("--lib and --kernel are required");
   if (nargs != TVMLITE_NARGS) return usage("give one --arg per kernel argument");
+  if (npacks != TVMLITE_NPACKS) return usage("give one --pack per pack function");
+  for (int j = 0; j < npacks; ++j)
+    if (packs[j].arg >= nargs || args[packs[j].arg].is_output)
+      return usage("--pack ARG must be the index of an input --arg");
   if (number < 1 || number > MAX_NUMBER || repeat < 0 || repeat > MAX_REPEAT)
     return usage("--number is in [1, 2^24], --repeat in [0, 1000]");
 
@@ -172,8 +220,7 @@ int main(int argc, char** argv) {
   uint64_t state = seed;
   void* p[TVMLITE_NARGS];
   for (int i = 0; i < nargs; ++i) {
-    size_t bytes = ((size_t)args[i].count * ITEMSIZE[args[i].dtype] + 63) / 64 * 64;
-    args[i].data = aligned_alloc(64, bytes);
+    args[i].data = alloc_aligned(&args[i]);
     if (args[i].data == NULL) {
       fprintf(stderr, "harness: out of memory for argument %d\n", i);
       return 3;
@@ -182,6 +229,27 @@ int main(int argc, char** argv) {
     else if (inputs != NULL) { if (file_io(inputs, i, &args[i], 0)) return 4; }
     else fill_random(&args[i], &state);
     p[i] = args[i].data;
+  }
+  /* pre-packed inputs: pack once, before the check run and the timing */
+  for (int j = 0; j < npacks; ++j) {
+    void* fn = dlsym(handle, packs[j].fn);
+    if (fn == NULL) {
+      fprintf(stderr, "harness: %s lacks the pack function %s\n", lib, packs[j].fn);
+      return 4;
+    }
+    packs[j].packed.data = alloc_aligned(&packs[j].packed);
+    if (packs[j].packed.data == NULL) {
+      fprintf(stderr, "harness: out of memory for the buffer of %s\n", packs[j].fn);
+      return 3;
+    }
+    fill_blank(&packs[j].packed);   /* an element the pack never writes shows */
+    int32_t status = tvmlite_pack_call(j, fn, args[packs[j].arg].data, packs[j].packed.data);
+    if (status != 0) {
+      fprintf(stderr, "harness: the pack function %s returned %d (it could not allocate "
+              "its buffers)\n", packs[j].fn, (int)status);
+      return 3;
+    }
+    p[packs[j].arg] = packs[j].packed.data;
   }
 
   double t0 = now();
@@ -194,7 +262,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < nargs; ++i)
       if (args[i].is_output && file_io(outputs, i, &args[i], 1)) return 4;
 
-  printf("{\"first_call\": %.9g, ", first_call);
+  printf("{\"first_call\": %.9g, \"packed\": [", first_call);
+  for (int j = 0; j < npacks; ++j) printf("%s\"%s\"", j ? ", " : "", packs[j].fn);
+  printf("], ");
   if (first_call > slow_seconds && repeat > 0) {   /* far too slow to matter: one sample */
     printf("\"number\": 1, \"costs\": [%.9g]}\n", first_call > MIN_COST ? first_call : MIN_COST);
     return 0;

@@ -63,8 +63,9 @@ class BuildResult:
     error_msg: str
     seconds: float
     sizes: tuple = ()   # values of the kernel's leading int64 size arguments, in order
-    # pre-packed inputs: {"fn", "input", "packed": ArgSpec JSON}; the worker packs once,
-    # before the check and the timing, so costs are the kernel's alone
+    # pre-packed inputs: {"fn", "input", "packed": ArgSpec JSON}; the worker (and the C
+    # harness of the qemu runner) packs once, before the check and the timing, so costs
+    # are the kernel's alone
     packs: tuple = ()
 
     @property

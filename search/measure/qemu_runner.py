@@ -18,6 +18,11 @@ FMA contraction by its compiler, NEON's rounding) are then on both sides of the
 comparison, so a tolerance never has to absorb the difference between two machines'
 math libraries, and the check needs nothing of the host but the emulator: the same
 harness and reference check run unchanged on a board or on a remote runner.
+
+A pre-packed candidate (``BuildResult.packs``) runs as the local worker runs it: the
+harness calls each pack function once on the seeded original input, then checks and times
+the kernel on the packed buffer, so its costs exclude the packing and the check covers
+pack + kernel against the same unscheduled reference.
 """
 from __future__ import annotations
 
@@ -31,7 +36,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from tvmlite.codegen_c import CompileError
 from tvmlite.codegen_c.harness import (EmulatorNotFoundError, HarnessError, build_harness,
-                                       emulator_prefix, read_outputs, run_harness)
+                                       emulator_prefix, pack_slots, read_outputs,
+                                       run_harness)
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
@@ -140,11 +146,13 @@ class QemuRunner(Runner):
             return tempfile.mkdtemp(dir=self._tmp.name)
 
     def _harness(self, build: BuildResult) -> str:
-        sig = tuple((a.dtype, a.is_output) for a in build.args)
+        packs = tuple(build.packs)
+        sig = (tuple((a.dtype, a.is_output) for a in build.args),
+               tuple((s.arg, s.dtype) for s in pack_slots(build.args, packs)))
         with self._lock:
             hit = self._harnesses.get(sig)
         if hit is None:
-            hit = str(build_harness(build.args, self._target))
+            hit = str(build_harness(build.args, self._target, packs=packs))
             with self._lock:
                 self._harnesses[sig] = hit
         return hit
@@ -155,7 +163,8 @@ class QemuRunner(Runner):
                            prefix=self._prefix, seed=self.seed, outputs_dir=outputs_dir,
                            number=self.number, repeat=repeat,
                            min_repeat_ms=self.min_repeat_ms, threads=self.n_threads,
-                           slow_seconds=self.timeout / 4, timeout=timeout)
+                           slow_seconds=self.timeout / 4, timeout=timeout,
+                           packs=tuple(build.packs))
 
     def _reference(self, workload: Any, reference: Callable[[Any], BuildResult]
                    ) -> tuple | str:
@@ -179,11 +188,6 @@ class QemuRunner(Runner):
         if not build.ok:
             return MeasureResult(error_no=build.error_no, error_msg=build.error_msg,
                                  build_seconds=build.seconds)
-        if getattr(build, "packs", ()):
-            return MeasureResult(error_no=MeasureErrorNo.UNKNOWN, error_msg=(
-                "the qemu runner's C harness does not run pack functions (prepack); check "
-                "pre-packed schedules with the local or Dask runner"),
-                build_seconds=build.seconds)
         start = time.monotonic()
         error_no, msg, costs = MeasureErrorNo.NO_ERROR, "", ()
         try:
