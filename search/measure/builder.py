@@ -9,7 +9,7 @@ Lowering is Python and compiling is a subprocess that releases the GIL, so a bat
 on ``n_parallel`` threads, each lowering one candidate and then compiling it while
 another thread lowers the next (identical sources of one batch compile once, and a
 dynamic kernel measured at several sizes -- the same symbolic C for each -- is lowered
-once per batch);
+once, for this batch and the next ones);
 ``iter_build`` hands each build over as it ends. Every kernel gets the same C name, ``KERNEL``: the name is not part of the
 schedule, and a fixed name lets equal schedules produce byte-equal sources that share
 one cache entry.
@@ -38,6 +38,7 @@ __all__ = ["ArgSpec", "BuildResult", "LocalBuilder", "KERNEL"]
 
 KERNEL = "tvmlite_kernel"   # codegen's own names are tvmlite_<short>; this one is free
 _STDERR_LINES = 20
+_MAX_LOWERINGS = 256
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ class LocalBuilder:
         self._target, self._n_parallel = target, n_parallel
         self.timeout, self.cache_dir = float(timeout), cache_dir
         self._references: dict[str, BuildResult] = {}
+        self._lowerings: dict[tuple, Future] = {}   # a dynamic kernel's, for its other sizes
         self._lock = threading.Lock()
 
     @property
@@ -159,7 +161,10 @@ class LocalBuilder:
                 yield i, _failed(_check_input(inp, i), MeasureErrorNo.COMPILE_ERROR, msg, 0.0)
             return
         compiles: dict[str, Future] = {}
-        lowerings: dict[tuple, Future] = {}
+        with self._lock:
+            if len(self._lowerings) > _MAX_LOWERINGS:   # bound memory: C sources are big
+                self._lowerings.clear()
+        lowerings = self._lowerings
         pending: dict[Future, int] = {}
         pulled = 0
         with ThreadPoolExecutor(self.n_parallel) as pool:

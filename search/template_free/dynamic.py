@@ -5,11 +5,14 @@ policy per representative size, each proposing schedules for the compute *at* th
 (its sketches and tile choices see real extents, and its features are those of the
 concrete lowering), all sharing one XGBoost model trained on throughput normalized per
 size, so what it learns at M=64 guides M=256. Every candidate is measured as what is
-deployed: the symbolic kernel (over M), compiled once and called at *every*
-representative size in one measuring call (a candidate costs one compile and a run per
+deployed: the symbolic kernel (over M), lowered and compiled once and called at *every*
+representative size (a candidate costs one compile and a run per
 size: compiling is most of a candidate's cost, so the budget of ``trials`` measurements
-buys ``trials // sizes`` candidates, each seen at all sizes), and every policy learns
-from it at its size. Each round the policies take turns proposing. Then:
+buys about ``trials // sizes`` candidates, each seen at all sizes), and every policy
+learns from it at its size. Each round the policies take turns proposing; the round is
+measured size by size, smallest first, and a candidate ``HOPELESS`` times slower than
+the best at one size (or failing) is not measured at the bigger ones, which leaves its
+measurements to other candidates. Then:
 
 1. variants: the fastest schedule at each size, at most ``max_variants`` of them
    (those fastest at the most sizes, then the fastest);
@@ -40,6 +43,7 @@ from tvmlite.search.model.cost_model import XGBModel
 
 MAX_SIZES = 6
 MAX_VARIANTS = 4
+HOPELESS = 16   # a candidate this many times slower than a size's best skips bigger sizes
 TUNER = "template-free"
 
 
@@ -81,8 +85,7 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     wl, target = task.workload, task.target
     name, sizes = task.size_name, task.sizes
     n_var = min(max_variants, len(sizes))
-    n_cands = trials // len(sizes)
-    if n_cands < 1:
+    if trials < len(sizes):
         raise ValueError(f"tune(trials={trials}) is too small for {len(sizes)} sizes: give at "
                          f"least {len(sizes)} (each candidate is measured at every size)")
     if model is None and options.pretrained:
@@ -98,31 +101,32 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     start = time.perf_counter()
     with options.measurer(log_file, target, TUNER) as measurer:
         seen: set = set()    # Steps (as _key) of every candidate measured, from the log too
+        keys = {w.key for w in at.values()}
         for m in sizes:
             _seed_from_log(policies[m], measurer, at[m], best, m, seen)
-        done = len(seen)
+        spent = sum(1 for r in measurer.known.values() if r.workload.key in keys)
         per_round = max(1, options.measures_per_round // len(sizes))
         turn = 0
-        while done < n_cands:
-            want = min(per_round, n_cands - done)
+        while spent + len(sizes) <= trials:
+            want = min(per_round, (trials - spent) // len(sizes))
             t0 = time.perf_counter()
             batch = _propose(policies, sizes, want, turn, seen)
             turn += 1
             result.search_seconds += time.perf_counter() - t0
             if not batch:
                 break          # every policy's space is exhausted
-            t1 = time.perf_counter()
-            real = [MeasureInput(at[m], inp.steps, inp.decisions) for inp in batch for m in sizes]
-            measured = measurer.measure(real)
-            result.measure_seconds += time.perf_counter() - t1
-            for m in sizes:
-                mine = [(MeasureInput(policies[m].workload, inp.steps, inp.decisions), res)
-                        for inp, res in zip(real, measured) if inp.workload.key == at[m].key]
-                policies[m].update([x for x, _ in mine], [r for _, r in mine])
-            for inp, res in zip(real, measured):
-                _account(result, measurer.known.get(inp.key), res, best,
-                         inp.workload.sizes[name], start, callback)
-            done += len(batch)
+            alive = list(batch)
+            for m in sizes:    # ascending: the cheap sizes first, the hopeless dropped
+                t1 = time.perf_counter()
+                real = [MeasureInput(at[m], inp.steps, inp.decisions) for inp in alive]
+                measured = measurer.measure(real)
+                result.measure_seconds += time.perf_counter() - t1
+                policies[m].update([MeasureInput(policies[m].workload, inp.steps, inp.decisions)
+                                    for inp in alive], measured)
+                for inp, res in zip(real, measured):
+                    _account(result, measurer.known.get(inp.key), res, best, m, start, callback)
+                spent += len(real)
+                alive = _hopeful(alive, measured, best.get(m), at[m])
         table = _choose(wl, name, sizes, at, best, measurer, n_var, result, start, callback)
         if table is not None:
             rec = dispatch_record(wl, target, table)
@@ -131,6 +135,17 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
             result.dispatch = table          # type: ignore[attr-defined]
     result.best = max(best.values(), key=lambda r: r.gflops, default=None)
     return result
+
+
+def _hopeful(inputs: list, results: list, best: Any, wl_at: Any) -> list:
+    """The candidates worth measuring at the next, bigger size: those that ran within
+    ``HOPELESS`` times the best time at this size. One far slower (a naive nest at a
+    few GFLOP/s, against the best at hundreds) cannot be a variant anywhere, and at
+    M=1024 its run alone would take seconds: most of a round's time, for nothing."""
+    if best is None:
+        return [inp for inp, res in zip(inputs, results) if res.ok]
+    return [inp for inp, res in zip(inputs, results)
+            if res.ok and res.mean_cost <= HOPELESS * best.mean_cost]
 
 
 def _propose(policies: dict, sizes: list, want: int, turn: int, seen: set) -> list:
