@@ -16,9 +16,10 @@ candidate -- and leave the last tile unrolled but guarded. Instead each outermos
 unrolled block that holds guards is versioned by itself:
 
     if (hoisted conditions at the block's largest values) { block, unrolled, unguarded }
-    else { block rolled back into serial loops, guarded }
+    else { block, its loops the guards read rolled back into serial loops, guarded }
 
-so the C holds one unrolled copy, plus a small rolled one. The versioning sits at the
+so the C holds one unrolled copy, plus a smaller one unrolled only along the axes no
+guard reads (a partial tile of rows still keeps each row's vectors in registers). The versioning sits at the
 outermost loop around the block that no guard reads (a reduction loop around a block of
 rows is versioned whole, so the branch is not paid per reduction step). A full tile pays
 one predictable branch per block; a partial tile runs all its full blocks unrolled too, and
@@ -71,7 +72,8 @@ def _version_blocks(s: Stmt) -> Stmt:
     hoisted = _hoisted(s, inner)
     if not hoisted:
         return s
-    rest = _rolled(s)
+    guard_vars = {n.name for c in hoisted for n in walk(c) if isinstance(n, Var)}
+    rest = _rolled(s, guard_vars)
     some = _any_store_runs(s, inner)
     if some is not None:   # a block past M (a whole empty sub-tile) is skipped
         rest = IfThenElse(some, rest)
@@ -112,11 +114,13 @@ def _any_store_runs(s: Stmt, inner: dict) -> Expr | None:
     return out
 
 
-def _rolled(s: Stmt) -> Stmt:
-    """``s`` with every loop to be unrolled serial again, and no unroll pragma."""
-    s = map_stmt(s, _rolled)
+def _rolled(s: Stmt, guard_vars: set) -> Stmt:
+    """``s`` with the loops its guards read serial again (the rows of a partial tile),
+    the others still unrolled (a row's vectors stay in registers), and no pragma."""
+    s = map_stmt(s, lambda c: _rolled(c, guard_vars))
     if isinstance(s, For) and (s.kind == "unroll" or s.unroll_limit):
-        return For(s.var, s.extent, "serial" if s.kind == "unroll" else s.kind, s.body)
+        kind = "serial" if s.kind == "unroll" and s.var.name in guard_vars else s.kind
+        return For(s.var, s.extent, kind, s.body)
     return s
 
 
