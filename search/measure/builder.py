@@ -7,13 +7,16 @@ for a bad candidate, so one bad schedule cannot stop a tuning run.
 
 Lowering is Python and compiling is a subprocess that releases the GIL, so a batch runs
 on ``n_parallel`` threads, each lowering one candidate and then compiling it while
-another thread lowers the next (identical sources of one batch compile once);
+another thread lowers the next (identical sources of one batch compile once, and a
+dynamic kernel measured at several sizes -- the same symbolic C for each -- is lowered
+once, for this batch and the next ones);
 ``iter_build`` hands each build over as it ends. Every kernel gets the same C name, ``KERNEL``: the name is not part of the
 schedule, and a fixed name lets equal schedules produce byte-equal sources that share
 one cache entry.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -35,6 +38,7 @@ __all__ = ["ArgSpec", "BuildResult", "LocalBuilder", "KERNEL"]
 
 KERNEL = "tvmlite_kernel"   # codegen's own names are tvmlite_<short>; this one is free
 _STDERR_LINES = 20
+_MAX_LOWERINGS = 256
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class _Lowered:
     seconds: float
     sizes: tuple = ()
     packs: tuple = ()
+    size_names: tuple = ()   # the SizeVar names of ``sizes``, in order
 
 
 def pack_specs(func: Any) -> tuple:
@@ -118,6 +123,7 @@ class LocalBuilder:
         self._target, self._n_parallel = target, n_parallel
         self.timeout, self.cache_dir = float(timeout), cache_dir
         self._references: dict[str, BuildResult] = {}
+        self._lowerings: dict[tuple, Future] = {}   # a dynamic kernel's, for its other sizes
         self._lock = threading.Lock()
 
     @property
@@ -156,6 +162,10 @@ class LocalBuilder:
                 yield i, _failed(_check_input(inp, i), MeasureErrorNo.COMPILE_ERROR, msg, 0.0)
             return
         compiles: dict[str, Future] = {}
+        with self._lock:
+            if len(self._lowerings) > _MAX_LOWERINGS:   # bound memory: C sources are big
+                self._lowerings.clear()
+        lowerings = self._lowerings
         pending: dict[Future, int] = {}
         pulled = 0
         with ThreadPoolExecutor(self.n_parallel) as pool:
@@ -164,7 +174,7 @@ class LocalBuilder:
                 inp = next(it, None)
                 if inp is not None:
                     pending[pool.submit(self._build_one, _check_input(inp, pulled), target,
-                                        compiles)] = pulled
+                                        compiles, lowerings)] = pulled
                     pulled += 1
 
             for _ in range(self.n_parallel):
@@ -175,11 +185,11 @@ class LocalBuilder:
                     yield pending.pop(fut), fut.result()
                     pull()
 
-    def _build_one(self, inp: MeasureInput, target: Target,
-                   compiles: dict[str, Future]) -> BuildResult:
+    def _build_one(self, inp: MeasureInput, target: Target, compiles: dict[str, Future],
+                   lowerings: dict[tuple, Future] | None = None) -> BuildResult:
         """Lower, then compile unless another slot compiles the same source (then wait
         for it: it is already running, so this cannot deadlock)."""
-        low = self._lower(inp, target)
+        low = self._lower_once(inp, target, {} if lowerings is None else lowerings)
         if isinstance(low, BuildResult):
             return low
         with self._lock:
@@ -207,6 +217,30 @@ class LocalBuilder:
         return result
 
     # -- one candidate ---------------------------------------------------------------
+    def _lower_once(self, inp: MeasureInput, target: Target,
+                    lowerings: dict[tuple, Future]) -> _Lowered | BuildResult:
+        """``_lower``, shared by the sizes of one dynamic kernel: a workload at sizes
+        (``Workload.at``) lowers to the same symbolic C at every size, so only its
+        arguments' shapes and size values differ (and a reuse costs no lowering time)."""
+        wl = inp.workload
+        if not getattr(wl, "sizes", None):
+            return self._lower(inp, target)
+        key = (wl.base_key, tuple(json.dumps(st.to_json(), sort_keys=True) for st in inp.steps))
+        with self._lock:
+            fut = lowerings.get(key)
+            mine = fut is None
+            if mine:
+                fut = lowerings[key] = Future()
+        if mine:
+            low = self._lower(inp, target)
+            fut.set_result(low)
+            return low
+        low = fut.result()
+        if isinstance(low, BuildResult):
+            return self._lower(inp, target)   # its own error message, with its own args
+        return _Lowered(low.source, low.decl, arg_specs(wl), 0.0,
+                        tuple(wl.sizes[n] for n in low.size_names), low.packs, low.size_names)
+
     def _lower(self, inp: MeasureInput, target: Target) -> _Lowered | BuildResult:
         """Steps -> C source; a Step that does not apply is INVALID_SCHEDULE."""
         start = time.perf_counter()
@@ -228,7 +262,7 @@ class LocalBuilder:
             return _failed(inp, MeasureErrorNo.BUILD_TIMEOUT,
                            f"lowering alone took {seconds:.2f}s, longer than the build "
                            f"timeout={self.timeout}s", seconds)
-        return _Lowered(source, decl, args, seconds, sizes, pack_specs(func))
+        return _Lowered(source, decl, args, seconds, sizes, pack_specs(func), tuple(names))
 
     def _compile(self, source: str, target: Target,
                  timeout: float) -> tuple[str | None, MeasureErrorNo, str, float]:

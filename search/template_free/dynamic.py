@@ -5,14 +5,21 @@ policy per representative size, each proposing schedules for the compute *at* th
 (its sketches and tile choices see real extents, and its features are those of the
 concrete lowering), all sharing one XGBoost model trained on throughput normalized per
 size, so what it learns at M=64 guides M=256. Every candidate is measured as what is
-deployed: the symbolic kernel (over M) called at the size. Then:
+deployed: the symbolic kernel (over M), lowered and compiled once and called at *every*
+representative size (a candidate costs one compile and a run per
+size: compiling is most of a candidate's cost, so the budget of ``trials`` measurements
+buys about ``trials // sizes`` candidates, each seen at all sizes), and every policy
+learns from it at its size. Each round the policies take turns proposing; the round is
+measured size by size, smallest first, and a candidate ``HOPELESS`` times slower than
+the best at one size (or failing) is not measured at the bigger ones, which leaves its
+measurements to other candidates. Then:
 
-1. variants: the fastest schedule found at each size, at most ``max_variants`` of them
+1. variants: the fastest schedule at each size, at most ``max_variants`` of them
    (those fastest at the most sizes, then the fastest);
-2. each variant is measured at every representative size (counted in the budget);
-3. the table: per size the fastest variant; between two tuned sizes the nearer one in
-   log scale serves (``dispatch.ranges_from_choice``). Table and variants go in the log
-   as a dispatch record; ``apply_best`` builds the dispatching kernel from it.
+2. the table: per size the fastest variant, from those measurements; between two tuned
+   sizes the nearer one in log scale serves (``dispatch.ranges_from_choice``). Table and
+   variants go in the log as a dispatch record; ``apply_best`` builds the dispatching
+   kernel from it.
 
 Representative sizes of a range ``(lo, hi)``: its ends and the powers of two inside, and
 if that is more than ``max_sizes``, that many of them evenly spaced in log scale (ends
@@ -36,6 +43,7 @@ from tvmlite.search.model.cost_model import XGBModel
 
 MAX_SIZES = 6
 MAX_VARIANTS = 4
+HOPELESS = 16   # a candidate this many times slower than a size's best skips bigger sizes
 TUNER = "template-free"
 
 
@@ -77,12 +85,9 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     wl, target = task.workload, task.target
     name, sizes = task.size_name, task.sizes
     n_var = min(max_variants, len(sizes))
-    reserve = (n_var - 1) * len(sizes)
-    per_size = (trials - reserve) // len(sizes)
-    if per_size < 1:
+    if trials < len(sizes):
         raise ValueError(f"tune(trials={trials}) is too small for {len(sizes)} sizes: give at "
-                         f"least {len(sizes) + reserve} (one search trial per size plus "
-                         f"measuring up to {n_var} variants at every size)")
+                         f"least {len(sizes)} (each candidate is measured at every size)")
     if model is None and options.pretrained:
         from tvmlite.search.model.pretrained import load_pretrained
         model = load_pretrained("pack-sum")   # None (warned) if it does not fit
@@ -95,29 +100,33 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     best: dict = {}     # size -> Record
     start = time.perf_counter()
     with options.measurer(log_file, target, TUNER) as measurer:
-        done = {m: sum(1 for r in measurer.known.values() if r.workload.key == at[m].key)
-                for m in sizes}
+        seen: set = set()    # Steps (as _key) of every candidate measured, from the log too
+        keys = {w.key for w in at.values()}
         for m in sizes:
-            _seed_from_log(policies[m], measurer, at[m], best, m)
-        active = [m for m in sizes if done[m] < per_size]
-        while active:
-            for m in list(active):
-                t0 = time.perf_counter()
-                batch = policies[m].next_batch(min(options.measures_per_round, per_size - done[m]))
-                result.search_seconds += time.perf_counter() - t0
-                if not batch:
-                    active.remove(m)
-                    continue
+            _seed_from_log(policies[m], measurer, at[m], best, m, seen)
+        spent = sum(1 for r in measurer.known.values() if r.workload.key in keys)
+        per_round = max(1, options.measures_per_round // len(sizes))
+        turn = 0
+        while spent + len(sizes) <= trials:
+            want = min(per_round, (trials - spent) // len(sizes))
+            t0 = time.perf_counter()
+            batch = _propose(policies, sizes, want, turn, seen)
+            turn += 1
+            result.search_seconds += time.perf_counter() - t0
+            if not batch:
+                break          # every policy's space is exhausted
+            alive = list(batch)
+            for m in sizes:    # ascending: the cheap sizes first, the hopeless dropped
                 t1 = time.perf_counter()
-                real = [MeasureInput(at[m], inp.steps, inp.decisions) for inp in batch]
+                real = [MeasureInput(at[m], inp.steps, inp.decisions) for inp in alive]
                 measured = measurer.measure(real)
                 result.measure_seconds += time.perf_counter() - t1
-                policies[m].update(batch, measured)
+                policies[m].update([MeasureInput(policies[m].workload, inp.steps, inp.decisions)
+                                    for inp in alive], measured)
                 for inp, res in zip(real, measured):
-                    done[m] += 1
                     _account(result, measurer.known.get(inp.key), res, best, m, start, callback)
-                if done[m] >= per_size:
-                    active.remove(m)
+                spent += len(real)
+                alive = _hopeful(alive, measured, best.get(m), at[m])
         table = _choose(wl, name, sizes, at, best, measurer, n_var, result, start, callback)
         if table is not None:
             rec = dispatch_record(wl, target, table)
@@ -128,10 +137,40 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     return result
 
 
-def _seed_from_log(policy: Any, measurer: Any, wl_at: Any, best: dict, m: int) -> None:
+def _hopeful(inputs: list, results: list, best: Any, wl_at: Any) -> list:
+    """The candidates worth measuring at the next, bigger size: those that ran within
+    ``HOPELESS`` times the best time at this size. One far slower (a naive nest at a
+    few GFLOP/s, against the best at hundreds) cannot be a variant anywhere, and at
+    M=1024 its run alone would take seconds: most of a round's time, for nothing."""
+    if best is None:
+        return [inp for inp, res in zip(inputs, results) if res.ok]
+    return [inp for inp, res in zip(inputs, results)
+            if res.ok and res.mean_cost <= HOPELESS * best.mean_cost]
+
+
+def _propose(policies: dict, sizes: list, want: int, turn: int, seen: set) -> list:
+    """Up to ``want`` new candidates, the policies taking turns (starting at ``turn``) so
+    every size's sketches and tile choices get proposed; ``seen`` gains their Steps."""
+    order = [sizes[(turn + i) % len(sizes)] for i in range(len(sizes))]
+    share = -(-want // len(sizes))
+    out: list = []
+    for m in order:
+        if len(out) >= want:
+            break
+        for inp in policies[m].next_batch(min(share, want - len(out))):
+            k = _key(inp.steps)
+            if k not in seen:
+                seen.add(k)
+                out.append(inp)
+    return out
+
+
+def _seed_from_log(policy: Any, measurer: Any, wl_at: Any, best: dict, m: int,
+                   seen: set) -> None:
     """Resume: the log's records at this size train the model and count toward the budget."""
     old = sorted((r for r in measurer.known.values() if r.workload.key == wl_at.key),
                  key=lambda r: r.result.timestamp)
+    seen.update(_key(r.steps) for r in old)
     if not old:
         return
     bound = policy.workload
@@ -162,7 +201,9 @@ def _key(steps: Sequence[Any]) -> str:
 
 def _choose(wl: Any, name: str, sizes: list, at: dict, best: dict, measurer: Any,
             n_var: int, result: TuneResult, start: float, callback: Any) -> DispatchTable | None:
-    """Variants from the per-size bests, each measured at every size, and the table."""
+    """Variants from the per-size bests and the table from their times at every size
+    (the search measured every candidate at every size already; a log of an interrupted
+    run may lack some, measured here as part of the budget)."""
     if not best:
         return None
     unique: dict = {}

@@ -130,7 +130,7 @@ def loop_nest(s: Schedule, args: Sequence[Any], name: str = "default_function",
     copies), and it keeps the loop structure the features describe. ``vector_bytes`` (the
     features' target's, None: this machine's) decides which nests auto-unroll marks."""
     ks, kargs, _ = _kernel_parts(s, args)   # the kernel only: packing runs once, outside
-    return _lower(ks, kargs, name, vector_bytes, False, until="auto_unroll")
+    return _lower(ks, kargs, name, vector_bytes, False, until="version")
 
 
 def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None, debug: bool,
@@ -155,8 +155,8 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None
     decisions: list = []
     passes = [
         ("simplify", simplify_stmt),
-        ("version", version_guards),
         ("auto_unroll", lambda x: mark_auto_unroll(x, 0, vector_bytes)),
+        ("version", version_guards),   # after auto_unroll: it versions unrolled blocks
         ("unroll", lambda x: unroll(x, vector_bytes)),
         ("simplify", simplify_stmt),
         ("flatten", flatten),

@@ -9,6 +9,24 @@ the guard becomes a condition on ``L``'s and outer variables alone, and the body
 
     if (all hoisted conditions hold) { body without those guards } else { body }
 
+When that body has unrolled blocks (loops auto-unroll or an ``unroll`` step marked: the
+pass runs after auto-unroll marking), copying the whole body would double the C of every
+unrolled block -- and gcc's time, which is most of the cost of compiling a dynamic
+candidate -- and leave the last tile unrolled but guarded. Instead each outermost
+unrolled block that holds guards is versioned by itself:
+
+    if (hoisted conditions at the block's largest values) { block, unrolled, unguarded }
+    else { block, its loops the guards read rolled back into serial loops, guarded }
+
+so the C holds one unrolled copy, plus a smaller one unrolled only along the axes no
+guard reads (a partial tile of rows still keeps each row's vectors in registers). The versioning sits at the
+outermost loop around the block that no guard reads (a reduction loop around a block of
+rows is versioned whole, so the branch is not paid per reduction step). A full tile pays
+one predictable branch per block; a partial tile runs all its full blocks unrolled too, and
+only its last, partial block rolled (where the old whole-tile remainder was unrolled
+but guarded in every copy). Guards outside unrolled blocks (in rolled loops: a cache's
+initialisation and write-back, O(tile) work) stay.
+
 Only guards of the form ``e < E`` with ``E`` depending on a symbolic size and ``e``
 affine in the inner loop variables are hoisted; others stay in both versions. Kernels
 without symbolic sizes are untouched.
@@ -17,7 +35,8 @@ from __future__ import annotations
 
 from tvmlite.ir.expr import BinOp, Cmp, Expr, Var, walk
 from tvmlite.ir.simplify import from_linear, linear, simplify
-from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, map_stmt, walk_stmts
+from tvmlite.ir.stmt import (Allocate, For, IfThenElse, Seq, Stmt, Store, map_stmt,
+                             stmt_children, walk_stmts)
 from tvmlite.ir.symbolic import SizeVar, is_static
 
 __all__ = ["version_guards"]
@@ -25,8 +44,84 @@ __all__ = ["version_guards"]
 
 def version_guards(s: Stmt) -> Stmt:
     if isinstance(s, For) and _static_inside(s.body):
+        if any(_is_block(x) and _guards(x) for x in walk_stmts(s.body)):
+            return map_stmt(s, _version_blocks)
         return _version(s)
     return map_stmt(s, version_guards)
+
+
+def _is_block(s: Stmt) -> bool:
+    return isinstance(s, For) and s.kind == "unroll"
+
+
+def _guards(s: Stmt) -> bool:
+    return any(isinstance(x, IfThenElse) for x in walk_stmts(s))
+
+
+def _version_blocks(s: Stmt) -> Stmt:
+    """The guarded unrolled blocks under ``s`` versioned, each at the outermost loop
+    around it that no guard depends on (module doc)."""
+    if not (isinstance(s, For) and any(_is_block(x) and _guards(x) for x in walk_stmts(s))):
+        return map_stmt(s, _version_blocks)
+    if not _is_block(s):
+        used = {n.name for x in walk_stmts(s) if isinstance(x, IfThenElse)
+                for n in walk(x.cond) if isinstance(n, Var)}
+        if any(loop.var.name in used for loop in _loops_outside_blocks(s)):
+            return map_stmt(s, _version_blocks)
+    inner = _inner_ranges(s)   # its own variable too: a block's is unrolled away
+    hoisted = _hoisted(s, inner)
+    if not hoisted:
+        return s
+    guard_vars = {n.name for c in hoisted for n in walk(c) if isinstance(n, Var)}
+    rest = _rolled(s, guard_vars)
+    some = _any_store_runs(s, inner)
+    if some is not None:   # a block past M (a whole empty sub-tile) is skipped
+        rest = IfThenElse(some, rest)
+    return IfThenElse(_all(list(dict.fromkeys(hoisted.values()))), _drop(s, set(hoisted)),
+                      rest)
+
+
+def _loops_outside_blocks(s: Stmt) -> list:
+    if _is_block(s):
+        return []
+    own = [s] if isinstance(s, For) else []
+    return own + [x for c in stmt_children(s) for x in _loops_outside_blocks(c)]
+
+
+def _any_store_runs(s: Stmt, inner: dict) -> Expr | None:
+    """A condition false only when no store of ``s`` runs: the disjunction of its guards
+    at their smallest values, if every store is under a hoistable guard; else None."""
+    found: list = []
+
+    def go(x: Stmt, guards: tuple) -> bool:
+        if isinstance(x, IfThenElse):
+            mine = tuple(h for h in (_hoist(c, inner, largest=False)
+                                     for c in _conjuncts(x.cond)) if h is not None)
+            return go(x.then, guards + mine) and (x.other is None or go(x.other, guards))
+        if isinstance(x, Store):
+            if not guards:
+                return False
+            found.append(guards[-1])
+            return True
+        return all(go(c, guards) for c in stmt_children(x))
+
+    if not go(s, ()) or not found:
+        return None
+    conds = list(dict.fromkeys(found))
+    out = conds[0]
+    for c in conds[1:]:
+        out = BinOp("or", out, c)
+    return out
+
+
+def _rolled(s: Stmt, guard_vars: set) -> Stmt:
+    """``s`` with the loops its guards read serial again (the rows of a partial tile),
+    the others still unrolled (a row's vectors stay in registers), and no pragma."""
+    s = map_stmt(s, lambda c: _rolled(c, guard_vars))
+    if isinstance(s, For) and (s.kind == "unroll" or s.unroll_limit):
+        kind = "serial" if s.kind == "unroll" and s.var.name in guard_vars else s.kind
+        return For(s.var, s.extent, kind, s.body)
+    return s
 
 
 def _static_inside(s: Stmt) -> bool:
@@ -47,9 +142,11 @@ def _inner_ranges(s: Stmt) -> dict:
     return {x.var.name: x.extent - 1 for x in walk_stmts(s) if isinstance(x, For)}
 
 
-def _hoist(cond: Expr, inner: dict) -> Expr | None:
-    """``cond`` at the largest values of the inner loop variables, if it is ``e < E``
-    with a symbolic ``E`` free of inner variables and ``e`` affine in them."""
+def _hoist(cond: Expr, inner: dict, largest: bool = True) -> Expr | None:
+    """``cond`` at the largest (else the smallest) value of ``e`` over the inner loop
+    variables, if it is ``e < E`` with a symbolic ``E`` free of inner variables and
+    ``e`` affine in them: at the largest it holds for every iteration, at the smallest
+    for at least one if for any."""
     if not (isinstance(cond, Cmp) and cond.op == "<" and _has_size(cond.b)):
         return None
     if any(isinstance(n, Var) and n.name in inner for n in walk(cond.b)):
@@ -58,7 +155,7 @@ def _hoist(cond: Expr, inner: dict) -> Expr | None:
     keep: dict = {}
     for atom, k in terms.items():
         if isinstance(atom, Var) and atom.name in inner:
-            c += k * inner[atom.name] if k > 0 else 0
+            c += k * inner[atom.name] if (k > 0) == largest else 0
         elif any(isinstance(n, Var) and n.name in inner for n in walk(atom)):
             return None
         else:
@@ -66,23 +163,33 @@ def _hoist(cond: Expr, inner: dict) -> Expr | None:
     return Cmp("<", simplify(from_linear(keep, c)), cond.b)
 
 
-def _version(loop: For) -> Stmt:
-    inner = _inner_ranges(loop.body)   # the loop's own variable stays free
-    hoisted: dict = {}   # guard conjunct -> its hoisted condition
-    for x in walk_stmts(loop.body):
+def _hoisted(s: Stmt, inner: dict) -> dict:
+    """guard conjunct -> its hoisted condition, for every hoistable guard in ``s``."""
+    hoisted: dict = {}
+    for x in walk_stmts(s):
         if isinstance(x, IfThenElse):
             for c in _conjuncts(x.cond):
                 h = _hoist(c, inner)
                 if h is not None:
                     hoisted[c] = h
-    if not hoisted:
-        return loop
-    fast = _drop(loop.body, set(hoisted))
-    conds = list(dict.fromkeys(hoisted.values()))
+    return hoisted
+
+
+def _all(conds: list) -> Expr:
     cond = conds[0]
     for c in conds[1:]:
         cond = BinOp("and", cond, c)
-    return For(loop.var, loop.extent, loop.kind, IfThenElse(cond, fast, loop.body),
+    return cond
+
+
+def _version(loop: For) -> Stmt:
+    inner = _inner_ranges(loop.body)   # the loop's own variable stays free
+    hoisted = _hoisted(loop.body, inner)
+    if not hoisted:
+        return loop
+    fast = _drop(loop.body, set(hoisted))
+    return For(loop.var, loop.extent, loop.kind,
+               IfThenElse(_all(list(dict.fromkeys(hoisted.values()))), fast, loop.body),
                loop.unroll_limit)
 
 
@@ -94,10 +201,7 @@ def _drop(s: Stmt, true_conds: set) -> Stmt:
         other = None if s.other is None else _drop(s.other, true_conds)
         if not rest:
             return then
-        cond = rest[0]
-        for c in rest[1:]:
-            cond = BinOp("and", cond, c)
-        return IfThenElse(cond, then, other)
+        return IfThenElse(_all(rest), then, other)
     if isinstance(s, (For, Seq, Allocate)):
         return map_stmt(s, lambda c: _drop(c, true_conds))
     return s

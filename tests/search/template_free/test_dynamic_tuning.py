@@ -15,7 +15,7 @@ from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, expo
                                              ranges_from_choice)
 from tvmlite.search.records.record import load_records
 from tvmlite.search.records.workload import Workload
-from tvmlite.search.template_free.dynamic import representative_sizes
+from tvmlite.search.template_free.dynamic import HOPELESS, representative_sizes
 from tvmlite.target.target import Target
 
 CHECK = (1, 2, 3, 7, 15, 16, 17, 100, 1023, 1025, 3000)
@@ -187,3 +187,46 @@ def test_static_only_searches_refuse_a_symbolic_size():
     task = search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 8, 8), shapes={"M": [1]})
     with pytest.raises(ValueError, match="tune it on its own"):
         search.TaskScheduler([task])
+
+
+def test_every_candidate_is_measured_at_every_size(tmp_path):
+    """A candidate is compiled once and measured at all sizes, smallest first: each Steps
+    of the log appears at every tuned size unless it failed, or ran HOPELESS times
+    slower than the best, at the smaller one; the budget counts measurements."""
+    task = search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 32, 32),
+                             shapes={"M": [3, 40]})
+    log = tmp_path / "dyn.jsonl"
+    quick = search.TuningOptions(seed=1, measures_per_round=4, population=16, generations=1,
+                                 number=1, repeat=1, min_repeat_ms=0)
+    res = task.tune(trials=7, log_file=log, options=quick)   # about 3 candidates x 2 sizes
+    sized = [r for r in load_records(log) if r.workload.sizes]
+    by_steps: dict = {}
+    for r in sized:
+        key = json.dumps([s.to_json() for s in r.steps], sort_keys=True)
+        by_steps.setdefault(key, {})[r.workload.sizes["M"]] = r
+    best3 = min(r.mean_cost for r in sized if r.workload.sizes["M"] == 3 and r.result.ok)
+    assert len(by_steps) >= 3
+    for at in by_steps.values():
+        assert 3 in at, "a candidate skipped the smallest size"
+        small = at[3]
+        if small.result.ok and small.mean_cost <= HOPELESS * best3:
+            assert 40 in at, "a hopeful candidate was not measured at the bigger size"
+    assert res.measured == len(sized) <= 7 and res.dispatch is not None
+    # the table chose, at each tuned size, the fastest candidate measured there
+    for m, (v, t) in res.dispatch.tuned.items():
+        fastest = min(r.mean_cost for r in sized if r.workload.sizes["M"] == m and r.result.ok)
+        assert t == fastest
+    _matmul_check(task.apply_best(log), k=32, n=32, sizes=(1, 2, 3, 39, 40, 41, 129))
+
+
+def test_builder_lowers_a_dynamic_kernel_once_for_all_its_sizes():
+    from tvmlite.search.measure.builder import LocalBuilder
+    from tvmlite.search.measure.inputs import MeasureInput
+    wl = Workload.from_op("matmul", te.var("M"), 32, 32)
+    (steps, _) = _two_variants(wl)
+    builds = LocalBuilder(n_parallel=2).build(
+        [MeasureInput(wl.at({"M": m}), steps) for m in (1, 5, 64)])
+    assert all(b.ok for b in builds)
+    assert len({b.source for b in builds}) == 1 and len({b.lib_path for b in builds}) == 1
+    assert [b.sizes for b in builds] == [(1,), (5,), (64,)]
+    assert [b.args[0].shape for b in builds] == [(1, 32), (5, 32), (64, 32)]
