@@ -114,7 +114,7 @@ def write_results(path: Path, out: Path, header: str) -> None:
             g[0][0], g[0][1], MODES.index(g[0][2]))):
         rs.sort(key=lambda r: r["seed"])
         lines.append(f"| {case} | {trials} | {mode} | {cell(rs, 'at_early', '.1f')} | "
-                     f"{cell(rs, 'final', '.1f')} | {cell(rs, 't90', 'd')} | "
+                     f"{cell(rs, 'final', '.1f')} | {cell(rs, 't90', 'g')} | "
                      f"{cell(rs, 'seconds', '.0f')} |")
     path.write_text("\n".join(lines) + "\n")
 
