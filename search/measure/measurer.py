@@ -12,7 +12,10 @@ with the kernel being timed and disturb its timing. A chunk's compiles all finis
 its first timing starts and the next chunk compiles only after its last timing, so
 compiling never overlaps timing in this process; a chunk of two builds per compile job
 keeps both pools busy and gets the first timing seconds after the start, not after a
-whole batch has compiled.
+whole batch has compiled. A runner that times on other machines (``times_elsewhere``, a
+Dask cluster) is the exception: there compiling beside the timing costs nothing, so the
+candidates stream (``Runner.iter_stream``): each is handed over the moment its compile
+ends, candidates in flight count against quotas, and no worker waits for a chunk.
 
 The log is shared: other processes may append to it while we measure. The measurer
 follows it (``refresh``), so ``Quota`` budgets ("at most N records of this workload in
