@@ -30,7 +30,6 @@ iter_run and its fault handling).
 from __future__ import annotations
 
 import queue
-import threading
 import uuid
 import warnings
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -44,6 +43,7 @@ except ImportError as _e:  # pragma: no cover -- the dask extra is not installed
 
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult
+from tvmlite.search.measure.feeder import Feeder
 from tvmlite.search.measure.dask_worker import (START_TOPIC, Config, Job, describe_worker,
                                                 measure_job)
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
@@ -277,7 +277,7 @@ class DaskRunner(Runner):
             self._refresh()
         self.checked_batch((), (), reference)     # the reference a check needs
         inbox: queue.Queue = queue.Queue()
-        feeder = _Feeder(iter(pairs), inbox, lambda inp, b: self._job(inp, b, reference))
+        feeder = Feeder(iter(pairs), inbox, lambda inp, b: self._job(inp, b, reference))
         self._inbox = inbox
         try:
             yield from self._run_jobs(inbox, feeder)
@@ -309,7 +309,7 @@ class DaskRunner(Runner):
             self._references[workload.key] = (ref, data)
         return self._references[workload.key]
 
-    def _run_jobs(self, inbox: queue.Queue, feeder: "_Feeder"
+    def _run_jobs(self, inbox: queue.Queue, feeder: "Feeder"
                   ) -> Iterator[tuple[int, MeasureResult]]:
         client = self._client
         config = Config(tuple(sorted(self.params.items())), tuple(sorted(self.cores.items())))
@@ -456,46 +456,3 @@ class DaskRunner(Runner):
         self.workers.clear()
         self._known.clear()
         self._references.clear()
-
-
-class _Feeder:
-    """Pulls candidates from an iterator in its own thread, at most as many as asked for
-    (``want``), and posts each as ``("job", (position, job, build))`` to the inbox, then
-    ``("end", None)``; an exception in the iterator is posted as ``("failed", exc)``.
-    Pulling is what compiles a candidate (the Measurer's generator), so it happens while
-    the workers time the ones before."""
-
-    def __init__(self, pairs: Iterator, inbox: queue.Queue,
-                 make_job: Callable[[MeasureInput, BuildResult], Job | None]):
-        self._pairs, self._inbox, self._make_job = pairs, inbox, make_job
-        self._credit = threading.Semaphore(0)
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._feed, name="tvmlite-dask-feeder",
-                                        daemon=True)
-        self._thread.start()
-
-    def want(self, n: int) -> None:
-        for _ in range(n):
-            self._credit.release()
-
-    def _feed(self) -> None:
-        try:
-            i = 0
-            while True:
-                self._credit.acquire()
-                if self._stopped.is_set():
-                    return
-                pair = next(self._pairs, None)
-                if pair is None:
-                    break
-                inp, build = pair
-                self._inbox.put(("job", (i, self._make_job(inp, build), build)))
-                i += 1
-            self._inbox.put(("end", None))
-        except BaseException as e:     # re-raised in the tuning's thread
-            self._inbox.put(("failed", e))
-
-    def stop(self) -> None:
-        """No more pulls (a pull under way finishes: a compile is not interrupted)."""
-        self._stopped.set()
-        self._credit.release()
