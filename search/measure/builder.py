@@ -9,14 +9,12 @@ Lowering is Python and compiling is a subprocess that releases the GIL, so a bat
 on ``n_parallel`` threads, each lowering one candidate and then compiling it while
 another thread lowers the next (identical sources of one batch compile once, and a
 dynamic kernel measured at several sizes -- the same symbolic C for each -- is lowered
-once, for this batch and the next ones);
-``iter_build`` hands each build over as it ends. Every kernel gets the same C name, ``KERNEL``: the name is not part of the
-schedule, and a fixed name lets equal schedules produce byte-equal sources that share
-one cache entry.
+once, for this batch and the next ones); ``iter_build`` hands each build over as it ends.
+Every kernel gets the same C name, ``KERNEL``: the name is not part of the schedule, and
+a fixed name lets equal schedules produce byte-equal sources that share one cache entry.
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -32,7 +30,7 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.target.target import CompilerNotFoundError, Target
 from tvmlite.ir.symbolic import bind_extent
 
-from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, state_key
 
 __all__ = ["ArgSpec", "BuildResult", "LocalBuilder", "KERNEL"]
 
@@ -123,7 +121,7 @@ class LocalBuilder:
         self._target, self._n_parallel = target, n_parallel
         self.timeout, self.cache_dir = float(timeout), cache_dir
         self._references: dict[str, BuildResult] = {}
-        self._lowerings: dict[tuple, Future] = {}   # a dynamic kernel's, for its other sizes
+        self._lowerings: dict[str, Future] = {}   # a dynamic kernel's, for its other sizes
         self._lock = threading.Lock()
 
     @property
@@ -186,7 +184,7 @@ class LocalBuilder:
                     pull()
 
     def _build_one(self, inp: MeasureInput, target: Target, compiles: dict[str, Future],
-                   lowerings: dict[tuple, Future] | None = None) -> BuildResult:
+                   lowerings: dict[str, Future] | None = None) -> BuildResult:
         """Lower, then compile unless another slot compiles the same source (then wait
         for it: it is already running, so this cannot deadlock)."""
         low = self._lower_once(inp, target, {} if lowerings is None else lowerings)
@@ -218,14 +216,14 @@ class LocalBuilder:
 
     # -- one candidate ---------------------------------------------------------------
     def _lower_once(self, inp: MeasureInput, target: Target,
-                    lowerings: dict[tuple, Future]) -> _Lowered | BuildResult:
+                    lowerings: dict[str, Future]) -> _Lowered | BuildResult:
         """``_lower``, shared by the sizes of one dynamic kernel: a workload at sizes
         (``Workload.at``) lowers to the same symbolic C at every size, so only its
         arguments' shapes and size values differ (and a reuse costs no lowering time)."""
         wl = inp.workload
         if not getattr(wl, "sizes", None):
             return self._lower(inp, target)
-        key = (wl.base_key, tuple(json.dumps(st.to_json(), sort_keys=True) for st in inp.steps))
+        key = state_key(wl.base_key, inp.steps)   # the candidate, whatever its sizes
         with self._lock:
             fut = lowerings.get(key)
             mine = fut is None
