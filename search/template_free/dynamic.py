@@ -9,27 +9,41 @@ deployed: the symbolic kernel (over M), lowered and compiled once and called at 
 representative size (a candidate costs one compile and a run per
 size: compiling is most of a candidate's cost, so the budget of ``trials`` measurements
 buys about ``trials // sizes`` candidates, each seen at all sizes), and every policy
-learns from it at its size. Each round the policies take turns proposing; the round is
-measured size by size, smallest first, and a candidate ``HOPELESS`` times slower than
-the best at one size (or failing) is not measured at the bigger ones, which leaves its
-measurements to other candidates. Then:
+learns from it at its size. A round proposes ``measures_per_round`` candidates, as a
+static task's round does, the policies taking turns; it is measured size by size,
+smallest first, and a candidate ``HOPELESS`` times slower than the best at one size (or
+failing) is not measured at the bigger ones, which leaves its measurements to other
+candidates. The search work of a round is one static search's: each size's policy
+evolves ``population // sizes`` (at least ``MIN_POPULATION``) from as many fewer random
+samples, so tuning for eight sizes does not cost eight searches (that sharing, with one
+compile per candidate, is where the time goes down against tuning each size apart).
+Then:
 
-1. variants: the fastest schedule at each size, at most ``max_variants`` of them
-   (those fastest at the most sizes, then the fastest);
-2. the table: per size the fastest variant, from those measurements; between two tuned
-   sizes the nearer one in log scale serves (``dispatch.ranges_from_choice``). Table and
-   variants go in the log as a dispatch record; ``apply_best`` builds the dispatching
-   kernel from it.
+1. variants (``choose_variants``): greedily, the candidate that most raises the geometric
+   mean over sizes of (best time there / time of the fastest variant chosen so far), until
+   ``max_variants`` or until one more would buy less than ``MIN_GAIN``: a schedule that
+   is 98% of the best at every size beats six specialists in code size and costs nothing;
+2. the table: per size the fastest variant, from those measurements. Where two
+   neighbouring sizes chose different variants, both are measured at a probe size between
+   them (their geometric mean), so the boundary is placed by a measurement too (the
+   budget keeps ``2 * (sizes - 1)`` measurements for probes when it holds 8 per size);
+   between measured sizes the nearer one in log scale serves
+   (``dispatch.ranges_from_choice``). Table and variants go in the log as a dispatch
+   record; ``apply_best`` builds the dispatching kernel from it.
 
-Representative sizes of a range ``(lo, hi)``: its ends and the powers of two inside, and
-if that is more than ``max_sizes``, that many of them evenly spaced in log scale (ends
-kept). Explicit sizes are used as given.
+Representative sizes of a range ``(lo, hi)``: its ends and up to ``max_sizes - 2`` sizes
+evenly spaced in log scale between them (one per octave at most), each rounded to an odd
+number. A power of two is a multiple of every power-of-two tile, so a candidate measured
+there never pays for a remainder, while most real sizes do: odd interior sizes make the
+measurements, and the variants chosen from them, those of a typical size. Explicit sizes
+are used as given.
 """
 from __future__ import annotations
 
 import json
 import math
 import time
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from tvmlite.search.measure.inputs import MeasureInput
@@ -38,11 +52,14 @@ from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, disp
                                              latest_table, ranges_from_choice)
 from tvmlite.search.records.record import append_record, load_records
 from tvmlite.search.result import Trial, TuneResult
-from tvmlite.search.template_free.policy import SketchPolicy
+from tvmlite.search.template_free.policy import INIT_MIN, SketchPolicy
 from tvmlite.search.model.cost_model import XGBModel
 
-MAX_SIZES = 6
+MAX_SIZES = 8
 MAX_VARIANTS = 4
+MIN_GAIN = 0.01     # a variant joins if it raises the geometric mean over sizes by 1%
+MIN_POPULATION = 16
+PROBES_FROM = 8     # probes are measured when the budget holds this many per size
 HOPELESS = 16   # a candidate this many times slower than a size's best skips bigger sizes
 TUNER = "template-free"
 
@@ -53,12 +70,9 @@ def representative_sizes(spec: Any, max_sizes: int = MAX_SIZES) -> list:
         lo, hi = spec
         if any(isinstance(x, bool) or not isinstance(x, int) for x in spec) or not 1 <= lo <= hi:
             raise ValueError(f"a size range must be (lo, hi) ints with 1 <= lo <= hi, got {spec!r}")
-        pts = sorted({lo, hi} | {1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi})
-        if len(pts) > max_sizes:
-            logs = [math.log(p) for p in pts]
-            want = [logs[0] + (logs[-1] - logs[0]) * i / (max_sizes - 1) for i in range(max_sizes)]
-            pts = sorted({min(pts, key=lambda p: abs(math.log(p) - w)) for w in want})
-        return pts
+        n = min(max_sizes, int(math.log2(hi / lo) + 1e-9) + 1)   # at most one per octave
+        inner = (round(lo * (hi / lo) ** (i / (n - 1))) for i in range(1, n - 1))
+        return sorted({lo, hi} | {m | 1 for m in inner if lo < m | 1 < hi})
     if isinstance(spec, (list, tuple)) and spec and all(
             isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in spec):
         return sorted(set(spec))
@@ -93,9 +107,12 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
         model = load_pretrained("pack-sum")   # None (warned) if it does not fit
     model = model or XGBModel(seed=options.seed)
     at = {m: wl.at({name: m}) for m in sizes}
-    policies = {m: SketchPolicy(at[m].bound(), target, model, options, seed=(options.seed or 0) + i,
-                                rules=task.rules, constants=task.constants)
+    share = replace(options, population=max(MIN_POPULATION, options.population // len(sizes)))
+    policies = {m: SketchPolicy(at[m].bound(), target, model, share, seed=(options.seed or 0) + i,
+                                rules=task.rules, constants=task.constants,
+                                init_min=max(MIN_POPULATION // 2, INIT_MIN // len(sizes)))
                 for i, m in enumerate(sizes)}
+    probes = 2 * (len(sizes) - 1) if trials >= PROBES_FROM * len(sizes) else 0
     result = TuneResult(wl)
     best: dict = {}     # size -> Record
     start = time.perf_counter()
@@ -105,10 +122,12 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
         for m in sizes:
             _seed_from_log(policies[m], measurer, at[m], best, m, seen)
         spent = sum(1 for r in measurer.known.values() if r.workload.key in keys)
-        per_round = max(1, options.measures_per_round // len(sizes))
+        per_round = options.measures_per_round
         turn = 0
-        while spent + len(sizes) <= trials:
-            want = min(per_round, (trials - spent) // len(sizes))
+        while spent + len(sizes) <= trials - probes:
+            want = min(per_round, (trials - probes - spent) // len(sizes))
+            if turn and want < 2:
+                break          # one candidate is not worth a round's search
             t0 = time.perf_counter()
             batch = _propose(policies, sizes, want, turn, seen)
             turn += 1
@@ -127,7 +146,8 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
                     _account(result, measurer.known.get(inp.key), res, best, m, start, callback)
                 spent += len(real)
                 alive = _hopeful(alive, measured, best.get(m), at[m])
-        table = _choose(wl, name, sizes, at, best, measurer, n_var, result, start, callback)
+        table = _choose(wl, name, sizes, at, best, measurer, n_var, result, start, callback,
+                        probes > 0)
         if table is not None:
             rec = dispatch_record(wl, target, table)
             if log_file is not None:
@@ -200,41 +220,107 @@ def _key(steps: Sequence[Any]) -> str:
 
 
 def _choose(wl: Any, name: str, sizes: list, at: dict, best: dict, measurer: Any,
-            n_var: int, result: TuneResult, start: float, callback: Any) -> DispatchTable | None:
-    """Variants from the per-size bests and the table from their times at every size
-    (the search measured every candidate at every size already; a log of an interrupted
-    run may lack some, measured here as part of the budget)."""
-    if not best:
+            n_var: int, result: TuneResult, start: float, callback: Any,
+            probe: bool) -> DispatchTable | None:
+    """Variants and table from every measurement at the tuned sizes (the log's too); the
+    variants' missing measurements (an interrupted run's log) and the probes between sizes
+    that chose different variants are measured here, as part of the budget."""
+    times, steps_of = _times(measurer, at)
+    variants = choose_variants(times, sizes, n_var)
+    if not variants:
         return None
-    unique: dict = {}
+
+    def measure(inputs: list) -> list:
+        new = [inp.key not in measurer.known for inp in inputs]
+        out = measurer.measure(inputs)
+        for inp, res, fresh in zip(inputs, out, new):
+            if fresh:
+                _account(result, measurer.known.get(inp.key), res, best, inp.workload.sizes[name],
+                         start, callback)
+        return [res.mean_cost if res.ok else math.inf for res in out]
+
+    missing = [(k, m) for k in variants for m in sizes if m not in times[k]]
+    for (k, m), t in zip(missing, measure([MeasureInput(at[m], steps_of[k]) for k, m in missing])):
+        times[k][m] = t
+    tuned = {}
     for m in sizes:
-        if m in best:
-            unique.setdefault(_key(best[m].steps), (best[m].steps, []))[1].append(m)
-    ranked = sorted(unique.values(), key=lambda v: (-len(v[1]), -max(best[m].gflops for m in v[1])))
-    variants = [steps for steps, _ in ranked[:n_var]]
-    times: dict = {}
-    for vi, steps in enumerate(variants):
-        inputs = [MeasureInput(at[m], steps) for m in sizes]
-        new = [inp for inp in inputs if inp.key not in measurer.known]
-        for m, inp, res in zip(sizes, inputs, measurer.measure(inputs)):
-            if res.ok:
-                times[(vi, m)] = res.mean_cost
-            if inp in new:   # a cross-measurement: part of the budget, in the log
-                _account(result, measurer.known.get(inp.key), res, best, m, start, callback)
-    choice, tuned = {}, {}
-    for m in sizes:
-        cands = [(times[(vi, m)], vi) for vi in range(len(variants)) if (vi, m) in times]
-        if cands:
-            t, vi = min(cands)
-            choice[m], tuned[m] = vi, (vi, t)
-    if not choice:
+        t, vi = min((times[k].get(m, math.inf), vi) for vi, k in enumerate(variants))
+        if t < math.inf:
+            tuned[m] = (vi, t)
+    if not tuned:
         return None
-    used = sorted(set(choice.values()))          # drop variants no size chose
+    if probe:
+        tuned.update(_probes(wl, name, tuned, variants, steps_of, measure))
+    used = sorted({vi for vi, _ in tuned.values()})          # drop variants no size chose
     renum = {old: new for new, old in enumerate(used)}
-    choice = {m: renum[v] for m, v in choice.items()}
-    tuned = {m: (renum[v], t) for m, (v, t) in tuned.items()}
-    return DispatchTable(name, tuple(tuple(variants[v]) for v in used),
-                         ranges_from_choice(choice), tuned)
+    tuned = {m: (renum[vi], t) for m, (vi, t) in tuned.items()}
+    return DispatchTable(name, tuple(tuple(steps_of[variants[v]]) for v in used),
+                         ranges_from_choice({m: vi for m, (vi, _) in tuned.items()}), tuned)
+
+
+def _times(measurer: Any, at: dict) -> tuple[dict, dict]:
+    """{candidate: {size: seconds}} of every successful measurement at the tuned sizes,
+    and each candidate's Steps (a candidate is its Steps, whatever the size)."""
+    size_of = {w.key: m for m, w in at.items()}
+    times: dict = {}
+    steps_of: dict = {}
+    for rec in measurer.known.values():
+        m = size_of.get(rec.workload.key)
+        if m is not None and rec.result.ok:
+            k = _key(rec.steps)
+            steps_of[k] = rec.steps
+            times.setdefault(k, {})[m] = rec.mean_cost
+    return times, steps_of
+
+
+def choose_variants(times: dict, sizes: Sequence[int], n_var: int,
+                    min_gain: float = MIN_GAIN) -> list:
+    """Up to ``n_var`` candidates of ``times`` ({candidate: {size: seconds}}), greedily:
+    each next one is the one that most raises the geometric mean over sizes of (best time
+    at the size / time of the fastest chosen candidate there); a size no chosen candidate
+    ran at counts first. One stops joining when it would buy less than ``min_gain``."""
+    best = {m: min(t[m] for t in times.values() if m in t)
+            for m in sizes if any(m in t for t in times.values())}
+
+    def value(cover: dict) -> tuple:
+        return (len(cover), sum(math.log(best[m] / t) for m, t in cover.items()) / len(best))
+
+    chosen: list = []
+    cover: dict = {}          # size -> time of the fastest chosen candidate there
+    while len(chosen) < n_var and len(chosen) < len(times):
+        options = []
+        for k in sorted(times):
+            if k in chosen:
+                continue
+            new = dict(cover)
+            for m, t in times[k].items():
+                if m in best and t < new.get(m, math.inf):
+                    new[m] = t
+            options.append((value(new), k, new))
+        (covered, score), k, new = max(options, key=lambda o: o[0])
+        if chosen and covered == len(cover) and score - value(cover)[1] < math.log1p(min_gain):
+            break
+        chosen.append(k)
+        cover = new
+    return chosen
+
+
+def _probes(wl: Any, name: str, tuned: dict, variants: list, steps_of: dict,
+            measure: Callable[[list], list]) -> dict:
+    """{probe size: (variant, seconds)}: where neighbouring tuned sizes chose different
+    variants, both measured at the size between them (the geometric mean, odd)."""
+    pts = sorted(tuned)
+    pairs = []
+    for a, b in zip(pts, pts[1:]):
+        mid = round(math.sqrt(a * b)) | 1
+        if tuned[a][0] != tuned[b][0] and a < mid < b:
+            pairs += [(mid, tuned[a][0]), (mid, tuned[b][0])]
+    inputs = [MeasureInput(wl.at({name: mid}), steps_of[variants[vi]]) for mid, vi in pairs]
+    out: dict = {}
+    for (mid, vi), t in zip(pairs, measure(inputs)):
+        if t < out.get(mid, (0, math.inf))[1]:
+            out[mid] = (vi, t)
+    return out
 
 
 def apply_best_dynamic(task: Any, log_file: Any, name: str | None = None) -> Any:

@@ -32,8 +32,9 @@ class SketchPolicy:
 
     def __init__(self, workload: Any, target: Any, model: Any, options: Any,
                  seed: int = 0, rules: Sequence[Any] | None = None,
-                 constants: Sequence[str] = ()):
+                 constants: Sequence[str] = (), init_min: int = INIT_MIN):
         self.workload, self.target, self.model, self.options = workload, target, model, options
+        self.init_min = init_min
         self.rng = random.Random(seed)
         self.sketches = generate_sketches(workload, rules if rules is not None else RULES)
         if not self.sketches:
@@ -67,7 +68,7 @@ class SketchPolicy:
             fresh = self.search.sample(2 * n)
             picks = []
         else:
-            fresh = self.search.sample(max(INIT_MIN, opts.population // INIT_FRACTION))
+            fresh = self.search.sample(max(self.init_min, opts.population // INIT_FRACTION))
             n_random = min(n, max(int(round(n * opts.eps_greedy)), 0))
             picks = self.search.evolve(fresh + self.best_seeds, measured, n - n_random)
         chosen = {c.key: c for c in picks}

@@ -15,18 +15,24 @@ from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, expo
                                              ranges_from_choice)
 from tvmlite.search.records.record import load_records
 from tvmlite.search.records.workload import Workload
-from tvmlite.search.template_free.dynamic import HOPELESS, representative_sizes
+from tvmlite.search.template_free.dynamic import (HOPELESS, MAX_SIZES, choose_variants,
+                                                  representative_sizes)
 from tvmlite.target.target import Target
 
 CHECK = (1, 2, 3, 7, 15, 16, 17, 100, 1023, 1025, 3000)
 
 
 def test_representative_sizes():
-    assert representative_sizes((1, 2048)) == [1, 4, 16, 64, 256, 2048] or \
-        len(representative_sizes((1, 2048))) == 6
-    pts = representative_sizes((1, 2048))
-    assert pts[0] == 1 and pts[-1] == 2048 and len(pts) == 6
-    assert representative_sizes((3, 20)) == [3, 4, 8, 16, 20]
+    """Ends kept, interior sizes log-spaced and odd (not multiples of a tile), at most
+    MAX_SIZES of them and at most one per octave."""
+    assert representative_sizes((1, 1024)) == [1, 3, 7, 21, 53, 141, 381, 1024]
+    assert representative_sizes((1, 16)) == [1, 3, 5, 9, 16]
+    assert representative_sizes((3, 20)) == [3, 9, 20]
+    assert representative_sizes((5, 5)) == [5] and representative_sizes((1, 2)) == [1, 2]
+    for lo, hi in ((1, 2048), (2, 3000), (7, 100)):
+        pts = representative_sizes((lo, hi))
+        assert pts[0] == lo and pts[-1] == hi and len(pts) <= MAX_SIZES
+        assert all(m % 2 for m in pts[1:-1]) and pts == sorted(set(pts))
     assert representative_sizes([64, 8, 8]) == [8, 64]
     with pytest.raises(ValueError, match="lo <= hi"):
         representative_sizes((10, 2))
@@ -212,10 +218,13 @@ def test_every_candidate_is_measured_at_every_size(tmp_path):
         if small.result.ok and small.mean_cost <= HOPELESS * best3:
             assert 40 in at, "a hopeful candidate was not measured at the bigger size"
     assert res.measured == len(sized) <= 7 and res.dispatch is not None
-    # the table chose, at each tuned size, the fastest candidate measured there
+    # the table serves each tuned size with the fastest of its variants measured there
+    steps = {json.dumps([s.to_json() for s in v], sort_keys=True): i
+             for i, v in enumerate(res.dispatch.variants)}
     for m, (v, t) in res.dispatch.tuned.items():
-        fastest = min(r.mean_cost for r in sized if r.workload.sizes["M"] == m and r.result.ok)
-        assert t == fastest
+        served = [(r.mean_cost, steps[k]) for k, at in by_steps.items() if k in steps
+                  for r in [at.get(m)] if r is not None and r.result.ok]
+        assert (t, v) == min(served)
     _matmul_check(task.apply_best(log), k=32, n=32, sizes=(1, 2, 3, 39, 40, 41, 129))
 
 
@@ -230,3 +239,53 @@ def test_builder_lowers_a_dynamic_kernel_once_for_all_its_sizes():
     assert len({b.source for b in builds}) == 1 and len({b.lib_path for b in builds}) == 1
     assert [b.sizes for b in builds] == [(1,), (5,), (64,)]
     assert [b.args[0].shape for b in builds] == [(1, 32), (5, 32), (64, 32)]
+
+
+def test_choose_variants_prefers_one_schedule_good_everywhere():
+    """Greedy over {candidate: {size: seconds}}: a candidate within 1% of the best at every
+    size is the only variant; a specialist joins when it buys more than MIN_GAIN."""
+    times = {"all": {1: 1.01, 8: 8.05, 64: 64.3},
+             "small": {1: 1.0, 8: 9.0, 64: 200.0},
+             "big": {1: 5.0, 8: 8.0, 64: 64.0}}
+    assert choose_variants(times, [1, 8, 64], 4) == ["all"]
+    times["huge"] = {1: 9.0, 8: 20.0, 64: 40.0}          # 1.6x faster at 64
+    assert choose_variants(times, [1, 8, 64], 4) == ["all", "huge"]
+    assert choose_variants(times, [1, 8, 64], 1) == ["all"]
+    # a size only one candidate ran at is covered before anything is made faster
+    times["lone"] = {512: 3.0}
+    assert "lone" in choose_variants(times, [1, 8, 64, 512], 2)
+    assert choose_variants({}, [1, 8], 4) == []
+
+
+def test_probes_place_a_boundary_by_measurement(tmp_path):
+    """With 8 measurements per size in the budget, sizes that chose different variants
+    get a probe between them, measured for both variants and in the table."""
+    task = search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 32, 32),
+                             shapes={"M": [1, 200]})
+    log = tmp_path / "dyn.jsonl"
+    quick = search.TuningOptions(seed=3, measures_per_round=8, population=16, generations=1,
+                                 number=1, repeat=1, min_repeat_ms=0)
+    res = task.tune(trials=16, log_file=log, options=quick)
+    table = res.dispatch
+    assert res.measured <= 16 and set(table.tuned) >= {1, 200}
+    recs = [r for r in load_records(log) if r.workload.sizes]
+    probed = {r.workload.sizes["M"] for r in recs} - {1, 200}
+    if len({v for v, _ in table.tuned.values()}) > 1 or probed:
+        assert probed == {15} and 15 in table.tuned
+        assert len([r for r in recs if r.workload.sizes["M"] == 15]) == 2
+    _matmul_check(task.apply_best(log), k=32, n=32, sizes=(1, 2, 14, 15, 16, 199, 200, 333))
+
+
+def test_probe_sizes_lie_between_sizes_that_chose_different_variants():
+    from tvmlite.search.template_free.dynamic import _probes
+    wl = Workload.from_op("matmul", te.var("M"), 8, 8)
+    asked = []
+
+    def measure(inputs):          # variant 1 is faster wherever it is measured
+        asked.extend((inp.workload.sizes["M"], inp.steps) for inp in inputs)
+        return [1.0 if inp.steps == ("b",) else 2.0 for inp in inputs]
+
+    tuned = {1: (0, 1.0), 8: (0, 1.0), 100: (1, 1.0), 1000: (1, 1.0)}
+    out = _probes(wl, "M", tuned, ["ka", "kb"], {"ka": ("a",), "kb": ("b",)}, measure)
+    assert out == {29: (1, 1.0)}            # sqrt(8 * 100) = 28.3 -> 29 (odd)
+    assert sorted(asked) == [(29, ("a",)), (29, ("b",))]
