@@ -11,13 +11,14 @@ worker executes (a reference, a check, a timing) runs under a ``CoreLock`` on th
 it uses (``cores=`` pins the worker to some; default: all of this process's), so two
 measuring processes on one machine take turns instead of timing each other's kernels.
 
-Correctness: each candidate's outputs are compared with the unscheduled build of the same
-workload (``reference``, usually ``LocalBuilder.build_reference``) on seeded inputs. The
-worker keeps reference outputs in memory and as .npy files in a temp dir owned by the
-runner (``tvmlite-ref-<pid>-*``: a folder whose owner died without cleaning up, as
-after a kill -9, is deleted by the next runner that starts), so a restarted worker does
-not recompute them. A reference that fails makes every
-candidate of its workload UNKNOWN: without it, nothing can be called correct.
+Correctness: each candidate's outputs are compared with the reference build of the same
+workload (``reference``, usually ``LocalBuilder.build_reference``: the schedule of
+``reference.reference_steps``, bit-identical to the unscheduled build but reordered and
+parallel, so fast) on seeded inputs. The worker keeps reference outputs in memory and as
+.npy files in a temp dir owned by the runner (``tvmlite-ref-<pid>-*``: a folder whose
+owner died without cleaning up, as after a kill -9, is deleted by the next runner that
+starts), so a restarted worker does not recompute them. A reference that fails makes
+every candidate of its workload UNKNOWN: without it, nothing can be called correct.
 """
 from __future__ import annotations
 
@@ -301,7 +302,7 @@ class LocalRunner(Runner):
             with self._lock:   # waiting for another process's timing is not ours either
                 start = time.monotonic()   # the reference build is not this candidate's time
                 if check is not None and check["ref"]["path"] not in self._refs_ready:
-                    # the unscheduled program is slow on big shapes, runs once per workload
+                    # the reference can be slow on big shapes; it runs once per workload
                     ref_deadline = time.monotonic() + max(
                         REFERENCE_TIMEOUT_FACTOR * self.timeout, REFERENCE_TIMEOUT_MIN)
                     self._compute_reference(inp.workload, check, worker, ref_deadline)

@@ -13,6 +13,7 @@ from tvmlite.ops import OPS
 from tvmlite.search.measure import builder as builder_mod
 from tvmlite.search.measure.builder import KERNEL, ArgSpec, LocalBuilder
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+from tvmlite.search.measure.reference import reference_steps
 from tvmlite.schedule.steps import ReorderStep, SplitStep
 from tvmlite.target.target import CompilerNotFoundError, Target
 
@@ -126,11 +127,11 @@ def test_missing_compiler_fails_the_batch_clearly(wl, tmp_path, monkeypatch) -> 
     assert "no C compiler" in results[0].error_msg
 
 
-def test_reference_is_the_unscheduled_build_and_is_cached(wl, tmp_path) -> None:
+def test_reference_is_the_reference_steps_build_and_is_cached(wl, tmp_path) -> None:
     b = LocalBuilder(cache_dir=tmp_path)
     ref = b.build_reference(wl)
     assert ref.ok and b.build_reference(wl) is ref
-    assert ref.source == b.build([MeasureInput(wl, ())])[0].source
+    assert ref.source == b.build([MeasureInput(wl, reference_steps(wl))])[0].source
 
 
 def test_bad_arguments_raise_naming_the_argument(wl) -> None:
