@@ -218,8 +218,8 @@ def measure(req: dict) -> dict:
             if t < 0:
                 raise oom
             if t * number * 1e3 >= req["min_repeat_ms"]:
-                if number == req["number"] and not req["flush_bytes"]:
-                    costs.append(max(t, MIN_COST))   # a slow kernel's probe is a sample
+                if not req["flush_bytes"]:    # the probe that lasted long enough is a
+                    costs.append(max(t, MIN_COST))   # repeat (warm, as the others)
                 break
             wanted = int(req["min_repeat_ms"] / (t * 1e3)) + 1 if t > 0 else 2 * number
             number = min(max(2 * number, wanted), MAX_NUMBER)

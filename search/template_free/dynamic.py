@@ -1,16 +1,18 @@
 """Tuning a dynamic workload (a symbolic size ``M``) once for a range of sizes.
 
 As DietCode: one budget and one cost model for all sizes. The search runs one sketch
-policy per representative size, each proposing schedules for the compute *at* that size
-(its sketches and tile choices see real extents, and its features are those of the
-concrete lowering), all sharing one XGBoost model trained on throughput normalized per
+policy per representative size, each proposing schedules for the compute *at* (about)
+that size (its sketches and tile choices see real extents, from ``tiling_size``, and its
+features are those of the concrete lowering), all sharing one XGBoost model trained on throughput normalized per
 size, so what it learns at M=64 guides M=256. Every candidate is measured as what is
 deployed: the symbolic kernel (over M), lowered and compiled once and called at *every*
 representative size (a candidate costs one compile and a run per
 size: compiling is most of a candidate's cost, so the budget of ``trials`` measurements
 buys about ``trials // sizes`` candidates, each seen at all sizes), and every policy
-learns from it at its size. A round proposes ``measures_per_round`` candidates, as a
-static task's round does, the policies taking turns; it is measured size by size,
+learns from it at its size. A round proposes at most ``measures_per_round`` candidates
+(so no more rounds than a static task tuning the same number per size; each round's
+search costs as much as that task's) and half of what the budget affords, so a second
+round learns from the first; the policies take turns, and it is measured size by size,
 smallest first, and a candidate ``HOPELESS`` times slower than the best at one size (or
 failing) is not measured at the bigger ones, which leaves its measurements to other
 candidates. The search work of a round is one static search's: each size's policy
@@ -79,6 +81,17 @@ def representative_sizes(spec: Any, max_sizes: int = MAX_SIZES) -> list:
     raise ValueError(f"sizes must be a list of ints >= 1 or a (lo, hi) range, got {spec!r}")
 
 
+def tiling_size(m: int) -> int:
+    """The size a policy proposes at for measured size ``m``: the smallest power of two,
+    or three times one, >= m. Sketch tile sizes are divisors of the extent, and an odd
+    size (often a prime: 7, 53) has next to none, while the candidate, a schedule over
+    symbolic ``M``, is measured at ``m`` itself whatever its tiles: 7 proposes at 8, 53 at
+    64, 141 at 192, 381 at 384."""
+    pow2 = 1 << max(0, (m - 1).bit_length())
+    three = 3 << max(0, ((m + 2) // 3 - 1).bit_length())
+    return min(pow2, three) if m > 1 else 1
+
+
 def check_shapes(workload: Any, shapes: Any) -> tuple[str, list]:
     """(size name, representative sizes) of a dynamic task's ``shapes=`` argument."""
     names = workload.size_names
@@ -108,7 +121,8 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     model = model or XGBModel(seed=options.seed)
     at = {m: wl.at({name: m}) for m in sizes}
     share = replace(options, population=max(MIN_POPULATION, options.population // len(sizes)))
-    policies = {m: SketchPolicy(at[m].bound(), target, model, share, seed=(options.seed or 0) + i,
+    policies = {m: SketchPolicy(wl.at({name: tiling_size(m)}).bound(), target, model, share,
+                                seed=(options.seed or 0) + i,
                                 rules=task.rules, constants=task.constants,
                                 init_min=max(MIN_POPULATION // 2, INIT_MIN // len(sizes)))
                 for i, m in enumerate(sizes)}
@@ -122,12 +136,16 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
         for m in sizes:
             _seed_from_log(policies[m], measurer, at[m], best, m, seen)
         spent = sum(1 for r in measurer.known.values() if r.workload.key in keys)
-        per_round = options.measures_per_round
+        # two rounds at least (the second learns from the first at every size), each of
+        # measures_per_round candidates at most: as many rounds as a static task of the
+        # same budget per size, whose search each costs as much as this one's
+        affordable = max(0, trials - probes - spent) // len(sizes)
+        per_round = max(2, min(options.measures_per_round, -(-affordable // 2)))
         turn = 0
         while spent + len(sizes) <= trials - probes:
             want = min(per_round, (trials - probes - spent) // len(sizes))
-            if turn and want < 2:
-                break          # one candidate is not worth a round's search
+            if turn and want < max(2, per_round // 2):
+                break          # a handful of candidates is not worth a round's search
             t0 = time.perf_counter()
             batch = _propose(policies, sizes, want, turn, seen)
             turn += 1
