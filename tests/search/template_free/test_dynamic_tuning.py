@@ -212,7 +212,7 @@ def test_every_candidate_is_measured_at_every_size(tmp_path):
     log = tmp_path / "dyn.jsonl"
     quick = search.TuningOptions(seed=1, measures_per_round=4, population=16, generations=1,
                                  number=1, repeat=1, min_repeat_ms=0)
-    res = task.tune(trials=7, log_file=log, options=quick)   # about 3 candidates x 2 sizes
+    res = task.tune(trials=9, log_file=log, options=quick)   # 2 rounds of 2 candidates x 2 sizes
     sized = [r for r in load_records(log) if r.workload.sizes]
     by_steps: dict = {}
     for r in sized:
@@ -225,7 +225,7 @@ def test_every_candidate_is_measured_at_every_size(tmp_path):
         small = at[3]
         if small.result.ok and small.mean_cost <= HOPELESS * best3:
             assert 40 in at, "a hopeful candidate was not measured at the bigger size"
-    assert res.measured == len(sized) <= 7 and res.dispatch is not None
+    assert res.measured == len(sized) <= 9 and res.dispatch is not None
     # the table serves each tuned size with the fastest of its variants measured there
     steps = {json.dumps([s.to_json() for s in v], sort_keys=True): i
              for i, v in enumerate(res.dispatch.variants)}
