@@ -1,9 +1,9 @@
 """Tuning a dynamic workload (a symbolic size ``M``) once for a range of sizes.
 
 As DietCode: one budget and one cost model for all sizes. The search runs one sketch
-policy per representative size, each proposing schedules for the compute *at* (about)
-that size (its sketches and tile choices see real extents, from ``tiling_size``, and its
-features are those of the concrete lowering), all sharing one XGBoost model trained on throughput normalized per
+policy per representative size, each proposing schedules for the compute *at* that size
+(its sketches and tile choices see real extents, and its features are those of the
+concrete lowering), all sharing one XGBoost model trained on throughput normalized per
 size, so what it learns at M=64 guides M=256. Every candidate is measured as what is
 deployed: the symbolic kernel (over M), lowered and compiled once and called at *every*
 representative size (a candidate costs one compile and a run per
@@ -81,17 +81,6 @@ def representative_sizes(spec: Any, max_sizes: int = MAX_SIZES) -> list:
     raise ValueError(f"sizes must be a list of ints >= 1 or a (lo, hi) range, got {spec!r}")
 
 
-def tiling_size(m: int) -> int:
-    """The size a policy proposes at for measured size ``m``: the smallest power of two,
-    or three times one, >= m. Sketch tile sizes are divisors of the extent, and an odd
-    size (often a prime: 7, 53) has next to none, while the candidate, a schedule over
-    symbolic ``M``, is measured at ``m`` itself whatever its tiles: 7 proposes at 8, 53 at
-    64, 141 at 192, 381 at 384."""
-    pow2 = 1 << max(0, (m - 1).bit_length())
-    three = 3 << max(0, ((m + 2) // 3 - 1).bit_length())
-    return min(pow2, three) if m > 1 else 1
-
-
 def check_shapes(workload: Any, shapes: Any) -> tuple[str, list]:
     """(size name, representative sizes) of a dynamic task's ``shapes=`` argument."""
     names = workload.size_names
@@ -118,11 +107,14 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     if model is None and options.pretrained:
         from tvmlite.search.model.pretrained import load_pretrained
         model = load_pretrained("pack-sum")   # None (warned) if it does not fit
+        if model is not None and model.prior_until is not None:
+            # a candidate measured at every size is that many programs but one schedule's
+            # evidence: keep the prior until as many candidates as a static task's
+            model.prior_until *= len(sizes)
     model = model or XGBModel(seed=options.seed)
     at = {m: wl.at({name: m}) for m in sizes}
     share = replace(options, population=max(MIN_POPULATION, options.population // len(sizes)))
-    policies = {m: SketchPolicy(wl.at({name: tiling_size(m)}).bound(), target, model, share,
-                                seed=(options.seed or 0) + i,
+    policies = {m: SketchPolicy(at[m].bound(), target, model, share, seed=(options.seed or 0) + i,
                                 rules=task.rules, constants=task.constants,
                                 init_min=max(MIN_POPULATION // 2, INIT_MIN // len(sizes)))
                 for i, m in enumerate(sizes)}

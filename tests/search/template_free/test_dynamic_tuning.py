@@ -16,7 +16,7 @@ from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, expo
 from tvmlite.search.records.record import load_records
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.dynamic import (HOPELESS, MAX_SIZES, choose_variants,
-                                                  representative_sizes, tiling_size)
+                                                  representative_sizes)
 from tvmlite.target.target import Target
 
 CHECK = (1, 2, 3, 7, 15, 16, 17, 100, 1023, 1025, 3000)
@@ -36,14 +36,6 @@ def test_representative_sizes():
     assert representative_sizes([64, 8, 8]) == [8, 64]
     with pytest.raises(ValueError, match="lo <= hi"):
         representative_sizes((10, 2))
-
-
-def test_tiling_size_is_the_next_power_of_two_or_three_times_one():
-    assert [tiling_size(m) for m in (1, 2, 3, 5, 7, 9, 53, 141, 381, 1024, 1025)] == \
-        [1, 2, 3, 6, 8, 12, 64, 192, 384, 1024, 1536]
-    nice = sorted({1 << a for a in range(13)} | {3 << a for a in range(12)})
-    for m in range(1, 3000):
-        assert tiling_size(m) == min(v for v in nice if v >= m)
 
 
 def test_ranges_from_choice_nearest_in_log_scale():
