@@ -33,13 +33,15 @@ without symbolic sizes are untouched.
 """
 from __future__ import annotations
 
-from tvmlite.ir.expr import BinOp, Cmp, Expr, Var, walk
+from tvmlite.ir.expr import BinOp, Cmp, Expr, Var, binop, cmp, walk
 from tvmlite.ir.simplify import from_linear, linear, simplify
 from tvmlite.ir.stmt import (Allocate, For, IfThenElse, Seq, Stmt, Store, map_stmt,
                              stmt_children, walk_stmts)
 from tvmlite.ir.symbolic import SizeVar, is_static
 
 __all__ = ["version_guards"]
+
+EDGE_MAX = 8   # a guarded unrolled loop up to this long gets one remainder copy per count
 
 
 def version_guards(s: Stmt) -> Stmt:
@@ -73,12 +75,53 @@ def _version_blocks(s: Stmt) -> Stmt:
     if not hoisted:
         return s
     guard_vars = {n.name for c in hoisted for n in walk(c) if isinstance(n, Var)}
-    rest = _rolled(s, guard_vars)
+    rest = _edges(s, hoisted, inner) or _rolled(s, guard_vars)
     some = _any_store_runs(s, inner)
     if some is not None:   # a block past M (a whole empty sub-tile) is skipped
         rest = IfThenElse(some, rest)
     return IfThenElse(_all(list(dict.fromkeys(hoisted.values()))), _drop(s, set(hoisted)),
                       rest)
+
+
+def _edges(s: Stmt, hoisted: dict, inner: dict) -> Stmt | None:
+    """The remainder of block ``s`` as one unrolled, unguarded copy per count of valid
+    rows, as a BLAS library's edge kernels: when every guard is the same ``k*v + e < E``
+    over one unrolled loop ``v`` of at most ``EDGE_MAX`` iterations, the ``n`` valid
+    iterations (1 <= n < extent, here) are ``v < ceil((E - e) / k)``, and the copy for
+    ``n`` runs exactly those, its accumulators still in registers, where the rolled
+    remainder keeps them in memory and branches per row. None when the guards differ."""
+    forms = set()
+    for conj in hoisted:
+        terms, c = linear(conj.a)
+        mine = [a for a in terms if isinstance(a, Var) and a.name in inner]
+        if len(mine) != 1 or terms[mine[0]] <= 0:
+            return None
+        v = mine[0]
+        rest = {a: k for a, k in terms.items() if a is not v}
+        if any(isinstance(n, Var) and n.name in inner for a in rest for n in walk(a)):
+            return None
+        forms.add((v.name, terms[v], str(simplify(from_linear(rest, c))), str(conj.b)))
+        form = (v.name, terms[v], from_linear(rest, c), conj.b)
+    if len(forms) != 1:
+        return None
+    name, k, e, bound_ = form
+    loops = [x for x in walk_stmts(s) if isinstance(x, For) and x.var.name == name]
+    if len(loops) != 1 or loops[0].kind != "unroll" or not 2 <= loops[0].extent <= EDGE_MAX:
+        return None
+    room = binop("-", bound_, e)
+    count = simplify(room if k == 1 else binop("//", binop("+", room, k - 1), k))
+    drop = set(hoisted)
+    out = _drop(_with_extent(s, name, loops[0].extent - 1), drop)
+    for n in range(loops[0].extent - 2, 0, -1):
+        out = IfThenElse(cmp("==", count, n), _drop(_with_extent(s, name, n), drop), out)
+    return out
+
+
+def _with_extent(s: Stmt, name: str, extent: int) -> Stmt:
+    s = map_stmt(s, lambda c: _with_extent(c, name, extent))
+    if isinstance(s, For) and s.var.name == name:
+        return For(s.var, extent, s.kind, s.body, s.unroll_limit)
+    return s
 
 
 def _loops_outside_blocks(s: Stmt) -> list:

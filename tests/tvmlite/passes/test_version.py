@@ -7,23 +7,24 @@ import pytest
 
 import tvmlite
 from tvmlite import te
-from tvmlite.ir.expr import Var, walk
+from tvmlite.ir.expr import Cmp, Var, walk
 from tvmlite.ir.stmt import For, IfThenElse, walk_stmts
 from tvmlite.passes.pipeline import loop_nest
+from tvmlite.passes.version import EDGE_MAX
 
 N = K = 32
 TILE, ROWS = 12, 4   # rows per tile, rows per unrolled block (3 blocks a tile)
 
 
-def blocked_matmul():
-    """Ansor's shape of a matmul: a local accumulator of ROWS x 16 per block, unrolled
-    under an auto_unroll pragma, inside tiles of TILE rows of the symbolic M."""
+def blocked_matmul(tile=TILE, rows=ROWS):
+    """Ansor's shape of a matmul: a local accumulator of ``rows`` x 16 per block, unrolled
+    under an auto_unroll pragma, inside tiles of ``tile`` rows of the symbolic M."""
     M = te.var("M")
     A, B, C = tvmlite.ops.matmul(M, N, K)
     s = te.create_schedule(C.op)
     CL = s.cache_write(C, "local")
     i, j = s[C].op.axis
-    io, ii = s[C].split(i, factor=TILE)
+    io, ii = s[C].split(i, factor=tile)
     jo, ji = s[C].split(j, factor=16)
     s[C].reorder(io, jo, ii, ji)
     s[C].parallel(io)
@@ -31,7 +32,7 @@ def blocked_matmul():
     s[CL].compute_at(s[C], jo)
     ci, cj = s[CL].op.axis
     (ck,) = s[CL].op.reduce_axis
-    cio, cii = s[CL].split(ci, factor=ROWS)
+    cio, cii = s[CL].split(ci, factor=rows)
     s[CL].reorder(ck, cio, cii, cj)
     s[CL].vectorize(cj)
     s[CL].pragma(ck, "auto_unroll_max_step", 64)
@@ -52,6 +53,65 @@ def test_blocks_are_versioned_once_and_rolled_in_the_remainder():
         assert all(x.kind != "unroll" for x in walk_stmts(v.other)
                    if isinstance(x, For) and x.var.name in guarded), \
             "the guarded remainder of a block is unrolled along a guarded axis"
+
+
+def row_block_matmul(rows):
+    """Tiles of ``rows`` rows, each one unrolled block of rows x 2 vectors inside k."""
+    M = te.var("M")
+    A, B, C = tvmlite.ops.matmul(M, N, K)
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=rows)
+    s[C].reorder(io, j, ii)
+    s[CL].compute_at(s[C], io)
+    ci, cj = s[CL].op.axis
+    (ck,) = s[CL].op.reduce_axis
+    cjo, cji = s[CL].split(cj, factor=16)
+    s[CL].reorder(ck, ci, cjo, cji)
+    s[CL].unroll(ci)
+    s[CL].unroll(cjo)
+    s[CL].vectorize(cji)
+    return s, [A, B, C]
+
+
+@pytest.mark.parametrize("rows", [2, 5, 8, 9])
+def test_block_remainders_get_one_unguarded_copy_per_row_count(rows):
+    """A block of ``rows`` guarded rows: its remainder is rows - 1 unrolled copies chosen
+    by the count of valid rows (BLAS's edge kernels), none with a guard on a row; above
+    EDGE_MAX rows, the rolled remainder. Correct at every M up to three tiles."""
+    s, args = row_block_matmul(rows)
+    body = loop_nest(s, args).body
+    counts = [x for x in walk_stmts(body) if isinstance(x, IfThenElse)
+              and isinstance(x.cond, Cmp) and x.cond.op == "=="]
+    assert len(counts) == (2 * (rows - 2) if rows <= EDGE_MAX else 0)  # init and update
+    for x in counts:
+        assert not [g for g in walk_stmts(x.then) if isinstance(g, IfThenElse)]
+    mod = tvmlite.build(s, args, name="mm")
+    rng = np.random.default_rng(rows)
+    b = rng.uniform(-1, 1, (K, N)).astype("float32")
+    for m in range(1, 3 * rows + 2):
+        a = rng.uniform(-1, 1, (m, K)).astype("float32")
+        c = np.full((m, N), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
+                                   err_msg=f"rows={rows} M={m}")
+
+
+@pytest.mark.parametrize("tile,rows", [(4, 2), (9, 3), (10, 5), (16, 8), (18, 9)])
+def test_every_block_height_correct_at_every_remainder(tile, rows):
+    """Edge copies for 1..rows-1 valid rows (9 rows: above EDGE_MAX, the rolled
+    remainder), at every M up to three tiles and one past."""
+    s, args = blocked_matmul(tile, rows)
+    mod = tvmlite.build(s, args, name="mm")
+    rng = np.random.default_rng(tile)
+    b = rng.uniform(-1, 1, (K, N)).astype("float32")
+    for m in range(1, 3 * tile + 2):
+        a = rng.uniform(-1, 1, (m, K)).astype("float32")
+        c = np.full((m, N), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
+                                   err_msg=f"tile={tile} rows={rows} M={m}")
 
 
 @pytest.mark.parametrize("m_values", [
