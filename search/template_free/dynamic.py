@@ -5,21 +5,20 @@ policy per representative size, each proposing schedules for the compute *at* th
 (its sketches and tile choices see real extents, and its features are those of the
 concrete lowering), all sharing one XGBoost model trained on throughput normalized per
 size, so what it learns at M=64 guides M=256. Every candidate is measured as what is
-deployed: the symbolic kernel (over M), lowered and compiled once and called at *every*
-representative size (a candidate costs one compile and a run per
-size: compiling is most of a candidate's cost, so the budget of ``trials`` measurements
-buys about ``trials // sizes`` candidates, each seen at all sizes), and every policy
-learns from it at its size. A round proposes at most ``measures_per_round`` candidates
-(so no more rounds than a static task tuning the same number per size; each round's
-search costs as much as that task's) and half of what the budget affords, so a second
-round learns from the first; the policies take turns, and it is measured size by size,
-smallest first, and a candidate ``HOPELESS`` times slower than the best at one size (or
-failing) is not measured at the bigger ones, which leaves its measurements to other
-candidates. The search work of a round is one static search's: each size's policy
-evolves ``population // sizes`` (at least ``MIN_POPULATION``) from as many fewer random
-samples, so tuning for eight sizes does not cost eight searches (that sharing, with one
-compile per candidate, is where the time goes down against tuning each size apart).
-Then:
+deployed: the symbolic kernel (over M), lowered and compiled once (the builder shares
+the lowering and the library across sizes) and called at its own size first, then at
+the sizes next to it outward, a direction ending at a size where it runs ``SPREAD``
+times slower than the best there (that size cannot use it, and the ones beyond are
+unlikely to); every policy learns each measurement at its size. The budget counts
+measurements, so a candidate good over a wide range costs more of it than a specialist.
+
+A round proposes at most ``measures_per_round`` candidates (so no more rounds than a
+static task tuning the same number per size) and about half of what the budget affords,
+so a second round learns from the first. The search work of a round is one static
+search's: each size's policy evolves ``population // sizes`` (at least
+``MIN_POPULATION``) from as many fewer random samples, so tuning for eight sizes does not
+cost eight searches (that, and one compile per candidate for all its sizes, is where the
+time goes down against tuning each size apart). Then:
 
 1. variants (``choose_variants``): greedily, the candidate that most raises the geometric
    mean over sizes of (best time there / time of the fastest variant chosen so far), until
@@ -62,7 +61,7 @@ MAX_VARIANTS = 4
 MIN_GAIN = 0.01     # a variant joins if it raises the geometric mean over sizes by 1%
 MIN_POPULATION = 16
 PROBES_FROM = 8     # probes are measured when the budget holds this many per size
-HOPELESS = 16   # a candidate this many times slower than a size's best skips bigger sizes
+SPREAD = 2      # a candidate this many times slower than a size's best goes no further
 TUNER = "template-free"
 
 
@@ -133,9 +132,10 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
         # same budget per size, whose search each costs as much as this one's
         affordable = max(0, trials - probes - spent) // len(sizes)
         per_round = max(2, min(options.measures_per_round, -(-affordable // 2)))
-        turn = 0
-        while spent + len(sizes) <= trials - probes:
-            want = min(per_round, (trials - probes - spent) // len(sizes))
+        turn, proposed, cost = 0, 0, 0   # cost: measurements the proposed ones took
+        while spent + 1 <= trials - probes:
+            each = cost / proposed if proposed else len(sizes)   # measurements a candidate
+            want = min(per_round, int((trials - probes - spent) / max(1.0, each)))
             if turn and want < max(2, per_round // 2):
                 break          # a handful of candidates is not worth a round's search
             t0 = time.perf_counter()
@@ -144,18 +144,12 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
             result.search_seconds += time.perf_counter() - t0
             if not batch:
                 break          # every policy's space is exhausted
-            alive = list(batch)
-            for m in sizes:    # ascending: the cheap sizes first, the hopeless dropped
-                t1 = time.perf_counter()
-                real = [MeasureInput(at[m], inp.steps, inp.decisions) for inp in alive]
-                measured = measurer.measure(real)
-                result.measure_seconds += time.perf_counter() - t1
-                policies[m].update([MeasureInput(policies[m].workload, inp.steps, inp.decisions)
-                                    for inp in alive], measured)
-                for inp, res in zip(real, measured):
-                    _account(result, measurer.known.get(inp.key), res, best, m, start, callback)
-                spent += len(real)
-                alive = _hopeful(alive, measured, best.get(m), at[m])
+            t1 = time.perf_counter()
+            used = _measure_outward(batch, sizes, at, policies, measurer, trials - probes - spent,
+                                    lambda res, rec, m: _account(result, rec, res, best, m, start,
+                                                                 callback), best)
+            result.measure_seconds += time.perf_counter() - t1
+            spent, proposed, cost = spent + used, proposed + len(batch), cost + used
         table = _choose(wl, name, sizes, at, best, measurer, n_var, result, start, callback,
                         probes > 0)
         if table is not None:
@@ -167,31 +161,54 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     return result
 
 
-def _hopeful(inputs: list, results: list, best: Any, wl_at: Any) -> list:
-    """The candidates worth measuring at the next, bigger size: those that ran within
-    ``HOPELESS`` times the best time at this size. One far slower (a naive nest at a
-    few GFLOP/s, against the best at hundreds) cannot be a variant anywhere, and at
-    M=1024 its run alone would take seconds: most of a round's time, for nothing."""
-    if best is None:
-        return [inp for inp, res in zip(inputs, results) if res.ok]
-    return [inp for inp, res in zip(inputs, results)
-            if res.ok and res.mean_cost <= HOPELESS * best.mean_cost]
+def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, measurer: Any,
+                     room: int, account: Callable, best: dict) -> int:
+    """Measure each ``(size index, candidate)`` of ``batch`` at its own size, then wave by
+    wave at the sizes next to the last ones outward, a direction ending where it failed or
+    ran ``SPREAD`` times slower than the best there (which cannot be served by it, and the
+    sizes beyond are unlikely to be); each policy learns every measurement at its size.
+    At most ``room`` measurements; returns how many were made."""
+    own = {id(inp): i for i, inp in batch}
+    wave = [(inp, i) for i, inp in batch]
+    used = 0
+    while wave and used < room:
+        wave = wave[:room - used]
+        real = [MeasureInput(at[sizes[i]], inp.steps, inp.decisions) for inp, i in wave]
+        measured = measurer.measure(real)
+        for i in sorted({i for _, i in wave}):
+            mine = [(inp, res) for (inp, j), res in zip(wave, measured) if j == i]
+            policy = policies[sizes[i]]
+            policy.update([MeasureInput(policy.workload, inp.steps, inp.decisions)
+                           for inp, _ in mine], [res for _, res in mine])
+        for (inp, i), r, res in zip(wave, real, measured):
+            account(res, measurer.known.get(r.key), sizes[i])
+        used += len(wave)
+        nxt = []
+        for (inp, i), res in zip(wave, measured):
+            top = best.get(sizes[i])
+            if not res.ok or (top is not None and res.mean_cost > SPREAD * top.mean_cost):
+                continue
+            steps = (-1, 1) if i == own[id(inp)] else ((1,) if i > own[id(inp)] else (-1,))
+            nxt += [(inp, i + d) for d in steps if 0 <= i + d < len(sizes)]
+        wave = nxt
+    return used
 
 
 def _propose(policies: dict, sizes: list, want: int, turn: int, seen: set) -> list:
-    """Up to ``want`` new candidates, the policies taking turns (starting at ``turn``) so
-    every size's sketches and tile choices get proposed; ``seen`` gains their Steps."""
-    order = [sizes[(turn + i) % len(sizes)] for i in range(len(sizes))]
+    """Up to ``want`` new ``(size index, candidate)``, the policies taking turns (starting
+    at ``turn``) so every size's sketches and tile choices get proposed; ``seen`` gains
+    their Steps."""
+    order = [(turn + i) % len(sizes) for i in range(len(sizes))]
     share = -(-want // len(sizes))
     out: list = []
-    for m in order:
+    for i in order:
         if len(out) >= want:
             break
-        for inp in policies[m].next_batch(min(share, want - len(out))):
+        for inp in policies[sizes[i]].next_batch(min(share, want - len(out))):
             k = _key(inp.steps)
             if k not in seen:
                 seen.add(k)
-                out.append(inp)
+                out.append((i, inp))
     return out
 
 
@@ -232,9 +249,9 @@ def _key(steps: Sequence[Any]) -> str:
 def _choose(wl: Any, name: str, sizes: list, at: dict, best: dict, measurer: Any,
             n_var: int, result: TuneResult, start: float, callback: Any,
             probe: bool) -> DispatchTable | None:
-    """Variants and table from every measurement at the tuned sizes (the log's too); the
-    variants' missing measurements (an interrupted run's log) and the probes between sizes
-    that chose different variants are measured here, as part of the budget."""
+    """Variants and table from every measurement at the tuned sizes (the log's too; a
+    variant competes at the sizes it was measured at); the probes between sizes that
+    chose different variants are measured here, as part of the budget."""
     times, steps_of = _times(measurer, at)
     variants = choose_variants(times, sizes, n_var)
     if not variants:
@@ -249,9 +266,6 @@ def _choose(wl: Any, name: str, sizes: list, at: dict, best: dict, measurer: Any
                          start, callback)
         return [res.mean_cost if res.ok else math.inf for res in out]
 
-    missing = [(k, m) for k in variants for m in sizes if m not in times[k]]
-    for (k, m), t in zip(missing, measure([MeasureInput(at[m], steps_of[k]) for k, m in missing])):
-        times[k][m] = t
     tuned = {}
     for m in sizes:
         t, vi = min((times[k].get(m, math.inf), vi) for vi, k in enumerate(variants))

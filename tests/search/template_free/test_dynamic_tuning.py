@@ -15,7 +15,7 @@ from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, expo
                                              ranges_from_choice)
 from tvmlite.search.records.record import load_records
 from tvmlite.search.records.workload import Workload
-from tvmlite.search.template_free.dynamic import (HOPELESS, MAX_SIZES, choose_variants,
+from tvmlite.search.template_free.dynamic import (MAX_SIZES, choose_variants,
                                                   representative_sizes)
 from tvmlite.target.target import Target
 
@@ -195,37 +195,34 @@ def test_static_only_searches_refuse_a_symbolic_size():
         search.TaskScheduler([task])
 
 
-def test_every_candidate_is_measured_at_every_size(tmp_path):
-    """A candidate is compiled once and measured at all sizes, smallest first: each Steps
-    of the log appears at every tuned size unless it failed, or ran HOPELESS times
-    slower than the best, at the smaller one; the budget counts measurements."""
+def test_candidates_are_measured_outward_from_their_size(tmp_path):
+    """A candidate is compiled once and measured at its own size, then outward: the sizes
+    it ran at are neighbours in the size list; the budget counts measurements; the table
+    serves each size with its fastest variant measured there."""
+    sizes = [3, 20, 40]
     task = search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 32, 32),
-                             shapes={"M": [3, 40]})
+                             shapes={"M": sizes})
     log = tmp_path / "dyn.jsonl"
     quick = search.TuningOptions(seed=1, measures_per_round=4, population=16, generations=1,
                                  number=1, repeat=1, min_repeat_ms=0)
-    res = task.tune(trials=9, log_file=log, options=quick)   # 2 rounds of 2 candidates x 2 sizes
+    res = task.tune(trials=14, log_file=log, options=quick)
     sized = [r for r in load_records(log) if r.workload.sizes]
     by_steps: dict = {}
     for r in sized:
         key = json.dumps([s.to_json() for s in r.steps], sort_keys=True)
-        by_steps.setdefault(key, {})[r.workload.sizes["M"]] = r
-    best3 = min(r.mean_cost for r in sized if r.workload.sizes["M"] == 3 and r.result.ok)
+        by_steps.setdefault(key, {})[sizes.index(r.workload.sizes["M"])] = r
     assert len(by_steps) >= 3
     for at in by_steps.values():
-        assert 3 in at, "a candidate skipped the smallest size"
-        small = at[3]
-        if small.result.ok and small.mean_cost <= HOPELESS * best3:
-            assert 40 in at, "a hopeful candidate was not measured at the bigger size"
-    assert res.measured == len(sized) <= 9 and res.dispatch is not None
-    # the table serves each tuned size with the fastest of its variants measured there
+        idx = sorted(at)
+        assert idx == list(range(idx[0], idx[-1] + 1)), "a candidate skipped a size"
+    assert res.measured == len(sized) <= 14 and res.dispatch is not None
     steps = {json.dumps([s.to_json() for s in v], sort_keys=True): i
              for i, v in enumerate(res.dispatch.variants)}
     for m, (v, t) in res.dispatch.tuned.items():
         served = [(r.mean_cost, steps[k]) for k, at in by_steps.items() if k in steps
-                  for r in [at.get(m)] if r is not None and r.result.ok]
+                  for r in [at.get(sizes.index(m))] if r is not None and r.result.ok]
         assert (t, v) == min(served)
-    _matmul_check(task.apply_best(log), k=32, n=32, sizes=(1, 2, 3, 39, 40, 41, 129))
+    _matmul_check(task.apply_best(log), k=32, n=32, sizes=(1, 2, 3, 19, 20, 39, 40, 41, 129))
 
 
 def test_builder_lowers_a_dynamic_kernel_once_for_all_its_sizes():
@@ -289,3 +286,32 @@ def test_probe_sizes_lie_between_sizes_that_chose_different_variants():
     out = _probes(wl, "M", tuned, ["ka", "kb"], {"ka": ("a",), "kb": ("b",)}, measure)
     assert out == {29: (1, 1.0)}            # sqrt(8 * 100) = 28.3 -> 29 (odd)
     assert sorted(asked) == [(29, ("a",)), (29, ("b",))]
+
+
+def test_measuring_outward_stops_where_a_candidate_is_spread_times_slower():
+    from types import SimpleNamespace
+    from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
+    from tvmlite.search.template_free.dynamic import SPREAD, _measure_outward
+    sizes = [1, 2, 3, 4, 5]
+    wl = Workload.from_op("matmul", te.var("M"), 8, 8)
+    at = {m: wl.at({"M": m}) for m in sizes}
+    slow_at = {1: SPREAD + 1.0}             # candidate "x": too slow at size 2 (index 1)
+    asked = []
+
+    class Measurer:
+        known: dict = {}
+
+        def measure(self, inputs):
+            asked.extend(inp.workload.sizes["M"] for inp in inputs)
+            return [MeasureResult(costs=(slow_at.get(sizes.index(inp.workload.sizes["M"]),
+                                                     1.0),)) for inp in inputs]
+
+    best = {m: SimpleNamespace(mean_cost=1.0) for m in sizes}
+    policies = {m: SimpleNamespace(workload=at[m], update=lambda *a: None) for m in sizes}
+    x = MeasureInput(at[3], ())
+    used = _measure_outward([(2, x)], sizes, at, policies, Measurer(), 100,
+                            lambda *a: None, best)
+    assert asked == [3, 2, 4, 5] and used == 4      # not past size 2, on to the end above
+    asked.clear()
+    assert _measure_outward([(2, x)], sizes, at, policies, Measurer(), 2,
+                            lambda *a: None, best) == 2 and asked == [3, 2]
