@@ -12,9 +12,11 @@ times slower than the best there (that size cannot use it, and the ones beyond a
 unlikely to); every policy learns each measurement at its size. The budget counts
 measurements, so a candidate good over a wide range costs more of it than a specialist.
 
-A round proposes at most ``measures_per_round`` candidates (so no more rounds than a
-static task tuning the same number per size) and about half of what the budget affords,
-so a second round learns from the first. The search work of a round is one static
+The first round proposes half the candidates the budget affords at every size, so a
+second round learns from it; the later ones what is left, at most
+``measures_per_round`` each (so no more rounds than a static task tuning the same number
+per size), the measured cost of a candidate so far telling how many that is. The shared
+model retrains once a round, on all of it. The search work of a round is one static
 search's: each size's policy evolves ``population // sizes`` (at least
 ``MIN_POPULATION``) from as many fewer random samples, so tuning for eight sizes does not
 cost eight searches (that, and one compile per candidate for all its sizes, is where the
@@ -135,7 +137,9 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
         turn, proposed, cost = 0, 0, 0   # cost: measurements the proposed ones took
         while spent + 1 <= trials - probes:
             each = cost / proposed if proposed else len(sizes)   # measurements a candidate
-            want = min(per_round, int((trials - probes - spent) / max(1.0, each)))
+            # the first round half the budget (at every size), the next ones the rest
+            want = min(per_round if not turn else options.measures_per_round,
+                       int((trials - probes - spent) / max(1.0, each)))
             if turn and want < max(2, per_round // 2):
                 break          # a handful of candidates is not worth a round's search
             t0 = time.perf_counter()
@@ -167,10 +171,12 @@ def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, measure
     wave at the sizes next to the last ones outward, a direction ending where it failed or
     ran ``SPREAD`` times slower than the best there (which cannot be served by it, and the
     sizes beyond are unlikely to be); each policy learns every measurement at its size.
-    At most ``room`` measurements; returns how many were made."""
+    At most ``room`` measurements; returns how many were made. The shared model
+    retrains once, on all of them."""
     own = {id(inp): i for i, inp in batch}
     wave = [(inp, i) for i, inp in batch]
     used = 0
+    learnt: tuple = ([], [], [])    # the model retrains once, on all of the round
     while wave and used < room:
         wave = wave[:room - used]
         real = [MeasureInput(at[sizes[i]], inp.steps, inp.decisions) for inp, i in wave]
@@ -178,8 +184,10 @@ def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, measure
         for i in sorted({i for _, i in wave}):
             mine = [(inp, res) for (inp, j), res in zip(wave, measured) if j == i]
             policy = policies[sizes[i]]
-            policy.update([MeasureInput(policy.workload, inp.steps, inp.decisions)
-                           for inp, _ in mine], [res for _, res in mine])
+            for part, new in zip(learnt, policy.update(
+                    [MeasureInput(policy.workload, inp.steps, inp.decisions) for inp, _ in mine],
+                    [res for _, res in mine], train=False)):
+                part.extend(new)
         for (inp, i), r, res in zip(wave, real, measured):
             account(res, measurer.known.get(r.key), sizes[i])
         used += len(wave)
@@ -191,6 +199,8 @@ def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, measure
             steps = (-1, 1) if i == own[id(inp)] else ((1,) if i > own[id(inp)] else (-1,))
             nxt += [(inp, i + d) for d in steps if 0 <= i + d < len(sizes)]
         wave = nxt
+    if learnt[0]:
+        next(iter(policies.values())).model.update(*learnt)
     return used
 
 

@@ -84,9 +84,12 @@ class SketchPolicy:
         desc = str(self.sketches[cand.sketch])
         return MeasureInput(self.workload, cand.steps, cand.record_decisions(desc))
 
-    def update(self, inputs: Sequence[MeasureInput], results: Sequence[Any]) -> None:
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[Any],
+               train: bool = True) -> tuple[list, list, list]:
         """Learn from measured candidates (this round's or a log's): the model keeps
-        every program it was given, so it gets only the new ones."""
+        every program it was given, so it gets only the new ones. With ``train=False``
+        the model is left to the caller, who gets the new (features, GFLOP/s, groups)
+        to give it at once with other policies' (one retraining instead of many)."""
         flops = self.workload.flops
         xs, ys = [], []
         for inp, res in zip(inputs, results):
@@ -101,8 +104,10 @@ class SketchPolicy:
             ys.append(thr)
             if thr > 0 and cand.sketch >= 0:
                 self._keep_best(cand, thr)
-        if xs:
-            self.model.update(xs, ys, [self.workload.key] * len(ys))
+        groups = [self.workload.key] * len(ys)
+        if xs and train:
+            self.model.update(xs, ys, groups)
+        return xs, ys, groups
 
     def _keep_best(self, cand: Candidate, thr: float) -> None:
         cand.score = thr

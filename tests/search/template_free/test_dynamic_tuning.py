@@ -307,7 +307,8 @@ def test_measuring_outward_stops_where_a_candidate_is_spread_times_slower():
                                                      1.0),)) for inp in inputs]
 
     best = {m: SimpleNamespace(mean_cost=1.0) for m in sizes}
-    policies = {m: SimpleNamespace(workload=at[m], update=lambda *a: None) for m in sizes}
+    policies = {m: SimpleNamespace(workload=at[m], update=lambda *a, **k: ([], [], []))
+                for m in sizes}
     x = MeasureInput(at[3], ())
     used = _measure_outward([(2, x)], sizes, at, policies, Measurer(), 100,
                             lambda *a: None, best)
