@@ -1,7 +1,7 @@
 """Dynamic shapes: GMM with M symbolic and N = K = 1024 (or, ``--op conv``, a 3x3 conv2d
 NHWC 14x14x128 -> 128 with a symbolic batch N), tuned once over a range of the size,
 against kernels tuned for each exact size with the same total budget split evenly, and
-numpy (GMM only: numpy has no convolution).
+numpy (GMM only: numpy has no convolution) and PyTorch.
 
 1. ``dynamic``: one SearchTask over ``te.var("M")`` with ``shapes={"M": (lo, hi)}`` and
    ``--trials`` measurements: a few variants and a dispatch table (search/template_free/
@@ -10,7 +10,8 @@ numpy (GMM only: numpy has no convolution).
    never among the dynamic task's tuned sizes, a static SearchTask with ``trials // 8``;
 3. in one fresh process per contender kind, at every evaluation size: (a) the dispatching
    kernel rebuilt from the dynamic log, (b) the best exact kernel of that size, (c) numpy
-   (OpenBLAS) -- all in the same run, median of repeats.
+   (OpenBLAS; GMM only) and PyTorch (``$TVMLITE_TORCH_PYTHON``, else this python; its
+   conv2d in channels_last, our NHWC) -- all in the same run, median of repeats.
 
 Prints a table (GFLOP/s and the ratios a/b and a/numpy per size, their median and
 minimum) and the two tuning times. Time it under ``flock /work/timing.lock``.
@@ -34,10 +35,14 @@ import peers  # noqa: E402
 N = K = 1024
 N_EVAL = 8
 # op: (tvmlite.ops name, arguments with None where the symbolic size goes, its name,
-#      flops per unit of the size, numpy shapes at size m or None)
-OPS = {"gmm": ("matmul", [None, N, K], "M", 2.0 * N * K, lambda m: [[m, K], [K, N]]),
+#      flops per unit of the size, numpy shapes at size m or None,
+#      PyTorch (op, shapes at size m, kwargs, channels_last))
+OPS = {"gmm": ("matmul", [None, N, K], "M", 2.0 * N * K, lambda m: [[m, K], [K, N]],
+               lambda m: ("matmul", [[m, K], [K, N]], {}, False)),
        "conv": ("conv2d_nhwc", [None, 14, 14, 128, 128, 3, 1, 1], "N",
-                2.0 * 14 * 14 * 128 * 128 * 9, None)}
+                2.0 * 14 * 14 * 128 * 128 * 9, None,
+                lambda m: ("conv2d", [[m, 128, 14, 14], [128, 128, 3, 3]], {"padding": 1},
+                           True))}
 
 _SETUP = """
 import numpy as np, tvmlite
@@ -91,9 +96,32 @@ def eval_sizes(lo: int, hi: int, tuned: list) -> list:
     return out
 
 
+def tune_both(op, with_size, size, args, sizes, dyn_log, logs, opts) -> tuple:
+    """(seconds of the dynamic tuning, seconds of all per-size tunings), logs written."""
+    from tvmlite import search, te
+    dyn_log.unlink(missing_ok=True)
+    task = search.SearchTask(func=op, args=with_size(te.var(size)),
+                             shapes={size: (args.lo, args.hi)})
+    t0 = time.perf_counter()
+    res = task.tune(args.trials, dyn_log, opts)
+    t_dyn = time.perf_counter() - t0
+    table = res.dispatch
+    print(f"dynamic: {t_dyn:.0f}s, {len(table.variants)} variant(s), ranges "
+          f"{[(lo, hi, v) for lo, hi, v in table.ranges]}", flush=True)
+    t_exact = 0.0
+    for m in sizes:
+        Path(logs[str(m)]).unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        search.SearchTask(func=op, args=with_size(m)).tune(
+            args.trials // len(sizes), logs[str(m)], opts)
+        t_exact += time.perf_counter() - t0
+    print(f"exact: {t_exact:.0f}s for {len(sizes)} sizes", flush=True)
+    return t_dyn, t_exact
+
+
 def main() -> int:
     import tvmlite
-    from tvmlite import search, te
+    from tvmlite import search
     from tvmlite.search.template_free.dynamic import representative_sizes
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--op", choices=sorted(OPS), default="gmm")
@@ -103,13 +131,16 @@ def main() -> int:
     p.add_argument("--population", type=int, default=256)
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--out", default="bench/out/dynamic")
+    p.add_argument("--evaluate-only", action="store_true",
+                   help="reuse the logs and tuning times of an earlier run in --out; time "
+                        "(a), (b) and the peers again")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     threads = tvmlite.Target.host().cores
     opts = search.TuningOptions(seed=0, population=args.population, repeat=2,
                                 min_repeat_ms=10)
-    op, op_args, size, unit_flops, np_shapes = OPS[args.op]
+    op, op_args, size, unit_flops, np_shapes, torch_case = OPS[args.op]
     tuned = representative_sizes((args.lo, args.hi))
     sizes = eval_sizes(args.lo, args.hi, tuned)
     what = f"GMM M x {N} x {K}" if args.op == "gmm" else \
@@ -121,26 +152,12 @@ def main() -> int:
         return tuple(m if a is None else a for a in op_args)
 
     dyn_log = out / "dynamic.jsonl"
-    dyn_log.unlink(missing_ok=True)
-    task = search.SearchTask(func=op, args=with_size(te.var(size)),
-                             shapes={size: (args.lo, args.hi)})
-    t0 = time.perf_counter()
-    res = task.tune(args.trials, dyn_log, opts)
-    t_dyn = time.perf_counter() - t0
-    table = res.dispatch
-    print(f"dynamic: {t_dyn:.0f}s, {len(table.variants)} variant(s), ranges "
-          f"{[(lo, hi, v) for lo, hi, v in table.ranges]}", flush=True)
-
-    logs, t_exact = {}, 0.0
-    for m in sizes:
-        log = out / f"exact_{m}.jsonl"
-        log.unlink(missing_ok=True)
-        t0 = time.perf_counter()
-        search.SearchTask(func=op, args=with_size(m)).tune(
-            args.trials // len(sizes), log, opts)
-        t_exact += time.perf_counter() - t0
-        logs[str(m)] = str(log)
-    print(f"exact: {t_exact:.0f}s for {len(sizes)} sizes", flush=True)
+    logs = {str(m): str(out / f"exact_{m}.jsonl") for m in sizes}
+    if args.evaluate_only:
+        before = json.loads((out / "results.json").read_text())
+        t_dyn, t_exact = before["t_dynamic"], before["t_exact"]
+    else:
+        t_dyn, t_exact = tune_both(op, with_size, size, args, sizes, dyn_log, logs, opts)
 
     payload = {"op": op, "args": op_args, "size": size, "range": [args.lo, args.hi],
                "log": str(dyn_log),
@@ -151,24 +168,34 @@ def main() -> int:
         if "error" in r:
             print("error:", r["error"])
             return 1
-    rows, ab, an = [], [], []
+    rows, ab, an, at_ = [], [], [], []
+    torch_version = None
     for m in sizes:
         flops = unit_flops * m
         ga = flops / a[str(m)]["seconds"] / 1e9
         gb = flops / b[str(m)]["seconds"] / 1e9
         npy = peers.time_numpy("matmul", np_shapes(m), threads) if np_shapes else {}
         gn = flops / npy["seconds"] / 1e9 if "seconds" in npy else float("nan")
+        t_op, t_shapes, t_kw, t_cl = torch_case(m)
+        tch = peers.time_torch(t_op, t_shapes, threads, t_kw, channels_last=t_cl)
+        gt = flops / tch["seconds"] / 1e9 if "seconds" in tch else float("nan")
+        torch_version = tch.get("version", torch_version)
         ab.append(ga / gb)
         if np_shapes:
             an.append(ga / gn)
+        if "seconds" in tch:
+            at_.append(ga / gt)
         rows.append(f"| {m} | v{a[str(m)]['variant']} | {ga:.1f} | {gb:.1f} | {gn:.1f} | "
-                    f"{ga / gb:.2f} | {ga / gn:.2f} |")
+                    f"{gt:.1f} | {ga / gb:.2f} | {ga / gn:.2f} | {ga / gt:.2f} |")
     lines = [f"{what}, {size} = {args.lo}..{args.hi} (tuned at {tuned}), "
              f"{args.trials} trials for the dynamic task and {args.trials // len(sizes)} per exact size",
              "", f"| {size} | variant | (a) dispatch GFLOP/s | (b) exact GFLOP/s | (c) numpy GFLOP/s "
-             "| a/b | a/numpy |", "| --- | --- | --- | --- | --- | --- | --- |", *rows, "",
+             f"| (c) PyTorch {torch_version or '(not found)'} GFLOP/s | a/b | a/numpy | a/torch |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, "",
              f"a/b: median {statistics.median(ab):.2f}, min {min(ab):.2f}" + (
-                 f"; a/numpy: median {statistics.median(an):.2f}, min {min(an):.2f}" if an else ""),
+                 f"; a/numpy: median {statistics.median(an):.2f}, min {min(an):.2f}" if an else "")
+             + (f"; a/torch: median {statistics.median(at_):.2f}, min {min(at_):.2f}"
+                if at_ else ""),
              f"tuning time: dynamic {t_dyn:.0f}s, exact {t_exact:.0f}s "
              f"({t_dyn / t_exact:.2f}x)"]
     text = "\n".join(lines)
@@ -176,7 +203,8 @@ def main() -> int:
     (out / "RESULTS.md").write_text(text + "\n")
     (out / "results.json").write_text(json.dumps(
         {"sizes": sizes, "tuned": tuned, "a": a, "b": b, "t_dynamic": t_dyn,
-         "t_exact": t_exact, "ratio_ab": ab, "ratio_a_numpy": an}, indent=1))
+         "t_exact": t_exact, "ratio_ab": ab, "ratio_a_numpy": an, "ratio_a_torch": at_},
+        indent=1))
     return 0 if all(math.isfinite(x) for x in ab) else 1
 
 
