@@ -87,15 +87,7 @@ def test_block_remainders_get_one_unguarded_copy_per_row_count(rows):
     assert len(counts) == (2 * (rows - 2) if rows <= EDGE_MAX else 0)  # init and update
     for x in counts:
         assert not [g for g in walk_stmts(x.then) if isinstance(g, IfThenElse)]
-    mod = tvmlite.build(s, args, name="mm")
-    rng = np.random.default_rng(rows)
-    b = rng.uniform(-1, 1, (K, N)).astype("float32")
-    for m in range(1, 3 * rows + 2):
-        a = rng.uniform(-1, 1, (m, K)).astype("float32")
-        c = np.full((m, N), np.nan, "float32")
-        mod(a, b, c)
-        np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
-                                   err_msg=f"rows={rows} M={m}")
+    check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 3 * rows + 2), rows)
 
 
 @pytest.mark.parametrize("tile,rows", [(4, 2), (9, 3), (10, 5), (16, 8), (18, 9)])
@@ -103,15 +95,7 @@ def test_every_block_height_correct_at_every_remainder(tile, rows):
     """Edge copies for 1..rows-1 valid rows (9 rows: above EDGE_MAX, the rolled
     remainder), at every M up to three tiles and one past."""
     s, args = blocked_matmul(tile, rows)
-    mod = tvmlite.build(s, args, name="mm")
-    rng = np.random.default_rng(tile)
-    b = rng.uniform(-1, 1, (K, N)).astype("float32")
-    for m in range(1, 3 * tile + 2):
-        a = rng.uniform(-1, 1, (m, K)).astype("float32")
-        c = np.full((m, N), np.nan, "float32")
-        mod(a, b, c)
-        np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
-                                   err_msg=f"tile={tile} rows={rows} M={m}")
+    check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 3 * tile + 2), tile)
 
 
 @pytest.mark.parametrize("m_values", [
@@ -120,8 +104,12 @@ def test_every_block_height_correct_at_every_remainder(tile, rows):
 ])
 def test_blocked_matmul_correct_around_every_tile_edge(m_values):
     s, args = blocked_matmul()
-    mod = tvmlite.build(s, args, name="mm")
-    rng = np.random.default_rng(0)
+    check_against_numpy(tvmlite.build(s, args, name="mm"), m_values, 0)
+
+
+def check_against_numpy(mod, m_values, seed):
+    """``mod`` (a matmul over symbolic M, K x N fixed) against numpy at each M."""
+    rng = np.random.default_rng(seed)
     b = rng.uniform(-1, 1, (K, N)).astype("float32")
     for m in m_values:
         a = rng.uniform(-1, 1, (m, K)).astype("float32")
