@@ -104,12 +104,12 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     n_var = min(max_variants, len(sizes))
     if trials < len(sizes):
         raise ValueError(f"tune(trials={trials}) is too small for {len(sizes)} sizes: give at "
-                         f"least {len(sizes)} (each candidate is measured at every size)")
+                         f"least {len(sizes)} (one measurement per size)")
     if model is None and options.pretrained:
         from tvmlite.search.model.pretrained import load_pretrained
         model = load_pretrained("pack-sum")   # None (warned) if it does not fit
         if model is not None and model.prior_until is not None:
-            # a candidate measured at every size is that many programs but one schedule's
+            # a candidate measured at several sizes is that many programs but one schedule's
             # evidence: keep the prior until as many candidates as a static task's
             model.prior_until *= len(sizes)
     model = model or XGBModel(seed=options.seed)
@@ -129,9 +129,8 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
         for m in sizes:
             _seed_from_log(policies[m], measurer, at[m], best, m, seen)
         spent = sum(1 for r in measurer.known.values() if r.workload.key in keys)
-        # two rounds at least (the second learns from the first at every size), each of
-        # measures_per_round candidates at most: as many rounds as a static task of the
-        # same budget per size, whose search each costs as much as this one's
+        # the first round: half the candidates the budget affords at every size, so a
+        # second learns from it (module doc)
         affordable = max(0, trials - probes - spent) // len(sizes)
         per_round = max(2, min(options.measures_per_round, -(-affordable // 2)))
         turn, proposed, cost = 0, 0, 0   # cost: measurements the proposed ones took
