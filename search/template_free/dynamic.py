@@ -148,7 +148,8 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
             if not batch:
                 break          # every policy's space is exhausted
             t1 = time.perf_counter()
-            used = _measure_outward(batch, sizes, at, policies, measurer, trials - probes - spent,
+            used = _measure_outward(batch, sizes, at, policies, model, measurer,
+                                    trials - probes - spent,
                                     lambda res, rec, m: _account(result, rec, res, best, m, start,
                                                                  callback), best)
             result.measure_seconds += time.perf_counter() - t1
@@ -164,14 +165,14 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     return result
 
 
-def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, measurer: Any,
-                     room: int, account: Callable, best: dict) -> int:
+def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, model: Any,
+                     measurer: Any, room: int, account: Callable, best: dict) -> int:
     """Measure each ``(size index, candidate)`` of ``batch`` at its own size, then wave by
     wave at the sizes next to the last ones outward, a direction ending where it failed or
     ran ``SPREAD`` times slower than the best there (which cannot be served by it, and the
     sizes beyond are unlikely to be); each policy learns every measurement at its size.
     At most ``room`` measurements; returns how many were made. The shared model
-    retrains once, on all of them."""
+    (``model``, the policies') retrains once, on all of them."""
     own = {id(inp): i for i, inp in batch}
     wave = [(inp, i) for i, inp in batch]
     used = 0
@@ -199,7 +200,7 @@ def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, measure
             nxt += [(inp, i + d) for d in steps if 0 <= i + d < len(sizes)]
         wave = nxt
     if learnt[0]:
-        next(iter(policies.values())).model.update(*learnt)
+        model.update(*learnt)
     return used
 
 

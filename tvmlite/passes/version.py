@@ -90,7 +90,7 @@ def _edges(s: Stmt, hoisted: dict, inner: dict) -> Stmt | None:
     iterations (1 <= n < extent, here) are ``v < ceil((E - e) / k)``, and the copy for
     ``n`` runs exactly those, its accumulators still in registers, where the rolled
     remainder keeps them in memory and branches per row. None when the guards differ."""
-    forms = set()
+    forms: dict = {}     # printed form -> (loop name, k, e, E): one form, or no edges
     for conj in hoisted:
         terms, c = linear(conj.a)
         mine = [a for a in terms if isinstance(a, Var) and a.name in inner]
@@ -100,11 +100,12 @@ def _edges(s: Stmt, hoisted: dict, inner: dict) -> Stmt | None:
         rest = {a: k for a, k in terms.items() if a is not v}
         if any(isinstance(n, Var) and n.name in inner for a in rest for n in walk(a)):
             return None
-        forms.add((v.name, terms[v], str(simplify(from_linear(rest, c))), str(conj.b)))
-        form = (v.name, terms[v], from_linear(rest, c), conj.b)
+        e = from_linear(rest, c)
+        forms.setdefault((v.name, terms[v], str(simplify(e)), str(conj.b)),
+                         (v.name, terms[v], e, conj.b))
     if len(forms) != 1:
         return None
-    name, k, e, bound_ = form
+    (name, k, e, bound_), = forms.values()
     loops = [x for x in walk_stmts(s) if isinstance(x, For) and x.var.name == name]
     if len(loops) != 1 or loops[0].kind != "unroll" or not 2 <= loops[0].extent <= EDGE_MAX:
         return None

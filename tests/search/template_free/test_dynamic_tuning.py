@@ -310,9 +310,9 @@ def test_measuring_outward_stops_where_a_candidate_is_spread_times_slower():
     policies = {m: SimpleNamespace(workload=at[m], update=lambda *a, **k: ([], [], []))
                 for m in sizes}
     x = MeasureInput(at[3], ())
-    used = _measure_outward([(2, x)], sizes, at, policies, Measurer(), 100,
+    used = _measure_outward([(2, x)], sizes, at, policies, None, Measurer(), 100,
                             lambda *a: None, best)
     assert asked == [3, 2, 4, 5] and used == 4      # not past size 2, on to the end above
     asked.clear()
-    assert _measure_outward([(2, x)], sizes, at, policies, Measurer(), 2,
+    assert _measure_outward([(2, x)], sizes, at, policies, None, Measurer(), 2,
                             lambda *a: None, best) == 2 and asked == [3, 2]
