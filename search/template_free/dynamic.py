@@ -117,7 +117,8 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
     share = replace(options, population=max(MIN_POPULATION, options.population // len(sizes)))
     policies = {m: SketchPolicy(at[m].bound(), target, model, share, seed=(options.seed or 0) + i,
                                 rules=task.rules, constants=task.constants,
-                                init_min=max(MIN_POPULATION // 2, INIT_MIN // len(sizes)))
+                                init_min=max(MIN_POPULATION // 2, INIT_MIN // len(sizes)),
+                                symbolic=wl)
                 for i, m in enumerate(sizes)}
     probes = 2 * (len(sizes) - 1) if trials >= PROBES_FROM * len(sizes) else 0
     result = TuneResult(wl)

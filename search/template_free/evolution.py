@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 from tvmlite.schedule.state import ScheduleError
 
-from tvmlite.search.template_free.sketch import (MAX_INNERMOST, UNROLL_STEPS, max_innermost,
-                                                realize, unroll_steps)
+from tvmlite.search.template_free.sketch import (MAX_INNERMOST, UNROLL_STEPS, loose_options,
+                                                max_innermost, realize, unroll_steps)
 from tvmlite.search.measure.inputs import state_key
 
 MUTATION_WEIGHTS = {"tile": 0.90, "at": 0.05, "unroll": 0.04, "parallel": 0.01}
@@ -72,12 +72,37 @@ def mutate_tile(factors: list[int], extent: int, rng: random.Random,
     return None
 
 
+def mutate_loose_tile(factors: list[int], extent: int, rng: random.Random, registers: int,
+                      limit: int = MAX_INNERMOST) -> list[int] | None:
+    """One level of a symbolic axis's tile redrawn from ``loose_options`` (half the time
+    a neighbour of its value there, so 7 rows may become 6 or 8), the whole tile staying
+    below twice the extent; None if no other value fits."""
+    options = loose_options(registers)
+    for _ in range(8):
+        i = rng.randrange(len(factors))
+        room = (2 * extent - 1) // (math.prod(factors) // factors[i])
+        cap = min(room, limit) if i == len(factors) - 1 else room
+        fit = [d for d in options if d <= cap]
+        if len(fit) < 2:
+            continue
+        if rng.random() < 0.5:
+            at = min(range(len(fit)), key=lambda j: abs(fit[j] - factors[i]))
+            near = [fit[j] for j in (at - 1, at + 1) if 0 <= j < len(fit)]
+            pick = rng.choice([d for d in near if d != factors[i]] or fit)
+        else:
+            pick = rng.choice([d for d in fit if d != factors[i]])
+        return factors[:i] + [pick] + factors[i + 1:]
+    return None
+
+
 def mutate(decisions: dict, extents: dict, rng: random.Random, limit: int = MAX_INNERMOST,
-           steps: tuple = UNROLL_STEPS) -> dict | None:
+           steps: tuple = UNROLL_STEPS, loose: frozenset = frozenset(),
+           registers: int = 32) -> dict | None:
     """A copy of ``decisions`` with one decision changed; None if nothing could change.
     ``extents`` maps each tile key to the extent of the axis it splits; ``limit`` (the
     target's ``max_innermost``) bounds an innermost tile, ``steps`` are its unroll
-    choices (``unroll_steps``)."""
+    choices (``unroll_steps``); tile keys in ``loose`` split a symbolic axis
+    (``mutate_loose_tile``, with the target's ``registers``)."""
     kinds: dict[str, list[str]] = {"tile": [], "at": [], "unroll": [], "parallel": []}
     for k in decisions:
         kind = k.split(":", 1)[0]
@@ -94,7 +119,8 @@ def mutate(decisions: dict, extents: dict, rng: random.Random, limit: int = MAX_
     key = rng.choice(kinds[kind])
     new = dict(decisions)
     if key.startswith("tile:") and key in extents:
-        moved = mutate_tile(decisions[key], extents[key], rng, limit)
+        moved = (mutate_loose_tile(decisions[key], extents[key], rng, registers, limit)
+                 if key in loose else mutate_tile(decisions[key], extents[key], rng, limit))
         if moved is None:
             return None
         new[key] = moved
@@ -123,12 +149,16 @@ class EvolutionarySearch:
     mutation_prob: float = 0.85
     cache: dict = field(default_factory=dict)   # key -> realized Candidate, or None
     constants: tuple = ()   # inputs the workload declares constant: may be pre-packed
+    loose: tuple = ()       # per sketch, its (stage, axis) symbolic in the deployed kernel
+
+    def _loose(self, sketch: int) -> frozenset:
+        return self.loose[sketch] if self.loose else frozenset()
 
     def realize(self, cand: Candidate) -> Candidate | None:
         """Fill steps/key (and reuse a cached realization); None if illegal."""
         try:
             s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
-                              self.rng, self.target, self.constants)
+                              self.rng, self.target, self.constants, self._loose(cand.sketch))
         except ScheduleError:
             return None
         key = state_key(self.workload.key, s.steps)
@@ -200,9 +230,10 @@ class EvolutionarySearch:
             child = parent
             if self.rng.random() < self.mutation_prob:
                 regs = self.target.vector_registers
+                loose = frozenset(f"tile:{st}.{ax}" for st, ax in self._loose(parent.sketch))
                 new = mutate(parent.decisions, self._extents(parent), self.rng,
                              max_innermost(self.target.vector_lanes("float32"), regs),
-                             unroll_steps(regs))
+                             unroll_steps(regs), loose, regs)
                 if new is not None:
                     child = self.realize(Candidate(parent.sketch, new)) or parent
             children.setdefault(child.key, child)

@@ -18,7 +18,7 @@ from tvmlite.schedule.state import ScheduleError
 
 from tvmlite.search.template_free.evolution import Candidate, EvolutionarySearch
 from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.template_free.sketch import RULES, generate_sketches
+from tvmlite.search.template_free.sketch import RULES, generate_sketches, symbolic_axes
 from tvmlite.search.records.record import load_records, target_matches
 from tvmlite.search.model.features import schedule_features
 
@@ -32,7 +32,11 @@ class SketchPolicy:
 
     def __init__(self, workload: Any, target: Any, model: Any, options: Any,
                  seed: int = 0, rules: Sequence[Any] | None = None,
-                 constants: Sequence[str] = (), init_min: int = INIT_MIN):
+                 constants: Sequence[str] = (), init_min: int = INIT_MIN,
+                 symbolic: Any = None):
+        """``symbolic``: for a policy proposing at one size of a dynamic workload, that
+        workload (its compute over the symbolic size), whose symbolic axes then get
+        shape-independent tiles (``sketch.symbolic_axes``)."""
         self.workload, self.target, self.model, self.options = workload, target, model, options
         self.init_min = init_min
         self.rng = random.Random(seed)
@@ -42,7 +46,8 @@ class SketchPolicy:
         self.search = EvolutionarySearch(
             self.sketches, workload, target, self._score, self._featurize, self.rng,
             options.population, options.generations, options.mutation_prob,
-            constants=tuple(constants))
+            constants=tuple(constants),
+            loose=tuple(symbolic_axes(symbolic, sk) for sk in self.sketches) if symbolic else ())
         self.measured: dict[str, float] = {}      # state key -> throughput (0 = failed)
         self.best_seeds: list[Candidate] = []
 

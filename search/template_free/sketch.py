@@ -201,10 +201,57 @@ def sample_factors(extent: int, parts: int, rng: random.Random,
     return inner[::-1]
 
 
-def _valid_factors(value: Any, extent: int, parts: int, limit: int = MAX_INNERMOST) -> bool:
-    return (isinstance(value, list) and len(value) == parts - 1
-            and all(is_int(f, 1) for f in value)
-            and extent % math.prod(value) == 0 and value[-1] <= limit)
+def _valid_factors(value: Any, extent: int, parts: int, limit: int = MAX_INNERMOST,
+                   loose: bool = False) -> bool:
+    if not (isinstance(value, list) and len(value) == parts - 1
+            and all(is_int(f, 1) for f in value) and value[-1] <= limit):
+        return False
+    if loose:
+        return math.prod(value) < 2 * extent
+    return extent % math.prod(value) == 0
+
+
+# -- tiles of a symbolic axis -------------------------------------------------------------
+
+def loose_options(registers: int) -> list[int]:
+    """Tile factors of an axis whose size is symbolic in the deployed kernel: every count
+    up to half the vector registers (a register block's rows), then 2^a and 3 * 2^a up
+    to 4096. They depend on the target only, never on the size tuned at: divisors of the
+    tuned size (Ansor's perfect tiles) fit it exactly -- at 21, 3 x 7; at 53, a prime,
+    only 1 or 53 -- and pay a remainder at every other size the kernel serves (DietCode's
+    point: tiles of a dynamic axis are shape-independent, the edge is guarded)."""
+    small = list(range(1, max(2, registers // 2) + 1))
+    return sorted(set(small) | {b << a for b in (1, 3) for a in range(13) if (b << a) <= 4096})
+
+
+def sample_loose_factors(extent: int, parts: int, rng: random.Random, registers: int,
+                         max_innermost: int = MAX_INNERMOST, multiple_of: int = 1) -> list[int]:
+    """Inner factors (outermost first) of a symbolic axis at ``extent`` from
+    ``loose_options``: the innermost at most ``max_innermost`` (a multiple of
+    ``multiple_of`` when one fits), the whole tile less than twice the extent, so the
+    outer loop runs at least once and at most half of a tile is guarded off."""
+    options = loose_options(registers)
+    inner: list[int] = []
+    for level in range(parts - 1):
+        room = (2 * extent - 1) // math.prod(inner or [1])
+        fit = [d for d in options if d <= room]
+        if level == 0:
+            fit = [d for d in fit if d <= max_innermost] or [1]
+            fit = [d for d in fit if d % multiple_of == 0] or fit
+        inner.append(rng.choice(fit))
+    return inner[::-1]
+
+
+def symbolic_axes(workload: Any, sketch: Sketch) -> frozenset:
+    """``(stage, axis)`` of every root axis with a symbolic extent once ``sketch``'s
+    stage-changing actions are applied to ``workload`` (the dynamic compute): the axes
+    whose tiles are loose (``loose_options``)."""
+    s = workload.schedule()
+    for a in sketch.actions:
+        if isinstance(a, (Inline, CacheWrite, CacheRead, Rfactor)):
+            _structural(s, a)
+    return frozenset((st.name, it.name) for st in s.state.stages for it in st.roots
+                     if not isinstance(it.extent, int))
 
 
 def _split_levels(s: Schedule, stage: str, axis: str, factors: list[int]) -> list[str]:
@@ -230,7 +277,7 @@ def register_block(st: Any, decisions: dict, lanes: int) -> int:
 
 
 def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
-                lanes: int, registers: int, floor: int = 1) -> dict:
+                lanes: int, registers: int, floor: int = 1, loose: frozenset = frozenset()) -> dict:
     """SSRSRS tiling; returns {axis: [loop names per level]} for a fused consumer.
 
     Two priors shape the tiles sampled fresh (mutations still reach any size):
@@ -247,7 +294,9 @@ def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
       fits in ``registers`` vectors and, for a reduction, holds at least ``floor``
       accumulators (``fma_block_floor``: enough FMA chains to hide the latency); a draw
       that only fits is kept when none does both.
-    - The innermost tiles are at most ``max_innermost(lanes, registers)``."""
+    - The innermost tiles are at most ``max_innermost(lanes, registers)``.
+    Axes named in ``loose`` (symbolic in the deployed kernel) draw shape-independent
+    tiles (``sample_loose_factors``)."""
     st = s.state.stage(stage)
     vector_axis = next((it.name for it in reversed(st.roots)
                         if it.kind == "spatial" and it.extent > 1), None)
@@ -255,13 +304,17 @@ def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
              for it in st.roots}
     limit = max_innermost(lanes, registers)
     fresh = [it for it in st.roots if it.extent > 1 and not _valid_factors(
-        decisions.get(f"tile:{stage}.{it.name}"), it.extent, parts[it.name], limit)]
+        decisions.get(f"tile:{stage}.{it.name}"), it.extent, parts[it.name], limit,
+        it.name in loose)]
 
     def draw(axes: list) -> None:
         for it in axes:
             whole = it.name == vector_axis and rng.random() < WHOLE_VECTOR_PROB
-            decisions[f"tile:{stage}.{it.name}"] = sample_factors(
-                it.extent, parts[it.name], rng, limit, multiple_of=lanes if whole else 1)
+            multiple = lanes if whole else 1
+            decisions[f"tile:{stage}.{it.name}"] = (
+                sample_loose_factors(it.extent, parts[it.name], rng, registers, limit, multiple)
+                if it.name in loose else
+                sample_factors(it.extent, parts[it.name], rng, limit, multiple_of=multiple))
 
     draw([it for it in fresh if it.kind != "spatial"])
     low = floor if any(it.kind == "reduce" for it in st.roots) else 1
@@ -454,10 +507,13 @@ def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
 
 
 def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.Random,
-            target: Any, constants: Sequence[str] = ()) -> tuple[Schedule, dict]:
+            target: Any, constants: Sequence[str] = (),
+            loose: frozenset = frozenset()) -> tuple[Schedule, dict]:
     """(schedule, the complete decisions used); ScheduleError if the combination is
     illegal (the caller samples another). A cache-read copy of an input in ``constants``
-    may be pre-packed (decision ``prepack:<input>``)."""
+    may be pre-packed (decision ``prepack:<input>``). ``loose`` holds the ``(stage,
+    axis)`` whose size is symbolic in the deployed kernel (``symbolic_axes``): their
+    tiles need not divide the extent."""
     decisions = dict(decisions or {})
     s = workload.schedule()
     placed: set = set()
@@ -466,7 +522,8 @@ def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.R
             _apply_tile(s, a.stage, decisions, rng,
                         target.vector_lanes(s.state.stage(a.stage).op.dtype),
                         target.vector_registers,
-                        fma_block_floor(target, target.vector_registers))
+                        fma_block_floor(target, target.vector_registers),
+                        frozenset(axis for stage, axis in loose if stage == a.stage))
             placed.add(a.stage)
         elif isinstance(a, FuseInto):
             _apply_fuse(s, a.stage, a.consumer, decisions, rng)
@@ -491,5 +548,6 @@ def _used(key: str, s: Schedule) -> bool:
 
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
+           "sample_loose_factors", "loose_options", "symbolic_axes",
            "UNROLL_STEPS", "register_block", "max_innermost", "unroll_steps", "fma_block_floor", "Inline", "CacheRead", "CacheWrite", "Rfactor",
            "Tile", "FuseInto", "ScheduleError"]

@@ -42,6 +42,11 @@ from tvmlite.ir.symbolic import SizeVar, is_static
 __all__ = ["version_guards"]
 
 EDGE_MAX = 8   # a guarded unrolled loop up to this long gets one remainder copy per count
+# ... when those copies hold at most this many stores once unrolled. gcc's time grows with
+# the unrolled C: in a log of 57 GMM candidates with a symbolic M, the one whose copies
+# held 960 stores (a 6-row block over 64 unrolled reduction steps) took 7.4 s to compile
+# against a median 0.4 s; the copies of the candidates of a log without it held 84 at most
+EDGE_BUDGET = 256
 
 
 def version_guards(s: Stmt) -> Stmt:
@@ -89,7 +94,8 @@ def _edges(s: Stmt, hoisted: dict, inner: dict) -> Stmt | None:
     over one unrolled loop ``v`` of at most ``EDGE_MAX`` iterations, the ``n`` valid
     iterations (1 <= n < extent, here) are ``v < ceil((E - e) / k)``, and the copy for
     ``n`` runs exactly those, its accumulators still in registers, where the rolled
-    remainder keeps them in memory and branches per row. None when the guards differ."""
+    remainder keeps them in memory and branches per row. None when the guards differ or
+    the copies would exceed ``EDGE_BUDGET`` stores."""
     forms: dict = {}     # printed form -> (loop name, k, e, E): one form, or no edges
     for conj in hoisted:
         terms, c = linear(conj.a)
@@ -115,7 +121,15 @@ def _edges(s: Stmt, hoisted: dict, inner: dict) -> Stmt | None:
     out = _drop(_with_extent(s, name, loops[0].extent - 1), drop)
     for n in range(loops[0].extent - 2, 0, -1):
         out = IfThenElse(cmp("==", count, n), _drop(_with_extent(s, name, n), drop), out)
-    return out
+    return out if _unrolled_stores(out) <= EDGE_BUDGET else None
+
+
+def _unrolled_stores(s: Stmt) -> int:
+    """Stores of ``s`` once its unrolled loops are unrolled (a rolled loop counts once)."""
+    if isinstance(s, Store):
+        return 1
+    n = sum(_unrolled_stores(c) for c in stmt_children(s))
+    return n * s.extent if isinstance(s, For) and s.kind == "unroll" and is_static(s.extent) else n
 
 
 def _with_extent(s: Stmt, name: str, extent: int) -> Stmt:

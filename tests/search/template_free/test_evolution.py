@@ -11,8 +11,10 @@ import random
 from tvmlite.search.model.features import schedule_features
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.evolution import (Candidate, EvolutionarySearch, mutate,
+                                                    mutate_loose_tile,
                                                     mutate_tile)
-from tvmlite.search.template_free.sketch import MAX_INNERMOST, UNROLL_STEPS, generate_sketches
+from tvmlite.search.template_free.sketch import (MAX_INNERMOST, UNROLL_STEPS, generate_sketches,
+                                                 loose_options)
 from tvmlite.target.target import Target
 from tvmlite.testing import check_schedule
 
@@ -51,6 +53,31 @@ def test_a_tile_mutation_moves_one_prime_factor_and_keeps_the_extent():
         (a0, a1), (b0, b1) = changed
         ratio = a1 / a0 if a1 > a0 else b1 / b0
         assert ratio == int(ratio) and all(ratio % p for p in range(2, int(ratio))), ratio
+
+
+def test_a_loose_tile_mutation_redraws_one_level_within_twice_the_extent():
+    """A symbolic axis's tile: one level changes to another shape-independent factor,
+    often a neighbour (7 rows to 6 or 8), the tile stays below twice the extent."""
+    rng = random.Random(0)
+    options = set(loose_options(32))
+    near = 0
+    for _ in range(300):
+        extent = rng.choice([3, 7, 21, 53, 141, 1024])
+        inner = [rng.choice([d for d in sorted(options) if d < extent and d <= cap] or [1])
+                 for cap in (4096, 4096, 16)]
+        while math.prod(inner) >= 2 * extent:
+            inner[rng.randrange(3)] = 1
+        new = mutate_loose_tile(inner, extent, rng, 32, 16)
+        if new is None:
+            assert extent < 3
+            continue
+        assert len(new) == 3 and set(new) <= options and new[-1] <= 16
+        assert math.prod(new) < 2 * extent
+        changed = [(x, y) for x, y in zip(inner, new) if x != y]
+        assert len(changed) == 1
+        near += abs(sorted(options).index(changed[0][0]) -
+                    sorted(options).index(changed[0][1])) == 1
+    assert near > 50
 
 
 def test_a_split_with_nothing_to_move_gives_none():

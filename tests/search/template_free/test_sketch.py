@@ -8,8 +8,12 @@ import pytest
 from tvmlite.passes.pipeline import loop_nest
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.template_free import dag
-from tvmlite.search.template_free.sketch import (RULES, Rule, Tile, generate_sketches, realize,
-                                                 register_block, sample_factors)
+from tvmlite import te
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.template_free.sketch import (RULES, Rule, Tile, generate_sketches,
+                                                 loose_options, realize, register_block,
+                                                 sample_factors, sample_loose_factors,
+                                                 symbolic_axes)
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 from tvmlite.testing.check import check_schedule, evaluate_te, reduction_length, tolerance
@@ -163,6 +167,71 @@ def test_sample_factors_multiply_to_a_divisor(extent, parts):
     for _ in range(50):
         f = sample_factors(extent, parts, rng)
         assert len(f) == parts - 1 and extent % int(np.prod(f)) == 0 and f[-1] <= 64
+
+
+def test_loose_options_read_the_register_file():
+    assert loose_options(32)[:17] == list(range(1, 17)) + [24]
+    assert loose_options(16)[:10] == list(range(1, 9)) + [12, 16]
+    assert 4096 in loose_options(16) and 8192 not in loose_options(16)
+
+
+@pytest.mark.parametrize("extent,parts", [(1, 4), (3, 4), (7, 4), (21, 4), (53, 4), (1024, 2)])
+def test_loose_factors_do_not_follow_the_extent(extent, parts):
+    """A symbolic axis's tiles come from the target's options, not the divisors of the
+    size tuned at (at 53, a prime, those would be 1 and 53): the whole tile below twice
+    the extent, the innermost at most the limit."""
+    rng = random.Random(0)
+    options = set(loose_options(32))
+    innermost = set()
+    for _ in range(200):
+        f = sample_loose_factors(extent, parts, rng, 32, 16, multiple_of=1)
+        assert len(f) == parts - 1 and set(f) <= options
+        assert int(np.prod(f)) < 2 * extent and f[-1] <= 16
+        innermost.add(f[-1])
+    if extent > 16:
+        assert innermost == set(range(1, 17))
+    assert sample_loose_factors(9, 2, rng, 32, 64, multiple_of=16) == [16]
+
+
+def test_symbolic_axes_are_those_of_the_symbolic_size():
+    wl = Workload.from_op("matmul", te.var("M"), 32, 32)
+    bound = wl.at({"M": 21}).bound()
+    for sk in generate_sketches(bound):
+        axes = symbolic_axes(wl, sk)
+        assert ("C", "i") in axes and all(ax == "i" for _, ax in axes)
+        if "cache-write" in str(sk):
+            assert ("C_local", "i") in axes
+    assert not any(symbolic_axes(bound, sk) for sk in generate_sketches(bound))
+
+
+def test_loose_tiles_build_kernels_correct_at_every_size():
+    """Schedules drawn at M = 21 with loose tiles on M, built over symbolic M and run
+    at sizes below, at and beyond 21, against numpy."""
+    from tvmlite import build
+    wl = Workload.from_op("matmul", te.var("M"), 32, 32)
+    bound = wl.at({"M": 21}).bound()
+    b = np.random.default_rng(1).uniform(-1, 1, (32, 32)).astype("float32")
+    built = 0
+    for i, sk in enumerate(generate_sketches(bound)):
+        rng = random.Random(i)
+        loose = symbolic_axes(wl, sk)
+        for _ in range(20):
+            try:
+                s, used = realize(bound, sk, {}, rng, TARGET, loose=loose)
+                mod = build(Schedule.from_steps(wl.outputs, s.steps), list(wl.tensors))
+            except ScheduleError:
+                continue
+            assert any(int(np.prod(f)) % 21 for k, f in used.items() if k.endswith(".i")) or \
+                all(21 % int(np.prod(f)) == 0 for k, f in used.items() if k.endswith(".i"))
+            for m in (1, 2, 20, 21, 22, 45):
+                a = np.random.default_rng(m).uniform(-1, 1, (m, 32)).astype("float32")
+                c = np.full((m, 32), np.nan, "float32")
+                mod(a, b, c)
+                np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
+                                           err_msg=f"{sk} {used} M={m}")
+            built += 1
+            break
+    assert built >= 2
 
 
 def test_bool_decisions_from_an_edited_log_are_resampled():
