@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from tvmlite.schedule.state import ScheduleError
 
-from tvmlite.search.template_free.sketch import (MAX_INNERMOST, UNROLL_STEPS, loose_options,
+from tvmlite.search.template_free.sketch import (MAX_INNERMOST, UNROLL_STEPS, loose_choices,
                                                 max_innermost, realize, unroll_steps)
 from tvmlite.search.measure.inputs import state_key
 
@@ -74,15 +74,13 @@ def mutate_tile(factors: list[int], extent: int, rng: random.Random,
 
 def mutate_loose_tile(factors: list[int], extent: int, rng: random.Random, registers: int,
                       limit: int = MAX_INNERMOST) -> list[int] | None:
-    """One level of a symbolic axis's tile redrawn from ``loose_options`` (half the time
-    a neighbour of its value there, so 7 rows may become 6 or 8), the whole tile staying
-    below twice the extent; None if no other value fits."""
-    options = loose_options(registers)
+    """One level of a symbolic axis's tile redrawn from ``sketch.loose_choices`` (half
+    the time a neighbour of its value there, so 7 rows may become 6 or 8); None if no
+    other value fits."""
     for _ in range(8):
         i = rng.randrange(len(factors))
-        room = (2 * extent - 1) // (math.prod(factors) // factors[i])
-        cap = min(room, limit) if i == len(factors) - 1 else room
-        fit = [d for d in options if d <= cap]
+        fit = loose_choices(extent, math.prod(factors) // factors[i], i == len(factors) - 1,
+                            registers, limit)
         if len(fit) < 2:
             continue
         if rng.random() < 0.5:

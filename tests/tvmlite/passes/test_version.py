@@ -78,11 +78,11 @@ def row_block_matmul(rows, unroll_k=False):
     return s, [A, B, C]
 
 
-@pytest.mark.parametrize("rows", [2, 5, 8, 9])
+@pytest.mark.parametrize("rows", [2, 5, 9, 16, 17])
 def test_block_remainders_get_one_unguarded_copy_per_row_count(rows):
     """A block of ``rows`` guarded rows: its remainder is rows - 1 unrolled copies chosen
     by the count of valid rows (BLAS's edge kernels), none with a guard on a row; above
-    EDGE_MAX rows, the rolled remainder. Correct at every M up to three tiles."""
+    EDGE_MAX rows (17), the rolled remainder. Correct at every M up to three tiles."""
     s, args = row_block_matmul(rows)
     body = loop_nest(s, args).body
     counts = [x for x in walk_stmts(body) if isinstance(x, IfThenElse)
@@ -95,9 +95,9 @@ def test_block_remainders_get_one_unguarded_copy_per_row_count(rows):
 
 def test_edge_copies_beyond_the_budget_are_not_made():
     """8 rows x 2 vectors x 32 unrolled reduction steps: 512 stores a block, so its seven
-    edge copies would hold 1792 (gcc's time grows with them): the update's remainder is
-    the rolled one (the initialisation, 2 stores a row, keeps its copies); correct all
-    the same."""
+    edge copies would hold 1792 (gcc's time grows with them; EDGE_BUDGET is below): the
+    update's remainder is the rolled one (the initialisation, 2 stores a row, keeps its
+    copies); correct all the same."""
     s, args = row_block_matmul(8, unroll_k=True)
     body = loop_nest(s, args).body
     assert 8 * 2 * K * 7 // 2 > EDGE_BUDGET
@@ -107,9 +107,9 @@ def test_edge_copies_beyond_the_budget_are_not_made():
     check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 18), 8)
 
 
-@pytest.mark.parametrize("tile,rows", [(4, 2), (9, 3), (10, 5), (16, 8), (18, 9)])
+@pytest.mark.parametrize("tile,rows", [(4, 2), (9, 3), (10, 5), (16, 8), (18, 9), (34, 17)])
 def test_every_block_height_correct_at_every_remainder(tile, rows):
-    """Edge copies for 1..rows-1 valid rows (9 rows: above EDGE_MAX, the rolled
+    """Edge copies for 1..rows-1 valid rows (17 rows: above EDGE_MAX, the rolled
     remainder), at every M up to three tiles and one past."""
     s, args = blocked_matmul(tile, rows)
     check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 3 * tile + 2), tile)
