@@ -62,7 +62,7 @@ from tvmlite.search.result import Trial, TuneResult
 from tvmlite.search.template_free.policy import INIT_MIN, SketchPolicy
 from tvmlite.search.model.cost_model import XGBModel
 
-MAX_SIZES = 8
+MAX_SIZES = 10
 MAX_VARIANTS = 4
 MIN_GAIN = 0.01     # a variant joins if it raises the geometric mean over sizes by 1%
 MIN_POPULATION = 16
