@@ -22,7 +22,7 @@ import abc
 import json
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -290,6 +290,13 @@ class XGBModel(CostModel):
             raise ValueError(f"as_prior(until=...) must be an int >= 1, got {until!r}")
         self._n_prior, self.prior_until = len(self._ys), until
         return self
+
+    def add_column(self, column: Callable[[np.ndarray], np.ndarray]) -> None:
+        """Extend the rows of every program kept (a prior's) by ``column(rows)``, one value
+        per row, and retrain: for a search whose features have that column too."""
+        self._xs = [np.hstack([x, column(x)[:, None]]).astype(np.float32) for x in self._xs]
+        self.n_features = self._xs[0].shape[1] if self._xs else None
+        self._retrain()
 
     def pretrain(self, xs: Sequence[np.ndarray], ys: Sequence[float],
                  groups: Sequence[str] | None = None) -> None:

@@ -69,7 +69,8 @@ from tvmlite.ir.simplify import bound, linear
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Store
 from tvmlite.target.target import Target
 
-__all__ = ["FEATURE_NAMES", "N_FEATURES", "MAX_BUFFERS", "extract", "schedule_features"]
+__all__ = ["FEATURE_NAMES", "N_FEATURES", "MAX_BUFFERS", "extract", "schedule_features",
+           "program_scale"]
 
 MAX_BUFFERS = 5
 CURVE_POINTS = 10
@@ -137,6 +138,17 @@ def extract(func: LoweredFunc, target: Target) -> np.ndarray:
 def schedule_features(s: Any, args: Any, target: Target) -> np.ndarray:
     """``extract(loop_nest(s, args), target)``; a ScheduleError of lowering propagates."""
     return extract(loop_nest(s, args, vector_bytes=target.vector_bytes), target)
+
+
+def program_scale(rows: np.ndarray) -> np.ndarray:
+    """One column for every row of a program: ``log2(1 + its float ops)``, summed over all
+    its stores (undoing each row's ``log2(1 + x)``). A dynamic task's model is shared by
+    sizes (the issue's "features must make sizes comparable"), and a store that does not
+    depend on the size -- packing B for a GMM over M -- has the same row at M = 5 and at
+    M = 219, though its share of the time is 40x apart: without the program's scale in
+    its row, no tree can tell the two apart."""
+    flops = float(np.sum(np.exp2(rows[:, :_COL["int_addsub"]].astype(np.float64)) - 1.0))
+    return np.full(len(rows), np.log2(1.0 + flops), dtype=np.float32)
 
 
 # -- arithmetic counting ---------------------------------------------------------------

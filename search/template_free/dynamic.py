@@ -61,7 +61,12 @@ from tvmlite.search.records.record import append_record, load_records
 from tvmlite.search.result import Trial, TuneResult
 from tvmlite.search.template_free.policy import INIT_MIN, SketchPolicy
 from tvmlite.search.model.cost_model import XGBModel
+from tvmlite.search.model.features import N_FEATURES, program_scale
 
+# sizes a range is tuned at. With 8 (1, 3, 7, 21, 53, ...), no candidate of a GMM tuning
+# over M = 1..1024 ran well at M = 9: the variants were fitted to 7 or to 21 (93-150
+# GFLOP/s against 171-178 for kernels tuned at 9); with 10 (1, 3, 5, 11, 23, 47, ...) the
+# dispatching kernel ran 159 there, in as much tuning time
 MAX_SIZES = 10
 MAX_VARIANTS = 4
 MIN_GAIN = 0.01     # a variant joins if it raises the geometric mean over sizes by 1%
@@ -117,6 +122,8 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
             # evidence: keep the prior until as many candidates as a static task's
             model.prior_until *= len(sizes)
     model = model or XGBModel(seed=options.seed)
+    if model.n_features == N_FEATURES:      # a prior's programs, without the sizes' scale
+        model.add_column(program_scale)
     at = {m: wl.at({name: m}) for m in sizes}
     share = replace(options, population=max(MIN_POPULATION, options.population // len(sizes)))
     policies = {m: SketchPolicy(at[m].bound(), target, model, share, seed=(options.seed or 0) + i,

@@ -20,7 +20,7 @@ from tvmlite.search.template_free.evolution import Candidate, EvolutionarySearch
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.template_free.sketch import RULES, generate_sketches, symbolic_axes
 from tvmlite.search.records.record import load_records, target_matches
-from tvmlite.search.model.features import schedule_features
+from tvmlite.search.model.features import program_scale, schedule_features
 
 
 INIT_MIN = 64          # random samples seeding each round's evolution, at least ...
@@ -36,9 +36,12 @@ class SketchPolicy:
                  symbolic: Any = None):
         """``symbolic``: for a policy proposing at one size of a dynamic workload, that
         workload (its compute over the symbolic size), whose symbolic axes then get
-        shape-independent tiles (``sketch.symbolic_axes``)."""
+        shape-independent tiles (``sketch.symbolic_axes``); its features then end in the
+        program's scale (``features.program_scale``), which the shared model needs to
+        tell sizes apart (``model.add_column``)."""
         self.workload, self.target, self.model, self.options = workload, target, model, options
         self.init_min = init_min
+        self.scaled = symbolic is not None
         self.rng = random.Random(seed)
         self.sketches = generate_sketches(workload, rules if rules is not None else RULES)
         if not self.sketches:
@@ -53,7 +56,10 @@ class SketchPolicy:
 
     # -- model ---------------------------------------------------------------------------
     def _featurize(self, s: Schedule) -> np.ndarray:
-        return schedule_features(s, list(self.workload.tensors), self.target)
+        rows = schedule_features(s, list(self.workload.tensors), self.target)
+        if self.scaled:
+            return np.hstack([rows, program_scale(rows)[:, None]])
+        return rows
 
     def _score(self, cands: list) -> None:
         if cands:

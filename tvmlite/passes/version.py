@@ -45,11 +45,12 @@ __all__ = ["version_guards"]
 # block of a GMM kernel tuned at M = 9 ran at 79-105 GFLOP/s for M = 3..8 with the rolled
 # remainder (up to 8 rows had copies), and 89-188 with its copies (Xeon, AVX-512)
 EDGE_MAX = 16
-# ... when those copies hold at most this many stores once unrolled: gcc's time grows with
-# the unrolled C. In a log of 57 GMM candidates with a symbolic M, the one whose copies
-# held 960 stores (a 6-row block over 64 unrolled reduction steps) took 7.4 s to compile,
-# against a median 0.4 s; the 9-row kernel's copies hold 576 and compile in 1.1 s
-EDGE_BUDGET = 768
+# ... when those copies hold at most this many expression nodes once unrolled (stores and
+# the nodes of their values and indices): gcc's time grows with the unrolled C. The 9-row
+# GMM kernel's copies hold 3968 and compile in 1.1 s; a conv2d's with a 7-image block held
+# 42000 (672 stores, padding selects in each) and made 1.4 MB of C, 7.5 s of gcc against
+# 1.8 s without them
+EDGE_BUDGET = 6000
 
 
 def version_guards(s: Stmt) -> Stmt:
@@ -98,7 +99,7 @@ def _edges(s: Stmt, hoisted: dict, inner: dict) -> Stmt | None:
     iterations (1 <= n < extent, here) are ``v < ceil((E - e) / k)``, and the copy for
     ``n`` runs exactly those, its accumulators still in registers, where the rolled
     remainder keeps them in memory and branches per row. None when the guards differ or
-    the copies would exceed ``EDGE_BUDGET`` stores."""
+    the copies would exceed ``EDGE_BUDGET`` expression nodes."""
     forms: dict = {}     # printed form -> (loop name, k, e, E): one form, or no edges
     for conj in hoisted:
         terms, c = linear(conj.a)
@@ -124,14 +125,15 @@ def _edges(s: Stmt, hoisted: dict, inner: dict) -> Stmt | None:
     out = _drop(_with_extent(s, name, loops[0].extent - 1), drop)
     for n in range(loops[0].extent - 2, 0, -1):
         out = IfThenElse(cmp("==", count, n), _drop(_with_extent(s, name, n), drop), out)
-    return out if _unrolled_stores(out) <= EDGE_BUDGET else None
+    return out if _unrolled_nodes(out) <= EDGE_BUDGET else None
 
 
-def _unrolled_stores(s: Stmt) -> int:
-    """Stores of ``s`` once its unrolled loops are unrolled (a rolled loop counts once)."""
+def _unrolled_nodes(s: Stmt) -> int:
+    """Expression nodes of the stores of ``s`` (with the stores) once its unrolled loops are
+    unrolled (a rolled loop counts once): about the C it becomes."""
     if isinstance(s, Store):
-        return 1
-    n = sum(_unrolled_stores(c) for c in stmt_children(s))
+        return 1 + sum(1 for e in (s.value, *s.indices) for _ in walk(e))
+    n = sum(_unrolled_nodes(c) for c in stmt_children(s))
     return n * s.extent if isinstance(s, For) and s.kind == "unroll" and is_static(s.extent) else n
 
 

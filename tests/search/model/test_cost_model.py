@@ -222,3 +222,18 @@ def test_ranks_held_out_real_measurements_of_one_task(tmp_path):
     model.update([xs[i] for i in idx[:cut]], [ys[i] for i in idx[:cut]])
     pred = model.predict([xs[i] for i in idx[cut:]])
     assert pairwise_accuracy(pred, [ys[i] for i in idx[cut:]]) > 0.7
+
+
+def test_add_column_extends_kept_programs_and_retrains():
+    xs, ys = programs(120, seed=3)
+    model = XGBModel(seed=0, n_threads=1)
+    model.update(xs, ys)
+    model.add_column(lambda rows: np.full(len(rows), 2.0, np.float32))
+    assert model.n_features == F + 1 and model.trained
+    wide = [np.hstack([x, np.full((len(x), 1), 2.0, np.float32)]) for x in xs[:10]]
+    assert model.predict(wide).shape == (10,)
+    with pytest.raises(ValueError, match="expected"):
+        model.predict(xs[:2])
+    empty = XGBModel(seed=0)
+    empty.add_column(lambda rows: rows[:, 0])
+    assert empty.n_features is None and not empty.trained

@@ -241,3 +241,18 @@ def test_extract_on_a_packed_gemm(target: Target) -> None:
     assert first.ndim == 2 and first.shape[0] >= 2 and first.shape[1] == len(F.FEATURE_NAMES)
     assert np.isfinite(first).all()
     assert np.array_equal(first, F.extract(func, target))
+
+
+def test_program_scale_is_the_float_work_of_the_whole_program(target: Target) -> None:
+    """Every row of a program gets log2(1 + its float ops): 2 M N K for a GMM, so the
+    scale tells sizes of one dynamic compute apart (a size-independent store's own row
+    cannot)."""
+    def scale(m):
+        A, B, C = OPS["matmul"](m, 32, 16)
+        s = te.create_schedule(C.op)
+        rows = F.schedule_features(s, [A, B, C], target)
+        col = F.program_scale(rows)
+        assert col.shape == (len(rows),) and np.all(col == col[0])
+        return float(col[0])
+    assert scale(8) == pytest.approx(math.log2(1 + 2 * 8 * 32 * 16), rel=1e-3)
+    assert scale(64) - scale(8) == pytest.approx(3.0, abs=1e-2)

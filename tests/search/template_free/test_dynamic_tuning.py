@@ -25,7 +25,7 @@ CHECK = (1, 2, 3, 7, 15, 16, 17, 100, 1023, 1025, 3000)
 def test_representative_sizes():
     """Ends kept, interior sizes log-spaced and odd (not multiples of a tile), at most
     MAX_SIZES of them and at most one per octave."""
-    assert representative_sizes((1, 1024)) == [1, 3, 7, 21, 53, 141, 381, 1024]
+    assert representative_sizes((1, 1024)) == [1, 3, 5, 11, 23, 47, 103, 219, 475, 1024]
     assert representative_sizes((1, 16)) == [1, 3, 5, 9, 16]
     assert representative_sizes((3, 20)) == [3, 9, 20]
     assert representative_sizes((5, 5)) == [5] and representative_sizes((1, 2)) == [1, 2]
@@ -205,7 +205,13 @@ def test_candidates_are_measured_outward_from_their_size(tmp_path):
     log = tmp_path / "dyn.jsonl"
     quick = search.TuningOptions(seed=1, measures_per_round=4, population=16, generations=1,
                                  number=1, repeat=1, min_repeat_ms=0)
-    res = task.tune(trials=14, log_file=log, options=quick)
+    from tvmlite.search.model.features import N_FEATURES
+    from tvmlite.search.model.pretrained import load_pretrained
+    prior = load_pretrained("pack-sum")
+    assert prior is not None and prior.n_features == N_FEATURES
+    res = task.tune(trials=14, log_file=log, options=quick, model=prior)
+    # the shared model's rows end in the program's scale, the prior's programs too
+    assert prior.n_features == N_FEATURES + 1
     sized = [r for r in load_records(log) if r.workload.sizes]
     by_steps: dict = {}
     for r in sized:
