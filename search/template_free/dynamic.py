@@ -34,8 +34,9 @@ time goes down against tuning each size apart). Then:
    neighbouring sizes chose different variants, both are measured at a probe size between
    them (their geometric mean), so the boundary is placed by a measurement too (the
    budget keeps ``2 * (sizes - 1)`` measurements for probes when it holds 8 per size);
-   between measured sizes the nearer one in log scale serves
-   (``dispatch.ranges_from_choice``). Table and variants go in the log as a dispatch
+   a size is served by the variant of the smallest measured size at or above it
+   (``dispatch.ranges_from_choice``: a variant fitted to m covers sizes below m with no
+   more tiles). Table and variants go in the log as a dispatch
    record; ``apply_best`` builds the dispatching kernel from it.
 
 Representative sizes of a range ``(lo, hi)``: its ends and up to ``max_sizes - 2`` sizes

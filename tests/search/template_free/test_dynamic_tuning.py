@@ -38,11 +38,14 @@ def test_representative_sizes():
         representative_sizes((10, 2))
 
 
-def test_ranges_from_choice_nearest_in_log_scale():
+def test_ranges_from_choice_serve_a_size_from_the_next_measured_one_up():
+    """A size goes to the variant of the smallest measured size at or above it: a
+    variant fitted to 64 covers 9..64 with no more tiles than 64, not 65."""
     r = ranges_from_choice({1: 0, 8: 0, 64: 1, 1024: 2})
-    assert r == ((1, 22, 0), (23, 256, 1), (257, None, 2))
+    assert r == ((1, 8, 0), (9, 64, 1), (65, None, 2))
     t = DispatchTable("M", ((), (), ()), r, {})
-    assert [t.variant_for(m) for m in (1, 22, 23, 256, 257, 10**6)] == [0, 0, 1, 1, 2, 2]
+    assert [t.variant_for(m) for m in (1, 8, 9, 64, 65, 10**6)] == [0, 0, 1, 1, 2, 2]
+    assert ranges_from_choice({5: 1}) == ((1, None, 1),)
 
 
 def test_shapes_argument_is_checked():
@@ -147,8 +150,8 @@ int main(void) {
 
 def test_dispatch_with_two_variants_python_and_c(tmp_path):
     wl = Workload.from_op("matmul", te.var("M"), 64, 64)
-    table = DispatchTable("M", _two_variants(wl), ranges_from_choice({8: 0, 200: 1}),
-                          {8: (0, 1e-6), 200: (1, 1e-5)})
+    table = DispatchTable("M", _two_variants(wl), ranges_from_choice({40: 0, 200: 1}),
+                          {40: (0, 1e-6), 200: (1, 1e-5)})
     assert table.ranges == ((1, 40, 0), (41, None, 1))
     mod = build_dispatch(wl, table, name="mm")
     _matmul_check(mod)
