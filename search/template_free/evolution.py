@@ -18,8 +18,9 @@ from typing import Any, Callable
 
 from tvmlite.schedule.state import ScheduleError
 
-from tvmlite.search.template_free.sketch import (MAX_INNERMOST, UNROLL_STEPS, loose_choices,
-                                                max_innermost, realize, unroll_steps)
+from tvmlite.search.template_free.loose import loose_choices
+from tvmlite.search.template_free.sketch import (MAX_INNERMOST, UNROLL_STEPS, max_innermost,
+                                                realize, unroll_steps)
 from tvmlite.search.measure.inputs import state_key
 
 MUTATION_WEIGHTS = {"tile": 0.90, "at": 0.05, "unroll": 0.04, "parallel": 0.01}
@@ -74,7 +75,7 @@ def mutate_tile(factors: list[int], extent: int, rng: random.Random,
 
 def mutate_loose_tile(factors: list[int], extent: int, rng: random.Random, registers: int,
                       limit: int = MAX_INNERMOST) -> list[int] | None:
-    """One level of a symbolic axis's tile redrawn from ``sketch.loose_choices`` (half
+    """One level of a symbolic axis's tile redrawn from ``loose.loose_choices`` (half
     the time a neighbour of its value there, so 7 rows may become 6 or 8); None if no
     other value fits."""
     for _ in range(8):

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from tvmlite.checks import is_int   # decisions come from logs a user may edit
 from tvmlite.schedule.schedule import Schedule
 
+MAX_INNERMOST = 64         # max_innermost() of AVX-512 float32 (Ansor's fixed value)
 MIN_INNERMOST = 16         # max_innermost never goes below this (a reduce axis's inner tile)
 PREPACK_PROB = 0.5         # share of sampled constant-input copies made once, outside
 

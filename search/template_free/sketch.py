@@ -36,12 +36,13 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
 
 from tvmlite.search.template_free import dag
-from tvmlite.search.template_free.priors import (_decide, _divisors, apply_prepack,
+from tvmlite.search.template_free.priors import (MAX_INNERMOST, _decide, _divisors,
+                                                 apply_prepack,
                                                  fma_block_floor, max_innermost, unroll_steps)
+from tvmlite.search.template_free.annotate import annotate
+from tvmlite.search.template_free.loose import LOOSE_COVER, sample_loose_factors
 
 UNROLL_STEPS = (0, 16, 64, 512)   # unroll_steps() of a 32-register target
-MAX_INNERMOST = 64         # max_innermost() of AVX-512 float32 (Ansor's fixed value)
-SERIAL_PROB = 0.1          # share of sampled stages left serial (no parallel loop)
 WHOLE_VECTOR_PROB = 0.8    # share of sampled vectorized tiles that are whole vectors
 BLOCK_TRIES = 16           # redraws of fresh tiles whose register block overflows
 SPATIAL_LEVELS = 4         # "SSRSRS": four spatial levels ...
@@ -211,56 +212,6 @@ def _valid_factors(value: Any, extent: int, parts: int, limit: int = MAX_INNERMO
     return extent % math.prod(value) == 0
 
 
-# -- tiles of a symbolic axis -------------------------------------------------------------
-
-# a symbolic axis's tile covers less than this many times the size: the outer loop runs at
-# least once and at most half a tile is guarded off. At 4 (a variant chosen at 7 could
-# have a tile streaming the other operand once up to 27), GMM tunings found kernels at
-# M <= 7 half as fast: wide tiles at tiny sizes leave cores idle
-LOOSE_COVER = 2
-
-
-def loose_options(registers: int, innermost: bool = True) -> list[int]:
-    """Tile factors of an axis whose size is symbolic in the deployed kernel: 2^a and
-    3 * 2^a up to 4096 and, for the innermost level (a register block's rows), every
-    count up to half the vector registers. They depend on the target only, never on the
-    size tuned at: divisors of the tuned size alone (Ansor's perfect tiles) fit it
-    exactly -- at 21, 3 x 7; at 53, a prime, only 1 or 53 -- and pay a remainder at
-    every other size the kernel serves (DietCode's point: tiles of a dynamic axis are
-    shape-independent, the edge is guarded). Outer levels only count blocks, where two
-    per octave suffice: with every count there too, the best kernels found at M >= 141
-    in 192-measurement GMM tunings ran 10-15% slower (the space grew, the budget not)."""
-    small = set(range(1, max(2, registers // 2) + 1)) if innermost else set()
-    return sorted(small | {b << a for b in (1, 3) for a in range(13) if (b << a) <= 4096})
-
-
-def loose_choices(extent: int, others: int, innermost: bool, registers: int,
-                  limit: int = MAX_INNERMOST) -> list[int]:
-    """Factors one level of a symbolic axis's tile may take when the other levels
-    multiply to ``others``: ``loose_options`` and the perfect tiles of the size tuned at
-    (so the space holds Ansor's too), the whole tile below ``LOOSE_COVER`` times
-    ``extent`` (blocks past the size are skipped); the innermost at most ``limit``."""
-    room = (LOOSE_COVER * extent - 1) // others
-    fit = {d for d in loose_options(registers, innermost) if d <= room}
-    if extent % others == 0:
-        fit |= set(_divisors(extent // others))
-    return sorted(d for d in fit if not innermost or d <= limit) or [1]
-
-
-def sample_loose_factors(extent: int, parts: int, rng: random.Random, registers: int,
-                         max_innermost: int = MAX_INNERMOST, multiple_of: int = 1) -> list[int]:
-    """Inner factors (outermost first) of a symbolic axis at ``extent``, each level from
-    ``loose_choices``, innermost first (a multiple of ``multiple_of`` when one fits)."""
-    inner: list[int] = []
-    for level in range(parts - 1):
-        fit = loose_choices(extent, math.prod(inner or [1]), level == 0, registers,
-                            max_innermost)
-        if level == 0:
-            fit = [d for d in fit if d % multiple_of == 0] or fit
-        inner.append(rng.choice(fit))
-    return inner[::-1]
-
-
 def symbolic_axes(workload: Any, sketch: Sketch) -> frozenset:
     """``(stage, axis)`` of every root axis with a symbolic extent once ``sketch``'s
     stage-changing actions are applied to ``workload`` (the dynamic compute): the axes
@@ -427,104 +378,6 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random,
     s[rf.name].reorder(chunk[0], *others, *reduces, *chunk[1:], inner)
 
 
-def _location_candidates(state: State, stage: str) -> list:
-    """Where a stage no rule placed may be computed: 0 = root, then ``"inline"`` if the
-    stage can be inlined, then inside a loop of a consumer, or of any stage that consumer
-    is computed in (up to its attach loop), outermost first."""
-    out: list = [None] + (["inline"] if dag.inlinable(state, stage) else [])
-    for c in dag.consumers(state, stage):
-        chain = []
-        cs = state.stage(c)
-        leaves = cs.leaves[:-1] if len(cs.leaves) > 1 else cs.leaves
-        chain.append([(c, it.name) for it in leaves])
-        while isinstance(cs.attach, tuple):
-            host, loop = cs.attach
-            cs = state.stage(host)
-            upto = [it.name for it in cs.leaves]
-            chain.append([(host, n) for n in upto[:upto.index(loop) + 1]])
-        for level in reversed(chain):
-            out.extend(x for x in level if x not in out)
-    return out
-
-
-def _sample_location(cands: list, rng: random.Random) -> int:
-    """An index into ``cands``. A stage that may be inlined (padding) goes to the root or
-    inline a third of the time each, else to a loop: drawn uniformly, most of a conv's
-    dozens of loops sit inside the reduction, where a padded copy is made again for every
-    step of it, and the random rounds would measure mostly those."""
-    if len(cands) > 1 and cands[1] == "inline":
-        u = rng.random()
-        if u < 2 / 3 or len(cands) == 2:
-            return 0 if u < 1 / 3 else 1
-        return rng.randrange(2, len(cands))
-    return rng.randrange(len(cands))
-
-
-def _annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
-              placed: set) -> None:
-    """Compute locations, then parallel, vectorize and auto-unroll for every stage."""
-    for st in reversed(s.state.stages):
-        if st.name in placed or st.attach is not None or st.name in s.state.outputs:
-            continue
-        cands = _location_candidates(s.state, st.name)
-        idx = _decide(decisions, f"at:{st.name}",
-                      lambda v, n=len(cands): is_int(v, 0, n - 1),
-                      lambda c=cands: _sample_location(c, rng))
-        if cands[idx] == "inline":
-            s[st.name].compute_inline()
-        elif idx:
-            c, loop = cands[idx]
-            s[st.name].compute_at(s[c], loop)
-    for st in s.state.stages:
-        if st.attach == "inline":
-            continue
-        st = s.state.stage(st.name)
-        if st.attach is None:
-            _parallelize(s, st.name, decisions, rng, target)
-        st = s.state.stage(st.name)
-        last = st.leaves[-1]
-        if last.kind == "spatial" and last.extent > 1 and last.annotation == "none":
-            s[st.name].vectorize(last.name)
-        steps = unroll_steps(target.vector_registers)
-        step = _decide(decisions, f"unroll:{st.name}", lambda v: v in steps,
-                       lambda: rng.choice(steps))
-        st = s.state.stage(st.name)
-        if step and st.leaves[0].annotation in ("none", "parallel"):
-            s[st.name].pragma(st.leaves[0].name, "auto_unroll_max_step", step)
-
-
-def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
-                 target: Any) -> None:
-    """Fuse the outermost spatial loops (up to the first reduce or vectorized loop, never
-    the innermost) and run the fused loop in parallel."""
-    st = s.state.stage(stage)
-    outer = []
-    for it in st.leaves[:-1]:
-        if it.kind != "spatial" or it.annotation != "none":
-            break
-        outer.append(it)
-    if not outer or math.prod(it.extent for it in outer) < 2:
-        return
-
-    def sample() -> int:
-        # the fewest loops giving every core work, or one more, as Ansor's InitParallel;
-        # now and then none at all, which wins for kernels shorter than a thread wake-up
-        if rng.random() < SERIAL_PROB:
-            return 0
-        need = next((k for k in range(1, len(outer) + 1)
-                     if math.prod(it.extent for it in outer[:k]) >= 4 * target.cores), len(outer))
-        return rng.choice(sorted({need, min(need + 1, len(outer))}))
-
-    k = _decide(decisions, f"parallel:{stage}",
-                lambda v: is_int(v, 0, len(outer)),
-                sample)
-    if k == 0:
-        return
-    loops = [it.name for it in outer[:k]]
-    fused = s[stage].fuse(*loops) if len(loops) > 1 else s[stage].leaf_iter_vars[0]
-    s[stage].parallel(fused)
-
-
 def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.Random,
             target: Any, constants: Sequence[str] = (),
             loose: frozenset = frozenset()) -> tuple[Schedule, dict]:
@@ -554,7 +407,7 @@ def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.R
             _structural(s, a)
             if isinstance(a, CacheRead) and a.tensor in constants:
                 apply_prepack(s, a, decisions, rng, target, placed)
-    _annotate(s, decisions, rng, target, placed)
+    annotate(s, decisions, rng, target, placed)
     used = {k: v for k, v in decisions.items() if _used(k, s)}
     return s, used
 
@@ -567,7 +420,6 @@ def _used(key: str, s: Schedule) -> bool:
 
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
-           "sample_loose_factors", "loose_options", "loose_choices", "symbolic_axes",
-           "LOOSE_COVER",
+           "symbolic_axes",
            "UNROLL_STEPS", "register_block", "max_innermost", "unroll_steps", "fma_block_floor", "Inline", "CacheRead", "CacheWrite", "Rfactor",
            "Tile", "FuseInto", "ScheduleError"]

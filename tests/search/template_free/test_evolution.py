@@ -13,8 +13,8 @@ from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.evolution import (Candidate, EvolutionarySearch, mutate,
                                                     mutate_loose_tile,
                                                     mutate_tile)
-from tvmlite.search.template_free.sketch import (LOOSE_COVER, MAX_INNERMOST, UNROLL_STEPS,
-                                                 generate_sketches, loose_choices, loose_options)
+from tvmlite.search.template_free.loose import LOOSE_COVER, loose_choices, loose_options
+from tvmlite.search.template_free.sketch import MAX_INNERMOST, UNROLL_STEPS, generate_sketches
 from tvmlite.target.target import Target
 from tvmlite.testing import check_schedule
 
