@@ -103,8 +103,8 @@ def ranges_from_choice(choice: dict) -> tuple:
     of the smallest measured size at or above it (above the largest, the largest's). A
     variant fastest at m has tiles that cover m well -- often just: a tile of 104 rows
     at 103 -- so sizes below m need no more tiles than m, while one just above it pays a
-    whole extra tile (a GMM variant chosen at 103 ran 185 GFLOP/s at 117 with the nearer
-    size's rule, the one of 219 225 GFLOP/s)."""
+    whole extra tile (at M = 117 of a GMM, the variant chosen at 103, which the nearer
+    size in log scale used to serve, ran 185 GFLOP/s; the one chosen at 219 ran 225)."""
     sizes = sorted(choice)
     ranges: list = []
     lo = 1

@@ -10,10 +10,12 @@ the lowering and the library across sizes) and called at its own size first, the
 the sizes next to it outward, a direction ending at a size where it runs ``SPREAD``
 times slower than the best there (that size cannot use it, and the ones beyond are
 unlikely to); every policy learns each measurement at its size. The tiles of the
-symbolic axis are shape-independent (``sketch.loose_choices``, the policy's ``symbolic=``):
-drawn from the target's options as well as the divisors of the policy's size, so the
-candidates of the policy at 21 are not all perfect fits of 21, each paying a whole extra
-tile at 22. The budget counts
+symbolic axis are shape-independent (``loose.loose_choices``, the policy's
+``symbolic=``): drawn from the target's options as well as the divisors of the policy's
+size, so the candidates of the policy at 21 are not all perfect fits of 21, each paying
+a whole extra tile at 22. The shared model's rows end in the program's scale
+(``features.program_scale``), so it can tell a store that does not change with the size
+(a packing) at small sizes from the same store at large ones. The budget counts
 measurements, so a candidate good over a wide range costs more of it than a specialist.
 
 The first round proposes half the candidates the budget affords at every size, so a
