@@ -16,15 +16,22 @@ N = K = 32
 TILE, ROWS = 12, 4   # rows per tile, rows per unrolled block (3 blocks a tile)
 
 
-def blocked_matmul(tile=TILE, rows=ROWS):
-    """Ansor's shape of a matmul: a local accumulator of ``rows`` x 16 per block, unrolled
-    under an auto_unroll pragma, inside tiles of ``tile`` rows of the symbolic M."""
-    M = te.var("M")
-    A, B, C = tvmlite.ops.matmul(M, N, K)
+def tiled_matmul(tile):
+    """A matmul over a symbolic M with a local accumulator CL, C's rows split into tiles of
+    ``tile``: (schedule, [A, B, C], CL, the tile loop, the row loop, C's column axis)."""
+    A, B, C = tvmlite.ops.matmul(te.var("M"), N, K)
     s = te.create_schedule(C.op)
     CL = s.cache_write(C, "local")
     i, j = s[C].op.axis
     io, ii = s[C].split(i, factor=tile)
+    return s, [A, B, C], CL, io, ii, j
+
+
+def blocked_matmul(tile=TILE, rows=ROWS):
+    """Ansor's shape of a matmul: a local accumulator of ``rows`` x 16 per block, unrolled
+    under an auto_unroll pragma, inside tiles of ``tile`` rows of the symbolic M."""
+    s, args, CL, io, ii, j = tiled_matmul(tile)
+    C = args[2]
     jo, ji = s[C].split(j, factor=16)
     s[C].reorder(io, jo, ii, ji)
     s[C].parallel(io)
@@ -36,7 +43,7 @@ def blocked_matmul(tile=TILE, rows=ROWS):
     s[CL].reorder(ck, cio, cii, cj)
     s[CL].vectorize(cj)
     s[CL].pragma(ck, "auto_unroll_max_step", 64)
-    return s, [A, B, C]
+    return s, args
 
 
 def test_blocks_are_versioned_once_and_rolled_in_the_remainder():
@@ -58,12 +65,8 @@ def test_blocks_are_versioned_once_and_rolled_in_the_remainder():
 def row_block_matmul(rows, unroll_k=False):
     """Tiles of ``rows`` rows, each one unrolled block of rows x 2 vectors inside k (or,
     ``unroll_k``, the block inside k and k unrolled too)."""
-    M = te.var("M")
-    A, B, C = tvmlite.ops.matmul(M, N, K)
-    s = te.create_schedule(C.op)
-    CL = s.cache_write(C, "local")
-    i, j = s[C].op.axis
-    io, ii = s[C].split(i, factor=rows)
+    s, args, CL, io, ii, j = tiled_matmul(rows)
+    C = args[2]
     s[C].reorder(io, j, ii)
     s[CL].compute_at(s[C], io)
     ci, cj = s[CL].op.axis
@@ -75,7 +78,7 @@ def row_block_matmul(rows, unroll_k=False):
     s[CL].vectorize(cji)
     if unroll_k:
         s[CL].unroll(ck)
-    return s, [A, B, C]
+    return s, args
 
 
 @pytest.mark.parametrize("rows", [2, 5, 9, 12, 17])
