@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,8 +99,12 @@ def eval_sizes(lo: int, hi: int, tuned: list) -> list:
 
 
 def tune_both(op, with_size, size, args, sizes, dyn_log, logs, opts) -> tuple:
-    """(seconds of the dynamic tuning, seconds of all per-size tunings), logs written."""
+    """(seconds of the dynamic tuning, seconds of all per-size tunings), logs written.
+    Each side compiles into an empty kernel cache of its own (``TVMLITE_CACHE_DIR``), as
+    a first tuning does: a cache warm from an earlier run makes its candidates free."""
     from tvmlite import search, te
+    cold = tempfile.TemporaryDirectory(prefix="tvmlite-bench-cache-")
+    os.environ["TVMLITE_CACHE_DIR"] = os.path.join(cold.name, "dynamic")
     dyn_log.unlink(missing_ok=True)
     task = search.SearchTask(func=op, args=with_size(te.var(size)),
                              shapes={size: (args.lo, args.hi)})
@@ -109,6 +115,7 @@ def tune_both(op, with_size, size, args, sizes, dyn_log, logs, opts) -> tuple:
     print(f"dynamic: {t_dyn:.0f}s, {len(table.variants)} variant(s), ranges "
           f"{[(lo, hi, v) for lo, hi, v in table.ranges]}", flush=True)
     t_exact = 0.0
+    os.environ["TVMLITE_CACHE_DIR"] = os.path.join(cold.name, "exact")
     for m in sizes:
         Path(logs[str(m)]).unlink(missing_ok=True)
         t0 = time.perf_counter()
@@ -116,6 +123,8 @@ def tune_both(op, with_size, size, args, sizes, dyn_log, logs, opts) -> tuple:
             args.trials // len(sizes), logs[str(m)], opts)
         t_exact += time.perf_counter() - t0
     print(f"exact: {t_exact:.0f}s for {len(sizes)} sizes", flush=True)
+    del os.environ["TVMLITE_CACHE_DIR"]
+    cold.cleanup()
     return t_dyn, t_exact
 
 

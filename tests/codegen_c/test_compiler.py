@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from tvmlite.codegen_c import CompileError, compile_shared, load_library
-from tvmlite.codegen_c.compiler import CompileTimeoutError
+from tvmlite.codegen_c.compiler import CompileTimeoutError, default_cache_dir
 
 from tvmlite.target.target import Target
 
@@ -55,6 +55,19 @@ def test_second_compile_hits_cache(tmp_path: Path, target: Target, monkeypatch) 
     assert second == first and second.stat().st_mtime_ns == mtime
     other = compile_shared(ADD, target, cache_dir=tmp_path, extra_flags=("-DX=1",))
     assert other != first  # flags are part of the key
+
+
+def test_cache_dir_from_the_environment(tmp_path: Path, target: Target, monkeypatch) -> None:
+    chosen = tmp_path / "cold" / "kernels"
+    monkeypatch.setenv("TVMLITE_CACHE_DIR", str(chosen))
+    assert default_cache_dir() == chosen and chosen.is_dir()
+    so = compile_shared(ADD, target)
+    assert chosen in so.parents
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("TVMLITE_CACHE_DIR", str(blocker / "kernels"))
+    with pytest.raises(ValueError, match="TVMLITE_CACHE_DIR"):
+        default_cache_dir()
 
 
 def test_syntax_error_reports_stderr(tmp_path: Path, target: Target) -> None:
