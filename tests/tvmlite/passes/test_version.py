@@ -10,7 +10,7 @@ from tvmlite import te
 from tvmlite.ir.expr import Cmp, Var, walk
 from tvmlite.ir.stmt import For, IfThenElse, walk_stmts
 from tvmlite.passes.pipeline import loop_nest
-from tvmlite.passes.version import EDGE_BUDGET, EDGE_MAX
+from tvmlite.passes.version import EDGE_BUDGET, EDGE_MAX, EDGE_STEPS
 
 N = K = 32
 TILE, ROWS = 12, 4   # rows per tile, rows per unrolled block (3 blocks a tile)
@@ -81,38 +81,94 @@ def row_block_matmul(rows, unroll_k=False):
     return s, args
 
 
+def direct_row_block(rows, cols=N):
+    """``C = 2 * A`` over (symbolic M) x ``cols``, blocks of ``rows`` unrolled rows x
+    ``cols`` (vectors unrolled): each block stores into C itself, so no row past M may be
+    computed. (schedule, [A, C])."""
+    A = te.placeholder((te.var("M"), cols), name="A")
+    C = te.compute(A.shape, lambda i, j: A[i, j] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=rows)
+    jo, ji = s[C].split(j, factor=16)
+    s[C].unroll(ii)
+    s[C].unroll(jo)
+    s[C].vectorize(ji)
+    return s, [A, C]
+
+
+def check_direct(mod, cols, m_values):
+    for m in m_values:
+        a = np.random.default_rng(m).uniform(-1, 1, (m, cols)).astype("float32")
+        c = np.full((m, cols), np.nan, "float32")
+        mod(a, c)
+        np.testing.assert_array_equal(c, 2 * a, err_msg=f"M={m}")
+
+
+def conditions(body, op):
+    """The IfThenElses of ``body`` whose condition is one comparison ``op``."""
+    return [x for x in walk_stmts(body) if isinstance(x, IfThenElse)
+            and isinstance(x.cond, Cmp) and x.cond.op == op]
+
+
+def unguarded(stmt):
+    return not [g for g in walk_stmts(stmt) if isinstance(g, IfThenElse)]
+
+
 @pytest.mark.parametrize("rows", [2, 5, 9, 12, 17])
-def test_block_remainders_get_one_unguarded_copy_per_row_count(rows):
-    """A block of ``rows`` guarded rows: its remainder is rows - 1 unrolled copies chosen
-    by the count of valid rows (BLAS's edge kernels), none with a guard on a row; above
-    EDGE_MAX rows (17), the rolled remainder. Correct at every M up to three tiles."""
+def test_block_remainders_into_a_tile_get_clamped_copies_of_1_2_4_8_rows(rows):
+    """A block of ``rows`` guarded rows accumulating into a local tile: its remainder is an
+    unguarded copy of EDGE_STEPS rows below the block's height, the first one at or above
+    the count of valid rows runs, then the whole block (BLIS's edge: the rows past M are
+    computed into the tile, from the last valid row, and never copied out); above EDGE_MAX
+    rows (17), the rolled remainder. Correct at every M up to three tiles."""
     s, args = row_block_matmul(rows)
     body = loop_nest(s, args).body
-    counts = [x for x in walk_stmts(body) if isinstance(x, IfThenElse)
-              and isinstance(x.cond, Cmp) and x.cond.op == "=="]
-    assert len(counts) == (2 * (rows - 2) if rows <= EDGE_MAX else 0)  # init and update
-    for x in counts:
-        assert not [g for g in walk_stmts(x.then) if isinstance(g, IfThenElse)]
+    steps = [n for n in EDGE_STEPS if n < rows] if rows <= EDGE_MAX else []
+    ladders = conditions(body, "<=")
+    assert len(ladders) == 2 * len(steps)        # the initialisation's and the update's
+    assert not conditions(body, "==")
+    for x in ladders:
+        assert unguarded(x.then)
     check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 3 * rows + 2), rows)
 
 
-def test_edge_copies_beyond_the_budget_are_not_made():
-    """8 rows x 2 vectors x 32 unrolled reduction steps: 512 stores a block, so its seven
-    edge copies would hold 1792, with more than EDGE_BUDGET expression nodes (gcc's time
-    grows with them): the update's remainder is the rolled one (the initialisation, 2
-    stores a row, keeps its copies); correct all the same."""
-    s, args = row_block_matmul(8, unroll_k=True)
+@pytest.mark.parametrize("rows", [2, 5, 9])
+def test_block_remainders_into_the_output_get_one_copy_per_row_count(rows):
+    """A block storing into C itself cannot compute rows past M: its remainder is one
+    unrolled, unguarded copy per count of valid rows (BLAS's edge kernels), rows - 1 of
+    them (rows - 2 conditions), none with a guard on a row."""
+    s, args = direct_row_block(rows)
     body = loop_nest(s, args).body
-    assert 1792 * 4 > EDGE_BUDGET           # a store, a load of each input, a multiply-add
-    counts = [x for x in walk_stmts(body) if isinstance(x, IfThenElse)
-              and isinstance(x.cond, Cmp) and x.cond.op == "=="]
-    assert len(counts) == 8 - 2                  # the initialisation's only
-    check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 18), 8)
+    counts = conditions(body, "==")
+    assert len(counts) == rows - 2
+    for x in counts:
+        assert unguarded(x.then)
+    check_direct(tvmlite.build(s, args, name="twice"), N, range(1, 3 * rows + 2))
+
+
+def test_edge_copies_beyond_the_budget_are_not_made():
+    """Into C, 8 rows of 64 vectors: the seven per-count copies would hold 28 * 64 stores
+    (a load, a multiply and their indices each), more than EDGE_BUDGET expression nodes
+    (gcc's time grows with them), so the remainder is the rolled one. Into a tile, 8 (16)
+    rows x 2 vectors x 32 unrolled reduction steps, 512 (1024) stores a block: the
+    clamped copies of 1, 2 and 4 (and 8) rows beside the whole block would hold 15 / 8
+    times its stores, over the budget too, so the update's remainder is the whole block
+    alone (the initialisation, 2 stores a row, keeps its copies). Correct all the same."""
+    assert 28 * 64 > EDGE_BUDGET / 8 and 15 * 64 > EDGE_BUDGET / 8
+    s, args = direct_row_block(8, cols=1024)
+    assert not conditions(loop_nest(s, args).body, "==")
+    check_direct(tvmlite.build(s, args, name="twice"), 1024, range(1, 18))
+    for rows in (8, 16):
+        s, args = row_block_matmul(rows, unroll_k=True)
+        body = loop_nest(s, args).body
+        assert len(conditions(body, "<=")) == len([n for n in EDGE_STEPS if n < rows])
+        check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 2 * rows + 2), rows)
 
 
 @pytest.mark.parametrize("tile,rows", [(4, 2), (9, 3), (10, 5), (16, 8), (18, 9), (34, 17)])
 def test_every_block_height_correct_at_every_remainder(tile, rows):
-    """Edge copies for 1..rows-1 valid rows (17 rows: above EDGE_MAX, the rolled
+    """Clamped edge copies for 1..rows-1 valid rows (17 rows: above EDGE_MAX, the rolled
     remainder), at every M up to three tiles and one past."""
     s, args = blocked_matmul(tile, rows)
     check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 3 * tile + 2), tile)
