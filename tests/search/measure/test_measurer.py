@@ -11,7 +11,7 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.search.measure.base_runner import Runner
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult, state_key
-from tvmlite.search.measure.measurer import Measurer, Quota, check_log_path
+from tvmlite.search.measure.measurer import BUILDS_PER_JOB, Measurer, Quota, check_log_path
 from tvmlite.search.records.record import append_record, load_records, make_record
 from tvmlite.search.records.workload import Workload
 from tvmlite.schedule.steps import SplitStep
@@ -120,21 +120,23 @@ def _lines(log):
 
 
 def test_each_record_is_in_the_log_before_the_next_candidate_is_timed(tmp_path):
-    wl = Workload.from_op("matmul", 8, 8, 8)
+    chunk = BUILDS_PER_JOB * 2                         # two compile jobs
+    wl = Workload.from_op("matmul", 2 * chunk, 8, 8)
     log = tmp_path / "m.jsonl"
     events = []
     runner = StreamingRunner(log, events)
     seen = []
     m = Measurer(log, RecordingBuilder(events), runner)
-    m.measure(_inputs(wl, [1, 2, 4, 8, 3, 5, 6, 7]),
+    n = 2 * chunk
+    m.measure(_inputs(wl, range(1, n + 1)),
               on_result=lambda inp, res, rec: seen.append((inp.key, _lines(log))))
-    assert runner.logged_before == list(range(8))     # a kill loses at most one candidate
-    assert [n for _, n in seen] == list(range(1, 9))  # on_result sees its record logged
-    # compiling happens in chunks (2 per compile job), each compiled before it is timed
-    # and never while timing; the first timing does not wait for the whole batch
-    assert events[0] == ("build", 4) and events[1][0] == "time"
+    assert runner.logged_before == list(range(n))     # a kill loses at most one candidate
+    assert [n for _, n in seen] == list(range(1, n + 1))  # on_result sees its record logged
+    # compiling happens in chunks (BUILDS_PER_JOB per compile job), each compiled before
+    # it is timed and never while timing; the first timing does not wait for the batch
+    assert events[0] == ("build", chunk) and events[1][0] == "time"
     kinds = "".join("b" if e[0] == "build" else "t" for e in events)
-    assert kinds == "btttt" * 2
+    assert kinds == ("b" + "t" * chunk) * 2
 
 
 class ElsewhereRunner(StreamingRunner):
@@ -169,7 +171,7 @@ def test_a_runner_that_times_elsewhere_gets_each_candidate_as_it_is_compiled(tmp
         log = tmp_path / f"{builder_kind.__name__}.jsonl"
         events = []
         runner = ElsewhereRunner(log, events)
-        res = Measurer(log, builder_kind(events), runner).measure(
+        res = Measurer(log, builder_kind(events), runner, chunk=4).measure(
             _inputs(wl, [1, 2, 4, 8, 3, 5, 2]))
         assert all(r is not None and r.ok for r in res) and res[1] == res[6]
         assert runner.logged_before == list(range(6))      # one record per candidate
