@@ -145,12 +145,13 @@ def _clamped(s: Stmt, hoisted: dict, form: tuple) -> Stmt | None:
     C of the block, where a copy per count holds ``extent / 2`` times it (the whole block
     alone when even that exceeds ``EDGE_BUDGET``). Only when every store of the block
     writes a local buffer of constant shape (a tile: its rows past the size are in
-    bounds); else None."""
+    bounds) at a place of its own per row (``v`` a spatial axis of every store: rows of a
+    reduction over the size would add the copied row again); else None."""
+    loop, count = form
     stores = [x for x in walk_stmts(s) if isinstance(x, Store)]
     if not stores or any(x.buffer.scope != "local" or not all(map(is_static, x.buffer.shape))
-                         for x in stores):
+                         or not _own_row(x, loop.var.name, s) for x in stores):
         return None
-    loop, count = form
     written = {x.buffer.name for x in stores}
     last = {loop.var.name: simplify(binop("min", loop.var, binop("-", count, 1)))}
 
@@ -165,6 +166,19 @@ def _clamped(s: Stmt, hoisted: dict, form: tuple) -> Stmt | None:
     for n in reversed([n for n in EDGE_STEPS if n < loop.extent]):
         out = IfThenElse(cmp("<=", count, n), rows(n), out)
     return out if _unrolled_nodes(out) <= EDGE_BUDGET else whole
+
+
+def _own_row(store: Store, name: str, block: Stmt) -> bool:
+    """Some index of ``store`` grows with loop ``name`` and no other loop of ``block``:
+    each of its iterations writes a place of its own, past the others' as it grows."""
+    others = {x.var.name for x in walk_stmts(block) if isinstance(x, For)} - {name}
+    for index in store.indices:
+        terms, _ = linear(index)
+        mine = [k for a, k in terms.items() if isinstance(a, Var) and a.name == name]
+        if mine and mine[0] > 0 and not any(isinstance(n, Var) and n.name in others
+                                            for a in terms for n in walk(a)):
+            return True
+    return False
 
 
 def _edges(s: Stmt, hoisted: dict, form: tuple) -> Stmt | None:

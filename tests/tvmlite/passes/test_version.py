@@ -133,6 +133,34 @@ def test_block_remainders_into_a_tile_get_clamped_copies_of_1_2_4_8_rows(rows):
     check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 3 * rows + 2), rows)
 
 
+def test_a_block_reducing_over_the_size_is_not_clamped():
+    """K symbolic, its loop split by 4 and unrolled, accumulating into a local tile: the
+    block's rows are reduction steps, so computing the steps past K from a copy of the
+    last one would add it again (it did, at K = 3 and 7). Exact copies per count instead,
+    and the sums right at every K."""
+    A, B, C = tvmlite.ops.matmul(8, 32, te.var("K"))
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    io, ii = s[C].split(s[C].op.axis[0], factor=4)
+    s[CL].compute_at(s[C], io)
+    ci, cj = s[CL].op.axis
+    ko, ki = s[CL].split(s[CL].op.reduce_axis[0], factor=4)
+    s[CL].reorder(ko, ci, ki, cj)
+    s[CL].unroll(ki)
+    s[CL].vectorize(cj)
+    body = loop_nest(s, [A, B, C]).body
+    assert not conditions(body, "<=") and len(conditions(body, "==")) == 4 - 2
+    mod = tvmlite.build(s, [A, B, C], name="mm")
+    rng = np.random.default_rng(0)
+    for k in range(1, 10):
+        a = rng.uniform(-1, 1, (8, k)).astype("float32")
+        b = rng.uniform(-1, 1, (k, 32)).astype("float32")
+        c = np.full((8, 32), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
+                                   err_msg=f"K={k}")
+
+
 @pytest.mark.parametrize("rows", [2, 5, 9])
 def test_block_remainders_into_the_output_get_one_copy_per_row_count(rows):
     """A block storing into C itself cannot compute rows past M: its remainder is one
