@@ -1,9 +1,12 @@
 """Loop versioning of unrolled blocks (passes/version.py): one unrolled, unguarded copy
-of each block plus a rolled, guarded one, correct at every size around each tile edge."""
+of each block plus its edge copies or a rolled, guarded one, correct at every size around
+each tile edge; Hypothesis draws blocked matmuls over a symbolic M, N or K."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tvmlite
 from tvmlite import te
@@ -221,3 +224,45 @@ def check_against_numpy(mod, m_values, seed):
         mod(a, b, c)
         np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
                                    err_msg=f"M={m}")
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_blocked_matmuls_over_a_symbolic_size_match_numpy(data):
+    """A local accumulator at a drawn loop of C, one of M, N, K symbolic and split by a
+    drawn factor, its inner part unrolled (the block the pass versions: rows of a tile, or
+    steps of a reduction), the reduction inside or outside it, drawn unrolls of the rest:
+    checked against numpy on both sides of each factor."""
+    size = data.draw(st.sampled_from("MNK"), label="symbolic")
+    dims = {"M": 6, "N": 32, "K": 5, size: te.var(size)}
+    A, B, C = tvmlite.ops.matmul(dims["M"], dims["N"], dims["K"])
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    outer = {"M": i, "N": j, "K": None}[size]
+    tile = data.draw(st.integers(2, 12), label="tile")
+    at = s[C].split(outer, factor=tile)[0] if outer is not None else \
+        data.draw(st.sampled_from([i, j]), label="at")
+    s[CL].compute_at(s[C], at)
+    ci, cj = s[CL].op.axis
+    (ck,) = s[CL].op.reduce_axis
+    axis = {"M": ci, "N": cj, "K": ck}[size]
+    vo, vi = s[CL].split(axis, factor=data.draw(st.integers(2, 17), label="block"))
+    others = [x for x in (ci, cj, ck) if x is not axis]
+    order = data.draw(st.permutations([vo, vi, *others]), label="order")
+    s[CL].reorder(*order)
+    s[CL].unroll(vi)
+    for x in others:
+        if data.draw(st.booleans(), label=f"unroll {x}"):
+            s[CL].unroll(x)
+    mod = tvmlite.build(s, [A, B, C], name="mm")
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 7, 8, 9, 16, 17, 25):
+        shape = {**dims, size: n}
+        a = rng.uniform(-1, 1, (shape["M"], shape["K"])).astype("float32")
+        b = rng.uniform(-1, 1, (shape["K"], shape["N"])).astype("float32")
+        c = np.full((shape["M"], shape["N"]), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
+                                   err_msg=f"{size}={n}")

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 import tvmlite
 from tvmlite import ops, te
+from tvmlite.ir.symbolic import is_static
 from tvmlite.schedule.state import ScheduleError
+from tvmlite.te.bind import bind_sizes
 from tvmlite.testing.check import assert_allclose, random_inputs, reduction_length, reference
 
 CASES = {
@@ -27,8 +29,13 @@ CASES = {
 }
 
 
-def _factor(data, extent: int) -> int:
-    return data.draw(st.integers(1, extent + 2), label="factor")
+def _factor(data, extent) -> int:
+    """A split factor: up to two past a constant extent, up to 24 for a symbolic one."""
+    return data.draw(st.integers(1, extent + 2 if is_static(extent) else 24), label="factor")
+
+
+def _constant(it, most: int = 1 << 30) -> bool:
+    return is_static(it.extent) and it.extent <= most
 
 
 def _schedule_stage(data, s, name: str, at_root: bool) -> None:
@@ -36,7 +43,8 @@ def _schedule_stage(data, s, name: str, at_root: bool) -> None:
     h = s[name]
     stage = s.state.stage(name)
     for it in list(stage.leaves):
-        if it.extent > 1 and data.draw(st.booleans(), label=f"split {it.name}"):
+        if (not is_static(it.extent) or it.extent > 1) and \
+                data.draw(st.booleans(), label=f"split {it.name}"):
             h.split(it.name, factor=_factor(data, it.extent))
     leaves = s.state.stage(name).leaves
     if len(leaves) >= 2 and leaves[0].kind == leaves[1].kind == "spatial" and \
@@ -47,13 +55,14 @@ def _schedule_stage(data, s, name: str, at_root: bool) -> None:
     h.reorder(*order)
     leaves = s.state.stage(name).leaves
     spatial = [it for it in leaves if it.kind == "spatial"]
-    if spatial and spatial[-1] is leaves[-1] and data.draw(st.booleans(), label="vectorize"):
+    if spatial and spatial[-1] is leaves[-1] and _constant(leaves[-1]) and \
+            data.draw(st.booleans(), label="vectorize"):
         h.vectorize(leaves[-1].name)
     leaves = s.state.stage(name).leaves
     if at_root and leaves[0].kind == "spatial" and leaves[0].annotation == "none" and data.draw(st.booleans(), label="parallel"):
         h.parallel(leaves[0].name)
     leaves = s.state.stage(name).leaves
-    small = [it for it in leaves if it.annotation == "none" and it.extent <= 8]
+    small = [it for it in leaves if it.annotation == "none" and _constant(it, 8)]
     if small and data.draw(st.booleans(), label="unroll"):
         h.unroll(data.draw(st.sampled_from(small), label="unroll which").name)
     if data.draw(st.booleans(), label="pragma"):
@@ -66,7 +75,7 @@ def random_schedule(data, tensors: list):
     op = s.state.stage(out).op
     if op.reduce_axis and data.draw(st.booleans(), label="rfactor"):
         k = op.reduce_axis[0]
-        if k.extent > 1:
+        if not is_static(k.extent) or k.extent > 1:
             h = s[out]
             ko, ki = h.split(k.name, factor=_factor(data, k.extent))
             s.rfactor(out, data.draw(st.sampled_from([ko, ki]), label="rf axis"))
@@ -115,3 +124,37 @@ def test_random_schedules_match_numpy(op_name, data):
         assert_allclose(out, expected, tensors[-1].dtype, reduction_length(tensors))
     except AssertionError as err:
         raise AssertionError(f"{err}\nschedule:\n{s}\n{tvmlite.lower(s, tensors)}") from None
+
+
+# a size of each operator made symbolic (the rest as in CASES), and the values it is run at:
+# 1, around the factors drawn (up to 24), a prime, and more than a tile of 24
+SYMBOLIC = [("matmul", "M"), ("matmul", "N"), ("matmul", "K"), ("dense", "N"),
+            ("conv2d_nhwc", "N"), ("softmax", "N")]
+SIZES = (1, 2, 3, 8, 9, 17, 31)
+
+
+@pytest.mark.parametrize("op_name,size", SYMBOLIC)
+@settings(max_examples=8, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_random_schedules_over_a_symbolic_size_match_numpy(op_name, size, data):
+    """One kernel over the symbolic size, random splits (guards, tail tiles, versioned
+    blocks and their edge copies), unrolls and cache placements, against numpy at sizes
+    on both sides of every factor."""
+    args = dict(CASES[op_name], **{size: te.var(size)})
+    tensors = ops.OPS[op_name](**args)
+    s = random_schedule(data, tensors)
+    try:
+        mod = tvmlite.build(s, tensors)
+    except ScheduleError as err:
+        raise AssertionError(f"legal schedule rejected: {err}\n{s}") from err
+    for m in SIZES:
+        bound = bind_sizes(tensors, {size: m})
+        inputs = random_inputs(bound, seed=m)
+        out = np.zeros(bound[-1].shape, bound[-1].dtype)
+        mod(*inputs, out)
+        expected = reference(op_name, inputs, **dict(args, **{size: m}))
+        try:
+            assert_allclose(out, expected, bound[-1].dtype, reduction_length(bound))
+        except AssertionError as err:
+            raise AssertionError(f"{size}={m}: {err}\nschedule:\n{s}") from None
