@@ -22,11 +22,12 @@ so the C holds one unrolled copy, plus a smaller one unrolled only along the axe
 guard reads (a partial tile of rows still keeps each row's vectors in registers). When the
 guards are one row count over one unrolled loop, the remainder is unrolled too: if every
 store of the block goes to a local tile, as BLIS's edge case, copies of 1, 2, 4, 8 rows
-(``EDGE_STEPS``) and the whole block compute rows past the size into the tile from a
-copy of the last valid row (``_clamped``; the copy-out stays guarded); else, as BLAS's
-edge kernels, one exact copy per count (``_edges``). A GMM block of 9 rows then costs
-twice its C, not four times (a dynamic GMM tuning's gcc time: 18 s where per-count copies
-took 22 s and none 15 s), and runs its partial tiles as fast as with a copy per count.
+(``EDGE_STEPS``; the whole block for counts above the last) compute rows past the size
+into the tile from a copy of the last valid row (``_clamped``; the copy-out stays
+guarded); else, as BLAS's edge kernels, one exact copy per count (``_edges``). A GMM
+block of 9 rows then costs less than twice its C, not four times (a dynamic GMM tuning's
+gcc time: 18 s where per-count copies took 22 s and none 15 s), and runs its partial
+tiles as fast as with a copy per count.
 The versioning sits at the outermost loop around the block that no guard reads (a
 reduction loop around a block of rows is versioned whole, so the branch is not paid per
 reduction step). A full tile pays one predictable branch per block; a partial tile runs
@@ -141,7 +142,8 @@ def _clamped(s: Stmt, hoisted: dict, form: tuple) -> Stmt | None:
     read of a buffer the block does not write has ``v`` replaced by ``min(v, count - 1)``)
     into rows of a local tile that the guarded copy-out never reads. A copy per step of
     ``EDGE_STEPS`` below the block's height, each serving the counts up to it (at most
-    twice the rows computed), and the whole block for the counts above: about twice the
+    twice the rows computed), and the whole block for the counts above (none when the
+    last step is the height less one, as 8 for 9 rows): at most about twice the
     C of the block, where a copy per count holds ``extent / 2`` times it (the whole block
     alone when even that exceeds ``EDGE_BUDGET``). Only when every store of the block
     writes a local buffer of constant shape (a tile: its rows past the size are in
@@ -162,10 +164,14 @@ def _clamped(s: Stmt, hoisted: dict, form: tuple) -> Stmt | None:
 
     def rows(n: int) -> Stmt:
         return map_exprs(_drop(_with_extent(s, loop.var.name, n), set(hoisted)), clamp)
-    whole = out = rows(loop.extent)
-    for n in reversed([n for n in EDGE_STEPS if n < loop.extent]):
+    steps = [n for n in EDGE_STEPS if n < loop.extent]
+    if steps and steps[-1] == loop.extent - 1:   # it serves every count: no whole copy
+        out = rows(steps.pop())
+    else:
+        out = rows(loop.extent)
+    for n in reversed(steps):
         out = IfThenElse(cmp("<=", count, n), rows(n), out)
-    return out if _unrolled_nodes(out) <= EDGE_BUDGET else whole
+    return out if _unrolled_nodes(out) <= EDGE_BUDGET else rows(loop.extent)
 
 
 def _own_row(store: Store, name: str, block: Stmt) -> bool:
