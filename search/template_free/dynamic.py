@@ -32,7 +32,8 @@ time goes down against tuning each size apart). Then:
    mean over sizes of (best time there / time of the fastest variant chosen so far), until
    ``max_variants`` or until one more would buy less than ``MIN_GAIN``: a schedule that
    is 98% of the best at every size beats six specialists in code size and costs nothing;
-2. the table: per size the fastest variant, from those measurements. Where two
+2. the table: per size the fastest variant, from those measurements (the next size up's
+   when it is within ``TIE`` of the fastest: a boundary is not placed by noise). Where two
    neighbouring sizes chose different variants, both are measured at a probe size between
    them (their geometric mean), so the boundary is placed by a measurement too (the
    budget keeps ``2 * (sizes - 1)`` measurements for probes when it holds 8 per size);
@@ -76,6 +77,11 @@ MIN_GAIN = 0.01     # a variant joins if it raises the geometric mean over sizes
 MIN_POPULATION = 16
 PROBES_FROM = 8     # probes are measured when the budget holds this many per size
 SPREAD = 2      # a candidate this many times slower than a size's best goes no further
+# a size keeps the variant of the next size up when that one is this close to its fastest:
+# a tuning's timings (2 repeats of 10 ms) differ by more than that between runs, and a
+# GMM table once switched to another variant at M = 151 on a 0.4% difference, serving
+# M = 117 with a kernel 21% slower there than the one kept above
+TIE = 0.02
 TUNER = "template-free"
 
 
@@ -291,11 +297,7 @@ def _choose(wl: Any, name: str, sizes: list, at: dict, best: dict, measurer: Any
                          start, callback)
         return [res.mean_cost if res.ok else math.inf for res in out]
 
-    tuned = {}
-    for m in sizes:
-        t, vi = min((times[k].get(m, math.inf), vi) for vi, k in enumerate(variants))
-        if t < math.inf:
-            tuned[m] = (vi, t)
+    tuned = fastest_per_size(times, variants, sizes)
     if not tuned:
         return None
     if probe:
@@ -305,6 +307,24 @@ def _choose(wl: Any, name: str, sizes: list, at: dict, best: dict, measurer: Any
     tuned = {m: (renum[vi], t) for m, (vi, t) in tuned.items()}
     return DispatchTable(name, tuple(tuple(steps_of[variants[v]]) for v in used),
                          ranges_from_choice({m: vi for m, (vi, _) in tuned.items()}), tuned)
+
+
+def fastest_per_size(times: dict, variants: Sequence, sizes: Sequence[int]) -> dict:
+    """{size: (variant index, seconds)}: at each size the fastest of ``variants`` (keys of
+    ``times``, {candidate: {size: seconds}}), or the next size up's variant when it is
+    within ``TIE`` of the fastest (sizes no variant ran at are left out)."""
+    tuned: dict = {}
+    above = None      # the variant chosen at the next size up
+    for m in sorted(sizes, reverse=True):
+        row = [(times[k].get(m, math.inf), vi) for vi, k in enumerate(variants)]
+        t, vi = min(row)
+        if t == math.inf:
+            continue
+        if above is not None and row[above][0] <= t * (1 + TIE):
+            t, vi = row[above]     # a boundary a tie would place is placed by noise
+        tuned[m] = (vi, t)
+        above = vi
+    return tuned
 
 
 def _times(measurer: Any, at: dict) -> tuple[dict, dict]:

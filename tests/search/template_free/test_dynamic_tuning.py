@@ -15,7 +15,8 @@ from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, expo
                                              ranges_from_choice)
 from tvmlite.search.records.record import load_records
 from tvmlite.search.records.workload import Workload
-from tvmlite.search.template_free.dynamic import (MAX_SIZES, choose_variants,
+from tvmlite.search.template_free.dynamic import (MAX_SIZES, TIE, choose_variants,
+                                                  fastest_per_size,
                                                   representative_sizes)
 from tvmlite.target.target import Target
 
@@ -325,3 +326,16 @@ def test_measuring_outward_stops_where_a_candidate_is_spread_times_slower():
     asked.clear()
     assert _measure_outward([(2, x)], sizes, at, policies, None, Measurer(), 2,
                             lambda *a: None, best) == 2 and asked == [3, 2]
+
+
+def test_a_size_keeps_the_next_size_ups_variant_on_a_tie():
+    """At 151 "a" is 0.4% faster than "b", which wins above: a tie, so 151 keeps "b" (a
+    switch there moved M = 117 of a GMM to a variant 21% slower at 117); at 103 "a" is 15%
+    faster: it is chosen; at the largest size there is nothing above to keep."""
+    times = {"a": {103: 0.85, 151: 0.996, 219: 1.2, 475: 0.99},
+             "b": {103: 1.0, 151: 1.0, 219: 1.0, 475: 1.0}}
+    assert 0.004 < TIE < 0.15
+    got = fastest_per_size(times, ["a", "b"], [103, 151, 219, 475])
+    assert {m: vi for m, (vi, _) in got.items()} == {475: 0, 219: 1, 151: 1, 103: 0}
+    assert got[151] == (1, 1.0) and got[103] == (0, 0.85)
+    assert fastest_per_size({"a": {8: 1.0}}, ["a"], [1, 8]) == {8: (0, 1.0)}
