@@ -103,28 +103,27 @@ def tune_both(op, with_size, size, args, sizes, dyn_log, logs, opts) -> tuple:
     Each side compiles into an empty kernel cache of its own (``TVMLITE_CACHE_DIR``), as
     a first tuning does: a cache warm from an earlier run makes its candidates free."""
     from tvmlite import search, te
-    cold = tempfile.TemporaryDirectory(prefix="tvmlite-bench-cache-")
-    os.environ["TVMLITE_CACHE_DIR"] = os.path.join(cold.name, "dynamic")
-    dyn_log.unlink(missing_ok=True)
-    task = search.SearchTask(func=op, args=with_size(te.var(size)),
-                             shapes={size: (args.lo, args.hi)})
-    t0 = time.perf_counter()
-    res = task.tune(args.trials, dyn_log, opts)
-    t_dyn = time.perf_counter() - t0
-    table = res.dispatch
-    print(f"dynamic: {t_dyn:.0f}s, {len(table.variants)} variant(s), ranges "
-          f"{[(lo, hi, v) for lo, hi, v in table.ranges]}", flush=True)
-    t_exact = 0.0
-    os.environ["TVMLITE_CACHE_DIR"] = os.path.join(cold.name, "exact")
-    for m in sizes:
-        Path(logs[str(m)]).unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tvmlite-bench-cache-") as cold:
+        os.environ["TVMLITE_CACHE_DIR"] = os.path.join(cold, "dynamic")
+        dyn_log.unlink(missing_ok=True)
+        task = search.SearchTask(func=op, args=with_size(te.var(size)),
+                                 shapes={size: (args.lo, args.hi)})
         t0 = time.perf_counter()
-        search.SearchTask(func=op, args=with_size(m)).tune(
-            args.trials // len(sizes), logs[str(m)], opts)
-        t_exact += time.perf_counter() - t0
-    print(f"exact: {t_exact:.0f}s for {len(sizes)} sizes", flush=True)
-    del os.environ["TVMLITE_CACHE_DIR"]
-    cold.cleanup()
+        res = task.tune(args.trials, dyn_log, opts)
+        t_dyn = time.perf_counter() - t0
+        table = res.dispatch
+        print(f"dynamic: {t_dyn:.0f}s, {len(table.variants)} variant(s), ranges "
+              f"{[(lo, hi, v) for lo, hi, v in table.ranges]}", flush=True)
+        t_exact = 0.0
+        os.environ["TVMLITE_CACHE_DIR"] = os.path.join(cold, "exact")
+        for m in sizes:
+            Path(logs[str(m)]).unlink(missing_ok=True)
+            t0 = time.perf_counter()
+            search.SearchTask(func=op, args=with_size(m)).tune(
+                args.trials // len(sizes), logs[str(m)], opts)
+            t_exact += time.perf_counter() - t0
+        print(f"exact: {t_exact:.0f}s for {len(sizes)} sizes", flush=True)
+        os.environ.pop("TVMLITE_CACHE_DIR", None)
     return t_dyn, t_exact
 
 

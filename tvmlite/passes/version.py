@@ -151,8 +151,9 @@ def _clamped(s: Stmt, hoisted: dict, form: tuple) -> Stmt | None:
     reduction over the size would add the copied row again); else None."""
     loop, count = form
     stores = [x for x in walk_stmts(s) if isinstance(x, Store)]
+    others = {x.var.name for x in walk_stmts(s) if isinstance(x, For)} - {loop.var.name}
     if not stores or any(x.buffer.scope != "local" or not all(map(is_static, x.buffer.shape))
-                         or not _own_row(x, loop.var.name, s) for x in stores):
+                         or not _own_row(x, loop.var.name, others) for x in stores):
         return None
     written = {x.buffer.name for x in stores}
     last = {loop.var.name: simplify(binop("min", loop.var, binop("-", count, 1)))}
@@ -174,10 +175,9 @@ def _clamped(s: Stmt, hoisted: dict, form: tuple) -> Stmt | None:
     return out if _unrolled_nodes(out) <= EDGE_BUDGET else rows(loop.extent)
 
 
-def _own_row(store: Store, name: str, block: Stmt) -> bool:
-    """Some index of ``store`` grows with loop ``name`` and no other loop of ``block``:
-    each of its iterations writes a place of its own, past the others' as it grows."""
-    others = {x.var.name for x in walk_stmts(block) if isinstance(x, For)} - {name}
+def _own_row(store: Store, name: str, others: set) -> bool:
+    """Some index of ``store`` grows with loop ``name`` and none of the loops ``others``
+    (the block's): each iteration writes a place of its own, past the others' as it grows."""
     for index in store.indices:
         terms, _ = linear(index)
         mine = [k for a, k in terms.items() if isinstance(a, Var) and a.name == name]
