@@ -1,7 +1,7 @@
 """Multi-dimensional buffer accesses become one row-major flat index."""
 from __future__ import annotations
 
-from tvmlite.ir.expr import BinOp, Const, Expr, Load, rebuild
+from tvmlite.ir.expr import BinOp, Const, Expr, Load, Var, rebuild
 from tvmlite.ir.simplify import simplify
 from tvmlite.ir.stmt import IfThenElse, Stmt, Store, map_stmt
 from tvmlite.ir.symbolic import as_extent_expr, ext_mul, is_static
@@ -17,19 +17,31 @@ def flat_index(shape: tuple, indices: tuple) -> Expr:
     return simplify(out)
 
 
-def _expr(e: Expr) -> Expr:
-    if isinstance(e, Load):
-        return Load(e.buffer, (flat_index(e.buffer.shape, tuple(_expr(i) for i in e.indices)),))
-    return rebuild(e, _expr)
+def _expr(e: Expr, memo: dict) -> Expr:
+    """``e`` with flat accesses; ``memo`` holds the expressions already flattened in this
+    nest (the rows of an unrolled block load the same elements row after row)."""
+    if isinstance(e, (Const, Var)):
+        return e
+    out = memo.get(e)
+    if out is None:
+        if isinstance(e, Load):
+            idx = tuple(_expr(i, memo) for i in e.indices)
+            out = Load(e.buffer, (flat_index(e.buffer.shape, idx),))
+        else:
+            out = rebuild(e, lambda x: _expr(x, memo))
+        memo[e] = out
+    return out
 
 
 def flatten(stmt: Stmt) -> Stmt:
     """Every Load/Store gets a single index: sum of index * row-major stride."""
+    memo: dict = {}
+
     def go(s: Stmt) -> Stmt:
         if isinstance(s, Store):
-            idx = tuple(_expr(i) for i in s.indices)
-            return Store(s.buffer, (flat_index(s.buffer.shape, idx),), _expr(s.value))
+            idx = tuple(_expr(i, memo) for i in s.indices)
+            return Store(s.buffer, (flat_index(s.buffer.shape, idx),), _expr(s.value, memo))
         if isinstance(s, IfThenElse):
-            s = IfThenElse(_expr(s.cond), s.then, s.other)
+            s = IfThenElse(_expr(s.cond, memo), s.then, s.other)
         return map_stmt(s, go)
     return go(stmt)

@@ -55,10 +55,15 @@ class VectorDecision:
                     or self.scatters)
 
 
-def vectorize(s: Stmt, native_bytes: int, decisions: list | None = None) -> Stmt:
-    s = map_stmt(s, lambda c: vectorize(c, native_bytes, decisions))
+def vectorize(s: Stmt, native_bytes: int, decisions: list | None = None,
+              memo: dict | None = None) -> Stmt:
+    """``memo``: {(lane variable, ramp): {expression: vectorized}}, shared by every loop
+    of the nest: the rows of an unrolled block (and its edge copies) each have their own
+    vectorized loop, loading and storing the same indices row after row."""
+    memo = {} if memo is None else memo
+    s = map_stmt(s, lambda c: vectorize(c, native_bytes, decisions, memo))
     if isinstance(s, For) and s.kind == "vectorize":
-        out, decision = _vectorize_loop(s, native_bytes)
+        out, decision = _vectorize_loop(s, native_bytes, memo)
         if decisions is not None:
             decisions.append(decision)
         return out
@@ -69,7 +74,7 @@ def _store_dtypes(s: Stmt) -> set:
     return {x.buffer.dtype for x in walk_stmts(s) if isinstance(x, Store)}
 
 
-def _vectorize_loop(loop: For, native_bytes: int) -> tuple[Stmt, VectorDecision]:
+def _vectorize_loop(loop: For, native_bytes: int, memo: dict) -> tuple[Stmt, VectorDecision]:
     scalar = For(loop.var, loop.extent, "serial", loop.body)
     stages = tuple(sorted({x.buffer.name for x in walk_stmts(loop.body) if isinstance(x, Store)}))
     E = loop.extent
@@ -90,11 +95,11 @@ def _vectorize_loop(loop: For, native_bytes: int) -> tuple[Stmt, VectorDecision]
     v = loop.var
     try:
         if chunks <= MAX_UNROLLED_CHUNKS:
-            body = seq(*(_chunk(loop.body, v, Const(c * L), L) for c in range(chunks)))
+            body = seq(*(_chunk(loop.body, v, Const(c * L), L, memo) for c in range(chunks)))
         else:
             vo = Var(f"{v.name}_v")
             body = For(vo, chunks, "serial",
-                       _chunk(loop.body, v, BinOp("*", vo, Const(L)), L))
+                       _chunk(loop.body, v, BinOp("*", vo, Const(L)), L, memo))
     except NotVectorizable as why:
         return stays_scalar(str(why))
     decision = VectorDecision(v.name, stages, E, L, chunks, tail, "",
@@ -127,7 +132,7 @@ def _vector_accesses(body: Stmt, v: str) -> tuple:
     return guarded, tuple(sorted(gathers)), tuple(sorted(scatters)), tuple(sorted(calls))
 
 
-def _chunk(body: Stmt, v: Var, base: Expr, L: int) -> Stmt:
+def _chunk(body: Stmt, v: Var, base: Expr, L: int, memo: dict) -> Stmt:
     """One chunk of L lanes starting at ``base``; guards on ``v`` checked at both ends."""
     if isinstance(body, IfThenElse) and body.other is None and v.name in free_vars(body.cond):
         if not _monotone(body.cond, v.name):
@@ -138,9 +143,11 @@ def _chunk(body: Stmt, v: Var, base: Expr, L: int) -> Stmt:
         lanes = Var(f"{v.name}_l")
         scalar = For(lanes, L, "serial", map_exprs(body, lambda e: substitute(
             e, {v.name: BinOp("+", base, lanes)})))
-        vec = _vec_stmt(body.then, v.name, Ramp(simplify(base), 1, L))
+        ramp = Ramp(simplify(base), 1, L)
+        vec = _vec_stmt(body.then, v.name, ramp, memo.setdefault((v.name, ramp), {}))
         return IfThenElse(simplify(BinOp("and", first, last)), vec, scalar)
-    return _vec_stmt(body, v.name, Ramp(simplify(base), 1, L))
+    ramp = Ramp(simplify(base), 1, L)
+    return _vec_stmt(body, v.name, ramp, memo.setdefault((v.name, ramp), {}))
 
 
 def _monotone(cond: Expr, v: str) -> bool:
@@ -156,25 +163,25 @@ def _monotone(cond: Expr, v: str) -> bool:
     return True
 
 
-def _vec_stmt(s: Stmt, v: str, ramp: Ramp) -> Stmt:
+def _vec_stmt(s: Stmt, v: str, ramp: Ramp, memo: dict) -> Stmt:
     if isinstance(s, Store):
-        idx = _vec(s.indices[0], v, ramp)
+        idx = _vec(s.indices[0], v, ramp, memo)
         if lanes_of(idx) == 1 or (isinstance(idx, Ramp) and idx.stride == 0):
             raise NotVectorizable(f"every lane stores the same element of {s.buffer.name} "
                                   "(the store does not depend on the lane: a reduction "
                                   "along it)")
-        value = _vec(s.value, v, ramp)
+        value = _vec(s.value, v, ramp, memo)
         if lanes_of(value) == 1:
             value = Broadcast(value, ramp.lanes)
         return Store(s.buffer, (idx,), value)
     if isinstance(s, Seq):
-        return seq(*(_vec_stmt(x, v, ramp) for x in s.stmts))
+        return seq(*(_vec_stmt(x, v, ramp, memo) for x in s.stmts))
     if isinstance(s, IfThenElse):
-        cond = _vec(s.cond, v, ramp)
+        cond = _vec(s.cond, v, ramp, memo)
         if lanes_of(cond) != 1:
             raise NotVectorizable(f"the condition `{s.cond}` of an if depends on the lane")
-        return IfThenElse(cond, _vec_stmt(s.then, v, ramp),
-                          None if s.other is None else _vec_stmt(s.other, v, ramp))
+        return IfThenElse(cond, _vec_stmt(s.then, v, ramp, memo),
+                          None if s.other is None else _vec_stmt(s.other, v, ramp, memo))
     what = f"an inner loop over {s.var.name}" if isinstance(s, For) else \
         f"an allocation of {s.buffer.name}" if hasattr(s, "buffer") else type(s).__name__
     raise NotVectorizable(f"the body holds {what}")
@@ -184,14 +191,25 @@ def _bc(e: Expr, lanes: int) -> Expr:
     return e if lanes_of(e) == lanes else Broadcast(e, lanes)
 
 
-def _vec(e: Expr, v: str, ramp: Ramp) -> Expr:
+def _vec(e: Expr, v: str, ramp: Ramp, memo: dict) -> Expr:
+    """``e`` with the lane variable ``v`` as ``ramp``; ``memo``: the expressions already
+    done with this lane variable and ramp (``vectorize``)."""
+    if isinstance(e, (Var, Const)):
+        return ramp if isinstance(e, Var) and e.name == v else e
+    out = memo.get(e)
+    if out is None:
+        out = memo[e] = _vec_new(e, v, ramp, memo)
+    return out
+
+
+def _vec_new(e: Expr, v: str, ramp: Ramp, memo: dict) -> Expr:
     L = ramp.lanes
     if isinstance(e, Var):
         return ramp if e.name == v else e
     if isinstance(e, Const):
         return e
     if isinstance(e, BinOp):
-        a, b = _vec(e.a, v, ramp), _vec(e.b, v, ramp)
+        a, b = _vec(e.a, v, ramp, memo), _vec(e.b, v, ramp, memo)
         la, lb = lanes_of(a), lanes_of(b)
         if la == lb == 1:
             return BinOp(e.op, a, b)
@@ -201,18 +219,18 @@ def _vec(e: Expr, v: str, ramp: Ramp) -> Expr:
             raise NotVectorizable(f"`{e}` combines lane-dependent conditions")
         return BinOp(e.op, _bc(a, L), _bc(b, L))
     if isinstance(e, Cmp):
-        a, b = _vec(e.a, v, ramp), _vec(e.b, v, ramp)
+        a, b = _vec(e.a, v, ramp, memo), _vec(e.b, v, ramp, memo)
         if lanes_of(a) == lanes_of(b) == 1:
             return Cmp(e.op, a, b)
         return Cmp(e.op, _bc(a, L), _bc(b, L))
     if isinstance(e, Load):
-        idx = _vec(e.indices[0], v, ramp)
+        idx = _vec(e.indices[0], v, ramp, memo)
         if isinstance(idx, Ramp) and idx.stride == 0:
             return Broadcast(Load(e.buffer, (idx.base,)), L)
         return Load(e.buffer, (idx,))
     if isinstance(e, Select):
-        c = _vec(e.cond, v, ramp)
-        t, o = _vec(e.then, v, ramp), _vec(e.other, v, ramp)
+        c = _vec(e.cond, v, ramp, memo)
+        t, o = _vec(e.then, v, ramp, memo), _vec(e.other, v, ramp, memo)
         if lanes_of(c) == lanes_of(t) == lanes_of(o) == 1:
             return Select(c, t, o)
         if lanes_of(c) > 1 and any(isinstance(x, Load) for x in (*walk(e.then), *walk(e.other))):
@@ -229,9 +247,9 @@ def _vec(e: Expr, v: str, ramp: Ramp) -> Expr:
             raise NotVectorizable(f"a negated condition `{e}` depends on the lane")
         return e
     if isinstance(e, Call):
-        return Call(e.func, _vec(e.arg, v, ramp))
+        return Call(e.func, _vec(e.arg, v, ramp, memo))
     if isinstance(e, Cast):
-        return Cast(e.dtype, _vec(e.value, v, ramp))
+        return Cast(e.dtype, _vec(e.value, v, ramp, memo))
     if v in free_vars(e):
         raise NotVectorizable(f"`{e}` ({type(e).__name__}) depends on the lane")
     return e
