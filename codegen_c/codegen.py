@@ -26,7 +26,27 @@ from tvmlite.ir.simplify import bound
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, walk_stmts
 from tvmlite.ir.dtypes import ALIGNMENT, CTYPE, DTYPE_INFO, ITEMSIZE, round_up_to_alignment
 from tvmlite.ir.symbolic import INF, is_static, numel, size_ranges
-from tvmlite.ir.expr import walk
+from tvmlite.ir.expr import free_vars, walk
+
+def omp_schedule(loop: For) -> str:
+    """OpenMP schedule of a parallel loop: ``dynamic`` when its iterations do unequal
+    work, ``static`` otherwise. They do when it runs over the tiles of a split that need
+    not divide: a symbolic trip count holding a (ceil) division, or, at a static one, a
+    guard left in the body that reads the loop variable (the simplifier drops the ones
+    that always hold). A static partition hands the partial tiles, all at the end, to the
+    last thread: a GMM variant with 54-row tiles over symbolic M has 12 tasks at M = 117,
+    4 of them 9 rows, and ran 173 GFLOP/s there (217 with dynamic) against 228 at 103.
+    Equal iterations keep the contiguous static partition, which dynamic's interleaving
+    can only cost locality (a conv2d over an unsplit symbolic batch: 363 against 314)."""
+    if not is_static(loop.extent):
+        return "dynamic" if any(isinstance(x, BinOp) and x.op == "//"
+                                for x in walk(loop.extent)) else "static"
+    v = loop.var.name
+    if any(isinstance(st, IfThenElse) and v in free_vars(st.cond)
+           for st in walk_stmts(loop.body)):
+        return "dynamic"
+    return "static"
+
 
 SHORT = {name: d.short for name, d in DTYPE_INFO.items()}
 MASK_OF = {name: d.mask for name, d in DTYPE_INFO.items()}
@@ -180,7 +200,7 @@ class CodeGen:
                 self.stmt(x, depth)
         elif isinstance(s, For):
             if s.kind == "parallel" and self.openmp:
-                self.emit("#pragma omp parallel for schedule(static)", depth)
+                self.emit(f"#pragma omp parallel for schedule({omp_schedule(s)})", depth)
             v = s.var.name
             self.emit(f"for (int64_t {v} = 0; {v} < {self.extent(s.extent)}; ++{v}) {{", depth)
             old = self.ranges.get(v)

@@ -299,6 +299,36 @@ def test_parallel_is_openmp(target):
     assert "#pragma omp" not in serial
 
 
+def _tiles_in_parallel(rows, cols: int, factor: int):
+    A = te.placeholder((rows, cols), name="A")
+    C = te.compute((rows, cols), lambda i, j: A[i, j] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    io, ii = s[C].split(s[C].op.axis[0], factor=factor)
+    s[C].parallel(io)
+    return s, [A, C]
+
+
+@pytest.mark.parametrize("rows, factor, schedule", [
+    (16, 4, "static"),       # equal tiles
+    (17, 4, "dynamic"),      # the last tile has one row of four: a guard on the loop
+    ("M", 4, "dynamic"),     # tiles of a symbolic size: ceil(M / 4), the last partial
+    ("M", 1, "static"),      # every iteration one row
+])
+def test_parallel_tiles_of_unequal_work_are_scheduled_dynamically(rows, factor, schedule,
+                                                                   target):
+    """A static partition gives the partial tiles (all at the end) to the last thread."""
+    size = te.var("M") if rows == "M" else rows
+    s, tensors = _tiles_in_parallel(size, 8, factor)
+    mod = tvmlite.build(s, tensors, target=target)
+    assert re.findall(r"#pragma omp parallel for schedule\((\w+)\)",
+                      mod.get_source()) == [schedule]
+    for m in ([1, 3, 4, 9, 17] if rows == "M" else [rows]):
+        a = np.random.default_rng(m).standard_normal((m, 8)).astype("float32")
+        c = np.full((m, 8), np.nan, "float32")
+        mod(a, c)
+        np.testing.assert_array_equal(c, a * 2.0)
+
+
 def test_perfect_split_has_no_div_mod_or_if(target):
     A, B, C = matmul(16, 24, 12)
     s = te.create_schedule(C.op)
