@@ -10,8 +10,10 @@ Every place where a vector is written lane by lane (a gather, a scatter, a funct
 no vector form) is recorded as a ``LaneFallback`` in ``CodeGen.fallbacks``;
 ``generate(..., fallbacks=[])`` hands them out with their line in the C source.
 
-Map: types and helpers · expressions · statements · the kernel, timing and thread
-entry points (``generate``) · the C declarations cffi and headers need (``cdecl``).
+Map: the OpenMP schedule of a parallel loop · types · expressions · statements · the
+kernel, timing and thread entry points (``generate``) · the C declarations cffi and
+headers need (``cdecl``). The vector types and helper functions the body calls are
+written by ``preamble.py``.
 """
 from __future__ import annotations
 
@@ -24,9 +26,10 @@ from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Loa
 from tvmlite.passes.pipeline import LoweredFunc
 from tvmlite.ir.simplify import bound
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, walk_stmts
-from tvmlite.ir.dtypes import ALIGNMENT, CTYPE, DTYPE_INFO, ITEMSIZE, round_up_to_alignment
+from tvmlite.ir.dtypes import ALIGNMENT, CTYPE, ITEMSIZE, round_up_to_alignment
 from tvmlite.ir.symbolic import INF, is_static, numel, size_ranges
 from tvmlite.ir.expr import free_vars, walk
+from tvmlite.codegen_c.preamble import MASK_OF, SHORT, helper_lines, typedef_lines
 
 def omp_schedule(loop: For) -> str:
     """OpenMP schedule of a parallel loop: ``dynamic`` when its iterations do unequal
@@ -48,8 +51,6 @@ def omp_schedule(loop: For) -> str:
     return "static"
 
 
-SHORT = {name: d.short for name, d in DTYPE_INFO.items()}
-MASK_OF = {name: d.mask for name, d in DTYPE_INFO.items()}
 STACK_LIMIT = 64 * 1024
 FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
          "abs": "fabs"}
@@ -292,78 +293,6 @@ class CodeGen:
             self.emit("}", depth + 1)
         self.emit("}", depth)
 
-    # -- preamble --------------------------------------------------------------------
-    def typedefs(self) -> list:
-        out = []
-        for dtype, lanes in sorted(self.vtypes):
-            ct = CTYPE[dtype]
-            nbytes = lanes * ITEMSIZE[dtype]
-            name = f"tvmlite_{SHORT[dtype]}x{lanes}"
-            out.append(f"typedef {ct} {name} __attribute__((vector_size({nbytes})));")
-            out.append(f"typedef {ct} {name}_u __attribute__((vector_size({nbytes}), "
-                       f"aligned({ITEMSIZE[dtype]}), may_alias));")
-        return out
-
-    def helper_defs(self) -> list:
-        out = []
-        for kind, dtype, lanes in sorted(self.helpers):
-            ct, sh = CTYPE[dtype], SHORT[dtype]
-            if kind in ("min", "max"):
-                op = "<" if kind == "min" else ">"
-                nan = " || a != a" if dtype in ("float32", "float64") else ""  # NaN wins
-                out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) "
-                           f"{{ return a {op} b{nan} ? a : b; }}")
-            elif kind in ("floordiv", "floormod"):
-                # Defined for every divisor (as TVM and Halide define them): x // 0 == 0 and
-                # x % 0 == 0, and x // -1 == -x wrapping (INT_MIN // -1 == INT_MIN): C's
-                # '/' by 0, or of INT_MIN by -1, is undefined and traps (SIGFPE).
-                ut = "uint32_t" if dtype == "int32" else "uint64_t"
-                body = ("{ if (b == 0) return 0; if (b == -1) return (" + ct + ")((" + ut +
-                        ")0 - (" + ut + ")a); " + ct + " q = a / b; "
-                        "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }"
-                        if kind == "floordiv" else
-                        "{ if (b == 0 || b == -1) return 0; " + ct + " r = a % b; "
-                        "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }")
-                out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) {body}")
-            else:
-                vt, mt = self.vt(dtype, lanes), self.vt(MASK_OF[dtype], lanes)
-                name = f"tvmlite_{kind}_{sh}x{lanes}"
-                if kind == "vexp":
-                    out.append(VEXP.format(name=name, vt=vt, mt=mt))
-                elif kind == "vsel":
-                    out.append(f"static inline {vt} {name}({mt} m, {vt} t, {vt} o) "
-                               f"{{ return ({vt})((({mt})t & m) | (({mt})o & ~m)); }}")
-                else:
-                    op = "<" if kind == "vmin" else ">"
-                    nan = " | (a != a)" if dtype in ("float32", "float64") else ""
-                    out.append(f"static inline {vt} {name}({vt} a, {vt} b) {{ {mt} m = (a {op} b)"
-                               f"{nan}; return ({vt})((({mt})a & m) | (({mt})b & ~m)); }}")
-        return out
-
-
-# exp(x) = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two for
-# precision), e^r by a degree-6 polynomial (Cephes' expf coefficients): within 2 ulp of
-# libm for |x| <= 87; above 88.37 it is +inf (libm: 88.72), below -87.3 it is 0 (no
-# subnormals), NaN stays NaN.
-VEXP = """static inline {vt} {name}({vt} x) {{
-  const {vt} z = {{0}};
-  const {vt} hi = z + 88.3762626647949f, lo = z - 87.3365447504f;
-  {mt} over = x > hi, under = x < lo, nan = x != x;
-  {vt} c = ({vt})((({mt})x & ~(over | under | nan)) | (({mt})hi & over) | (({mt})lo & under));
-  {vt} fx = c * 1.44269504088896341f;
-  {mt} n = __builtin_convertvector(fx + ({vt})((({mt})(z + 0.5f) & ~(fx < 0)) | (({mt})(z - 0.5f) & (fx < 0))), {mt});
-  {vt} nf = __builtin_convertvector(n, {vt});
-  {vt} r = c - nf * 0.693359375f + nf * 2.12194440e-4f;
-  {vt} p = z + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f; p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f; p = p * r + 5.0000001201e-1f;
-  {vt} y = p * r * r + r + 1.0f;
-  {vt} res = y * ({vt})((n + 127) << 23);
-  {vt} inf = z + __builtin_inff();
-  res = ({vt})((({mt})res & ~(over | under)) | (({mt})inf & over));
-  return ({vt})((({mt})res & ~nan) | (({mt})x & nan));
-}}"""
-
 
 MAX_PROMOTED_BYTES = 2048
 
@@ -464,8 +393,8 @@ def generate(func: LoweredFunc, outputs: Iterable[str], openmp: bool = True,
     tnames = list(sizes) + [f"tvmlite_a{i}" for i in range(len(func.args))]
     src = ["// generated by tvmlite", "#include <stdint.h>", "#include <stdlib.h>",
            "#include <time.h>", "#ifdef _OPENMP", "#include <omp.h>", "#endif", ""]
-    helpers = g.helper_defs()  # first: helpers use vector types (masks) of their own
-    src += g.typedefs() + helpers + [""]
+    helpers = helper_lines(g.helpers, g.vt)   # first: they may use mask types of their own
+    src += typedef_lines(g.vtypes) + helpers + [""]
     src.append(f"int32_t {n}({params(func, outputs)}) {{")
     if fallbacks is not None:
         fallbacks.extend(LaneFallback(f.kind, f.name, f.lanes, f.stride, f.line + len(src))

@@ -1,0 +1,88 @@
+"""The C a kernel's body calls but C lacks: vector types (GCC vector extensions, each with
+an unaligned twin) and helper functions -- scalar min/max with NaN propagating, floor
+division and modulo defined for every divisor, and vector min/max, select and exp
+written with bit masks (C, unlike C++, has no vector ``?:``)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from tvmlite.ir.dtypes import CTYPE, DTYPE_INFO, ITEMSIZE
+
+SHORT = {name: d.short for name, d in DTYPE_INFO.items()}
+MASK_OF = {name: d.mask for name, d in DTYPE_INFO.items()}
+
+
+def typedef_lines(vtypes: set) -> list:
+    """The vector types used, each with its unaligned, may-alias twin (``..._u``)."""
+    out = []
+    for dtype, lanes in sorted(vtypes):
+        ct = CTYPE[dtype]
+        nbytes = lanes * ITEMSIZE[dtype]
+        name = f"tvmlite_{SHORT[dtype]}x{lanes}"
+        out.append(f"typedef {ct} {name} __attribute__((vector_size({nbytes})));")
+        out.append(f"typedef {ct} {name}_u __attribute__((vector_size({nbytes}), "
+                   f"aligned({ITEMSIZE[dtype]}), may_alias));")
+    return out
+
+
+def helper_lines(helpers: set, vector_type: Callable[[str, int], str]) -> list:
+    """The C helper functions ``helpers`` names ((kind, dtype, lanes)); ``vector_type`` names
+    a vector type (and records it: a helper may use mask types the kernel does not)."""
+    out = []
+    for kind, dtype, lanes in sorted(helpers):
+        ct, sh = CTYPE[dtype], SHORT[dtype]
+        if kind in ("min", "max"):
+            op = "<" if kind == "min" else ">"
+            nan = " || a != a" if dtype in ("float32", "float64") else ""  # NaN wins
+            out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) "
+                       f"{{ return a {op} b{nan} ? a : b; }}")
+        elif kind in ("floordiv", "floormod"):
+            # Defined for every divisor (as TVM and Halide define them): x // 0 == 0 and
+            # x % 0 == 0, and x // -1 == -x wrapping (INT_MIN // -1 == INT_MIN): C's
+            # '/' by 0, or of INT_MIN by -1, is undefined and traps (SIGFPE).
+            ut = "uint32_t" if dtype == "int32" else "uint64_t"
+            body = ("{ if (b == 0) return 0; if (b == -1) return (" + ct + ")((" + ut +
+                    ")0 - (" + ut + ")a); " + ct + " q = a / b; "
+                    "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }"
+                    if kind == "floordiv" else
+                    "{ if (b == 0 || b == -1) return 0; " + ct + " r = a % b; "
+                    "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }")
+            out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) {body}")
+        else:
+            vt, mt = vector_type(dtype, lanes), vector_type(MASK_OF[dtype], lanes)
+            name = f"tvmlite_{kind}_{sh}x{lanes}"
+            if kind == "vexp":
+                out.append(VEXP.format(name=name, vt=vt, mt=mt))
+            elif kind == "vsel":
+                out.append(f"static inline {vt} {name}({mt} m, {vt} t, {vt} o) "
+                           f"{{ return ({vt})((({mt})t & m) | (({mt})o & ~m)); }}")
+            else:
+                op = "<" if kind == "vmin" else ">"
+                nan = " | (a != a)" if dtype in ("float32", "float64") else ""
+                out.append(f"static inline {vt} {name}({vt} a, {vt} b) {{ {mt} m = (a {op} b)"
+                           f"{nan}; return ({vt})((({mt})a & m) | (({mt})b & ~m)); }}")
+    return out
+
+
+# exp(x) = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two for
+# precision), e^r by a degree-6 polynomial (Cephes' expf coefficients): within 2 ulp of
+# libm for |x| <= 87; above 88.37 it is +inf (libm: 88.72), below -87.3 it is 0 (no
+# subnormals), NaN stays NaN.
+VEXP = """static inline {vt} {name}({vt} x) {{
+  const {vt} z = {{0}};
+  const {vt} hi = z + 88.3762626647949f, lo = z - 87.3365447504f;
+  {mt} over = x > hi, under = x < lo, nan = x != x;
+  {vt} c = ({vt})((({mt})x & ~(over | under | nan)) | (({mt})hi & over) | (({mt})lo & under));
+  {vt} fx = c * 1.44269504088896341f;
+  {mt} n = __builtin_convertvector(fx + ({vt})((({mt})(z + 0.5f) & ~(fx < 0)) | (({mt})(z - 0.5f) & (fx < 0))), {mt});
+  {vt} nf = __builtin_convertvector(n, {vt});
+  {vt} r = c - nf * 0.693359375f + nf * 2.12194440e-4f;
+  {vt} p = z + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f; p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f; p = p * r + 5.0000001201e-1f;
+  {vt} y = p * r * r + r + 1.0f;
+  {vt} res = y * ({vt})((n + 127) << 23);
+  {vt} inf = z + __builtin_inff();
+  res = ({vt})((({mt})res & ~(over | under)) | (({mt})inf & over));
+  return ({vt})((({mt})res & ~nan) | (({mt})x & nan));
+}}"""
