@@ -134,6 +134,8 @@ def _vector_accesses(body: Stmt, v: str) -> tuple:
 
 def _chunk(body: Stmt, v: Var, base: Expr, L: int, memo: dict) -> Stmt:
     """One chunk of L lanes starting at ``base``; guards on ``v`` checked at both ends."""
+    ramp = Ramp(simplify(base), 1, L)
+    lane_memo = memo.setdefault((v.name, ramp), {})
     if isinstance(body, IfThenElse) and body.other is None and v.name in free_vars(body.cond):
         if not _monotone(body.cond, v.name):
             raise NotVectorizable(f"the guard `{body.cond}` is not an affine comparison in "
@@ -143,11 +145,9 @@ def _chunk(body: Stmt, v: Var, base: Expr, L: int, memo: dict) -> Stmt:
         lanes = Var(f"{v.name}_l")
         scalar = For(lanes, L, "serial", map_exprs(body, lambda e: substitute(
             e, {v.name: BinOp("+", base, lanes)})))
-        ramp = Ramp(simplify(base), 1, L)
-        vec = _vec_stmt(body.then, v.name, ramp, memo.setdefault((v.name, ramp), {}))
+        vec = _vec_stmt(body.then, v.name, ramp, lane_memo)
         return IfThenElse(simplify(BinOp("and", first, last)), vec, scalar)
-    ramp = Ramp(simplify(base), 1, L)
-    return _vec_stmt(body, v.name, ramp, memo.setdefault((v.name, ramp), {}))
+    return _vec_stmt(body, v.name, ramp, lane_memo)
 
 
 def _monotone(cond: Expr, v: str) -> bool:
