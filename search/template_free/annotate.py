@@ -2,7 +2,7 @@
 computed, then parallel, vectorize and auto-unroll for every stage (Ansor's
 "InitParallel / InitVectorization / InitUnroll" and compute-location sampling).
 
-Decision keys: ``at:<stage>`` (index into ``_location_candidates``), ``parallel:<stage>``
+Decision keys: ``at:<stage>`` (index into ``location_candidates``), ``parallel:<stage>``
 (outer loops fused into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step).
 """
 from __future__ import annotations
@@ -18,12 +18,12 @@ from tvmlite.schedule.state import State
 from tvmlite.search.template_free import dag
 from tvmlite.search.template_free.priors import _decide, unroll_steps
 
-__all__ = ["annotate", "SERIAL_PROB"]
+__all__ = ["annotate", "location_candidates", "SERIAL_PROB"]
 
 SERIAL_PROB = 0.1          # share of sampled stages left serial (no parallel loop)
 
 
-def _location_candidates(state: State, stage: str) -> list:
+def location_candidates(state: State, stage: str) -> list:
     """Where a stage no rule placed may be computed: 0 = root, then ``"inline"`` if the
     stage can be inlined, then inside a loop of a consumer, or of any stage that consumer
     is computed in (up to its attach loop), outermost first."""
@@ -62,7 +62,7 @@ def annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
     for st in reversed(s.state.stages):
         if st.name in placed or st.attach is not None or st.name in s.state.outputs:
             continue
-        cands = _location_candidates(s.state, st.name)
+        cands = location_candidates(s.state, st.name)
         idx = _decide(decisions, f"at:{st.name}",
                       lambda v, n=len(cands): is_int(v, 0, n - 1),
                       lambda c=cands: _sample_location(c, rng))

@@ -19,9 +19,13 @@ a whole extra tile at 22. The shared model's rows end in the program's scale
 measurements, so a candidate good over a wide range costs more of it than a specialist.
 
 The first round proposes half the candidates the budget affords at every size, so a
-second round learns from it; the later ones what is left, at most
-``measures_per_round`` each (so no more rounds than a static task tuning the same number
-per size), the measured cost of a candidate so far telling how many that is. The shared
+second round learns from it, and before them, at the largest size, the candidate a BLAS
+would derive from the target (``blocking.blocked_decisions``: a register block, a
+packed panel and rows sized by L2), which a search evolving a tenth of a static
+population per size does not find by itself (that module's doc); measured outward like
+the others, it also seeds the evolution of the sizes it runs well at. The later rounds
+propose what is left, at most ``measures_per_round`` each (so no more rounds than a
+static task tuning the same number per size), the measured cost of a candidate so far telling how many that is. The shared
 model retrains once a round, on all of it. The search work of a round is one static
 search's: each size's policy evolves ``population // sizes`` (at least
 ``MIN_POPULATION``) from as many fewer random samples, so tuning for eight sizes does not
@@ -164,6 +168,9 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
                 break          # a handful of candidates is not worth a round's search
             t0 = time.perf_counter()
             batch = _propose(policies, sizes, want, turn, seen)
+            if not turn:    # the blocked candidates, at the largest size (module doc)
+                batch = _unseen([(len(sizes) - 1, inp)
+                                 for inp in policies[sizes[-1]].blocked()], seen) + batch
             turn += 1
             result.search_seconds += time.perf_counter() - t0
             if not batch:
@@ -235,11 +242,20 @@ def _propose(policies: dict, sizes: list, want: int, turn: int, seen: set) -> li
     for i in order:
         if len(out) >= want:
             break
-        for inp in policies[sizes[i]].next_batch(min(share, want - len(out))):
-            k = _key(inp.steps)
-            if k not in seen:
-                seen.add(k)
-                out.append((i, inp))
+        out += _unseen([(i, inp) for inp in policies[sizes[i]].next_batch(
+            min(share, want - len(out)))], seen)
+    return out
+
+
+def _unseen(batch: list, seen: set) -> list:
+    """The ``(size index, candidate)`` of ``batch`` whose Steps are not in ``seen``
+    (which gains them)."""
+    out = []
+    for i, inp in batch:
+        k = _key(inp.steps)
+        if k not in seen:
+            seen.add(k)
+            out.append((i, inp))
     return out
 
 

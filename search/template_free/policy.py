@@ -16,6 +16,7 @@ import numpy as np
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 
+from tvmlite.search.template_free.blocking import blocked_decisions
 from tvmlite.search.template_free.evolution import Candidate, EvolutionarySearch
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.template_free.sketch import RULES, generate_sketches, symbolic_axes
@@ -51,6 +52,7 @@ class SketchPolicy:
             options.population, options.generations, options.mutation_prob,
             constants=tuple(constants),
             loose=tuple(symbolic_axes(symbolic, sk) for sk in self.sketches) if symbolic else ())
+        self.constants = tuple(constants)
         self.measured: dict[str, float] = {}      # state key -> throughput (0 = failed)
         self.best_seeds: list[Candidate] = []
 
@@ -90,6 +92,18 @@ class SketchPolicy:
                 break
             chosen[c.key] = c
         return [self._input(c) for c in list(chosen.values())[:n]]
+
+    def blocked(self) -> list[MeasureInput]:
+        """The target-derived blocking of every sketch that has a BLAS's structure
+        (``blocking.blocked_decisions``), never measured yet."""
+        out = []
+        for i, sk in enumerate(self.sketches):
+            decisions = blocked_decisions(self.workload, sk, self.target, self.constants,
+                                          self.search._loose(i))
+            cand = self.search.realize(Candidate(i, decisions)) if decisions else None
+            if cand is not None and cand.key not in self.measured:
+                out.append(self._input(cand))
+        return out
 
     def _input(self, cand: Candidate) -> MeasureInput:
         desc = str(self.sketches[cand.sketch])

@@ -212,14 +212,21 @@ def _valid_factors(value: Any, extent: int, parts: int, limit: int = MAX_INNERMO
     return extent % math.prod(value) == 0
 
 
-def symbolic_axes(workload: Any, sketch: Sketch) -> frozenset:
-    """``(stage, axis)`` of every root axis with a symbolic extent once ``sketch``'s
-    stage-changing actions are applied to ``workload`` (the dynamic compute): the axes
-    whose tiles are loose (``loose_options``)."""
+def structure(workload: Any, sketch: Sketch) -> Schedule:
+    """``workload``'s schedule with ``sketch``'s stage-changing actions applied (inline,
+    cache stages, rfactor) and no numbers decided: the stages a realization tiles."""
     s = workload.schedule()
     for a in sketch.actions:
         if isinstance(a, (Inline, CacheWrite, CacheRead, Rfactor)):
             _structural(s, a)
+    return s
+
+
+def symbolic_axes(workload: Any, sketch: Sketch) -> frozenset:
+    """``(stage, axis)`` of every root axis with a symbolic extent once ``sketch``'s
+    stage-changing actions are applied to ``workload`` (the dynamic compute): the axes
+    whose tiles are loose (``loose_options``)."""
+    s = structure(workload, sketch)
     return frozenset((st.name, it.name) for st in s.state.stages for it in st.roots
                      if not isinstance(it.extent, int))
 
@@ -420,6 +427,6 @@ def _used(key: str, s: Schedule) -> bool:
 
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
-           "symbolic_axes",
+           "symbolic_axes", "structure",
            "UNROLL_STEPS", "register_block", "max_innermost", "unroll_steps", "fma_block_floor", "Inline", "CacheRead", "CacheWrite", "Rfactor",
            "Tile", "FuseInto", "ScheduleError"]

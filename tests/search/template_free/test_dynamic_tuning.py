@@ -15,9 +15,11 @@ from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, expo
                                              ranges_from_choice)
 from tvmlite.search.records.record import load_records
 from tvmlite.search.records.workload import Workload
+from tvmlite.search.template_free.blocking import blocked_decisions
 from tvmlite.search.template_free.dynamic import (MAX_SIZES, TIE, choose_variants,
                                                   fastest_per_size,
                                                   representative_sizes)
+from tvmlite.search.template_free.sketch import generate_sketches, symbolic_axes
 from tvmlite.target.target import Target
 
 CHECK = (1, 2, 3, 7, 15, 16, 17, 100, 1023, 1025, 3000)
@@ -222,6 +224,12 @@ def test_candidates_are_measured_outward_from_their_size(tmp_path):
         key = json.dumps([s.to_json() for s in r.steps], sort_keys=True)
         by_steps.setdefault(key, {})[sizes.index(r.workload.sizes["M"])] = r
     assert len(by_steps) >= 3
+    # the first candidate measured is the target's blocking, at the largest size
+    bound = task.workload.at({"M": 40}).bound()
+    blocked = [d for sk in generate_sketches(bound) for d in [blocked_decisions(
+        bound, sk, task.target, loose=symbolic_axes(task.workload, sk))] if d]
+    assert len(blocked) == 1 and sized[0].workload.sizes == {"M": 40}
+    assert sized[0].decisions["decisions"] == blocked[0]
     for at in by_steps.values():
         idx = sorted(at)
         assert idx == list(range(idx[0], idx[-1] + 1)), "a candidate skipped a size"

@@ -1,0 +1,143 @@
+"""The target-derived blocking of a packed tiling: what it decides on each target, that
+its schedules are right at every size, and that only a BLAS-shaped sketch gets one."""
+import math
+import random
+
+import numpy as np
+import pytest
+
+from tvmlite import build, te
+from tvmlite.ir.dtypes import ITEMSIZE
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.measure.inputs import MeasureResult
+from tvmlite.search.model.cost_model import XGBModel
+from tvmlite.search.options import TuningOptions
+from tvmlite.search.records.workload import Workload
+from tvmlite.search.template_free.blocking import PANEL_SHARE, blocked_decisions
+from tvmlite.search.template_free.policy import SketchPolicy
+from tvmlite.search.template_free.priors import fma_block_floor, max_innermost
+from tvmlite.search.template_free.sketch import generate_sketches, realize, symbolic_axes
+from tvmlite.target.target import Target
+
+NAMED = ("x86_64-sse4", "x86_64-avx2", "x86_64-avx512", "aarch64-neon")
+PACKED = "add-cache-read(C); add-cache-write(C); multi-level-tiling-with-fusion(C_local)"
+
+
+def _packed(bound):
+    return next(sk for sk in generate_sketches(bound) if str(sk) == PACKED)
+
+
+@pytest.mark.parametrize("name", NAMED)
+@pytest.mark.parametrize("m", [117, 1024, None])
+def test_blocked_matmul_fits_the_targets_registers_and_l2(name, m):
+    """Register block: two vectors wide, rows filling the registers beside a row of the
+    panel and a broadcast, at least the FMA floor; the panel and the rows it meets each
+    fit a quarter of L2; the reduction chunk is the longest innermost tile; the copy is
+    made at the panel's loop and everything above it runs in parallel."""
+    target = Target.from_name(name)
+    wl = Workload.from_op("matmul", te.var("M") if m is None else m, 1024, 1024)
+    bound = wl.at({"M": 1024}).bound() if m is None else wl
+    sk = _packed(bound)
+    loose = symbolic_axes(wl, sk) if m is None else frozenset()
+    d = blocked_decisions(bound, sk, target, loose=loose)
+    assert d == blocked_decisions(bound, sk, target, loose=loose)
+    lanes, regs = target.vector_lanes("float32"), target.vector_registers
+    most = (regs - 1 - 2) // 2          # rows beside a panel row (2 vectors) and a broadcast
+    if d is None:                       # 117 = 9 x 13 on 16 registers: 3 rows, 6 accumulators
+        assert m == 117 and 3 * 2 < fma_block_floor(target, regs) and most < 9
+        return
+    ci, ri, mr = d["tile:C_local.i"]
+    cj, rj, nr = d["tile:C_local.j"]
+    assert nr == 2 * lanes and ri == rj == 1
+    assert mr <= most
+    assert mr == most if m is None else not [r for r in range(mr + 1, most + 1) if m % r == 0]
+    assert mr * 2 >= fma_block_floor(target, regs)
+    share = target.cache_bytes("L2") // PANEL_SHARE
+    assert 1024 * cj * nr * ITEMSIZE["float32"] <= share
+    assert 1024 * ci * mr * ITEMSIZE["float32"] <= share
+    assert d["tile:C_local.k"] == [max_innermost(lanes, regs)]
+    s, _ = realize(bound, sk, d, random.Random(1), target, loose=loose)
+    steps = [str(st) for st in s.steps]
+    assert 's["B_local"].compute_at(s["C"], "j_outer")' in steps       # the panel's loop
+    assert 's["C"].fuse("i_outer", "j_outer")' in steps                 # parallel above it
+    c = s.state.stage("C")
+    assert c.leaves[0].annotation == "parallel" and s.state.stage("B_local").attach == (
+        "C", c.leaves[0].name)
+
+
+def test_blocked_decisions_on_avx512_and_avx2():
+    """The numbers, on two reference CPUs: 14 x 32 on 32 registers, 6 x 16 on 16; L2
+    (1 MiB and 256 KiB) sets the panel and the rows."""
+    wl = Workload.from_op("matmul", te.var("M"), 1024, 1024)
+    bound = wl.at({"M": 1024}).bound()
+    sk = _packed(bound)
+    got = {name: blocked_decisions(bound, sk, Target.from_name(name), loose=symbolic_axes(wl, sk))
+           for name in ("x86_64-avx512", "x86_64-avx2")}
+    assert [got["x86_64-avx512"][f"tile:C_local.{a}"] for a in "ijk"] == [[4, 1, 14], [2, 1, 32], [64]]
+    assert [got["x86_64-avx2"][f"tile:C_local.{a}"] for a in "ijk"] == [[2, 1, 6], [1, 1, 16], [16]]
+
+
+def test_only_the_packed_cache_written_sketch_is_blocked():
+    for wl in (Workload.from_op("matmul", 64, 64, 64), Workload.from_op("softmax", 8, 40)):
+        for sk in generate_sketches(wl):
+            d = blocked_decisions(wl, sk, Target.host())
+            assert (d is not None) == (str(sk) == PACKED), str(sk)
+
+
+def test_a_conv_row_axis_without_a_block_tile_gets_none():
+    """w = 14 on AVX2 allows 2 rows (of 6 at most), 4 accumulators: not a micro-kernel."""
+    wl = Workload.from_op("conv2d_nhwc", 4, 14, 14, 32, 64, 3, padding=1)
+    sk = next(sk for sk in generate_sketches(wl) if "cache-read" in str(sk)
+              and "cache-write" in str(sk))
+    assert blocked_decisions(wl, sk, Target.from_name("x86_64-avx2")) is None
+    d = blocked_decisions(wl, sk, Target.from_name("x86_64-avx512"))
+    assert d["tile:conv2d_nhwc_local.w"][-1] == 14 and d["at:pad"] == 0
+
+
+def test_blocked_kernels_over_symbolic_sizes_are_right_at_every_size():
+    """The blocked matmul and conv2d of the host, built over a symbolic M (N), run at
+    sizes below, at, between and beyond their tiles, against numpy."""
+    target = Target.host()
+    wl = Workload.from_op("matmul", te.var("M"), 192, 256)
+    bound = wl.at({"M": 200}).bound()
+    sk = _packed(bound)
+    d = blocked_decisions(bound, sk, target, loose=symbolic_axes(wl, sk))
+    s, _ = realize(bound, sk, d, random.Random(0), target, loose=symbolic_axes(wl, sk))
+    mod = build(Schedule.from_steps(wl.outputs, s.steps), list(wl.tensors))
+    rng = np.random.default_rng(0)
+    b = rng.uniform(-1, 1, (256, 192)).astype("float32")
+    block = math.prod(d["tile:C_local.i"])
+    for m in sorted({1, 2, d["tile:C_local.i"][-1] + 1, block - 1, block, block + 1, 300}):
+        a = rng.uniform(-1, 1, (m, 256)).astype("float32")
+        c = np.full((m, 192), np.nan, "float32")
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=1e-4, atol=1e-4,
+                                   err_msg=f"M={m} {d}")
+    cw = Workload.from_op("conv2d_nhwc", te.var("N"), 12, 12, 16, 32, 3, padding=1)
+    cb = cw.at({"N": 4}).bound()
+    sk = next(sk for sk in generate_sketches(cb) if "cache-read" in str(sk)
+              and "cache-write" in str(sk))
+    loose = symbolic_axes(cw, sk)
+    d = blocked_decisions(cb, sk, target, loose=loose)
+    assert d is not None
+    s, _ = realize(cb, sk, d, random.Random(0), target, loose=loose)
+    mod = build(Schedule.from_steps(cw.outputs, s.steps), list(cw.tensors))
+    w = rng.uniform(-1, 1, (3, 3, 16, 32)).astype("float32")
+    for n in (1, 2, 5):
+        x = rng.uniform(-1, 1, (n, 12, 12, 16)).astype("float32")
+        out = np.full((n, 12, 12, 32), np.nan, "float32")
+        mod(x, w, out)
+        xp = np.pad(x.astype("float64"), ((0, 0), (1, 1), (1, 1), (0, 0)))
+        want = sum(np.einsum("nhwc,cf->nhwf", xp[:, i:i + 12, j:j + 12], w[i, j])
+                   for i in range(3) for j in range(3))
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=f"N={n} {d}")
+
+
+def test_policy_offers_its_blocked_candidate_until_it_is_measured():
+    wl = Workload.from_op("matmul", 64, 64, 64)
+    policy = SketchPolicy(wl, Target.host(), XGBModel(seed=0), TuningOptions(population=16))
+    first = policy.blocked()
+    assert len(first) == 1 and first[0].decisions["sketch_desc"] == PACKED
+    assert [inp.key for inp in policy.blocked()] == [first[0].key]
+    policy.update(first, [MeasureResult(costs=(1e-3,))], train=False)
+    assert policy.blocked() == []
