@@ -13,10 +13,13 @@ a local block (``add-cache-write``), SSRSRS tiles fused into the output
   AVX-512's 32 registers, 6 x 16 on AVX2's 16, 14 x 8 on NEON's 32);
 - reduction: the innermost reduce axis's tile is the longest ``max_innermost`` allows
   (a micro-kernel's unrolled k loop), the other reduce axes stay whole;
-- the packed panel, the whole reduction by ``nc`` columns, fills at most ``PANEL_SHARE``
-  of L2, and so do the ``mc`` rows of the other operand it meets (whole register blocks,
-  continuing into the next axis out when the row axis is covered, as a conv's rows run
-  over w, then h);
+- the packed panel, the whole reduction by ``nc`` columns, fills at most a quarter of L2
+  (``PANEL_SHARE``), the ``mc`` rows of the other operand it meets at most half
+  (``ROWS_SHARE``: both stay in L2 while the task walks its register blocks), in whole
+  register blocks, continuing into the next axis out when the row axis is covered (a
+  conv's rows run over w, then h). Rows in a quarter of L2 instead ran the GMM kernel
+  over symbolic M at 277 GFLOP/s at M = 1024 and 283 at 664 (in half: 311 and 307) and
+  a conv2d over N at 326-336 for N = 2..16 (in half: 362-377);
 - the copy is made at the panel's loop (the outermost one of the vectorized axis), every
   loop above it is parallel (each task packs its own panel), and the auto-unroll steps
   are the middle ones of ``unroll_steps``; any other stage (a padding) is computed at
@@ -48,9 +51,10 @@ from tvmlite.search.template_free.priors import (_divisors, fma_block_floor, max
 from tvmlite.search.template_free.sketch import (CacheRead, CacheWrite, FuseInto, Sketch,
                                                 realize, structure)
 
-__all__ = ["blocked_decisions", "PANEL_SHARE"]
+__all__ = ["blocked_decisions", "PANEL_SHARE", "ROWS_SHARE"]
 
-PANEL_SHARE = 4         # the packed panel, and the rows it meets, each fill 1/4 of L2
+PANEL_SHARE = 4         # the packed panel fills at most 1/4 of L2 ...
+ROWS_SHARE = 2          # ... and the rows of the other operand it meets 1/2
 DEFAULT_L2 = 256 << 10  # bytes, when the target does not know its L2
 
 
@@ -87,10 +91,11 @@ def blocked_decisions(workload: Any, sketch: Sketch, target: Any,
     tiles.update({it.name: [1] for it in reduce})
     tiles[reduce[-1].name] = [largest(reduce[-1], 1, limit, True)]
     depth = math.prod(it.extent for it in reduce)      # the panel spans the whole reduction
-    share = (target.cache_bytes("L2") or DEFAULT_L2) // PANEL_SHARE
+    l2 = target.cache_bytes("L2") or DEFAULT_L2
     row_bytes = depth * ITEMSIZE[st.op.dtype]
-    tiles[vec.name] = [largest(vec, nr, max(1, share // (row_bytes * nr)), False), 1, nr]
-    left = max(1, share // row_bytes)                  # rows of the other operand
+    tiles[vec.name] = [largest(vec, nr, max(1, l2 // PANEL_SHARE // (row_bytes * nr)), False),
+                       1, nr]
+    left = max(1, l2 // ROWS_SHARE // row_bytes)       # rows of the other operand
     for n, it in enumerate(rows):
         inner = largest(it, 1, max(1, (registers - 1 - width) // width), True) if n == 0 else 1
         count = largest(it, inner, max(1, left // inner), False)

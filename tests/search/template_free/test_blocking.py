@@ -13,7 +13,7 @@ from tvmlite.search.measure.inputs import MeasureResult
 from tvmlite.search.model.cost_model import XGBModel
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.workload import Workload
-from tvmlite.search.template_free.blocking import PANEL_SHARE, blocked_decisions
+from tvmlite.search.template_free.blocking import PANEL_SHARE, ROWS_SHARE, blocked_decisions
 from tvmlite.search.template_free.policy import SketchPolicy
 from tvmlite.search.template_free.priors import fma_block_floor, max_innermost
 from tvmlite.search.template_free.sketch import generate_sketches, realize, symbolic_axes
@@ -31,8 +31,8 @@ def _packed(bound):
 @pytest.mark.parametrize("m", [117, 1024, None])
 def test_blocked_matmul_fits_the_targets_registers_and_l2(name, m):
     """Register block: two vectors wide, rows filling the registers beside a row of the
-    panel and a broadcast, at least the FMA floor; the panel and the rows it meets each
-    fit a quarter of L2; the reduction chunk is the longest innermost tile; the copy is
+    panel and a broadcast, at least the FMA floor; the panel fits a quarter of L2, the
+    rows it meets half; the reduction chunk is the longest innermost tile; the copy is
     made at the panel's loop and everything above it runs in parallel."""
     target = Target.from_name(name)
     wl = Workload.from_op("matmul", te.var("M") if m is None else m, 1024, 1024)
@@ -52,9 +52,9 @@ def test_blocked_matmul_fits_the_targets_registers_and_l2(name, m):
     assert mr <= most
     assert mr == most if m is None else not [r for r in range(mr + 1, most + 1) if m % r == 0]
     assert mr * 2 >= fma_block_floor(target, regs)
-    share = target.cache_bytes("L2") // PANEL_SHARE
-    assert 1024 * cj * nr * ITEMSIZE["float32"] <= share
-    assert 1024 * ci * mr * ITEMSIZE["float32"] <= share
+    l2 = target.cache_bytes("L2")
+    assert 1024 * cj * nr * ITEMSIZE["float32"] <= l2 // PANEL_SHARE
+    assert 1024 * ci * mr * ITEMSIZE["float32"] <= l2 // ROWS_SHARE
     assert d["tile:C_local.k"] == [max_innermost(lanes, regs)]
     s, _ = realize(bound, sk, d, random.Random(1), target, loose=loose)
     steps = [str(st) for st in s.steps]
@@ -73,8 +73,8 @@ def test_blocked_decisions_on_avx512_and_avx2():
     sk = _packed(bound)
     got = {name: blocked_decisions(bound, sk, Target.from_name(name), loose=symbolic_axes(wl, sk))
            for name in ("x86_64-avx512", "x86_64-avx2")}
-    assert [got["x86_64-avx512"][f"tile:C_local.{a}"] for a in "ijk"] == [[4, 1, 14], [2, 1, 32], [64]]
-    assert [got["x86_64-avx2"][f"tile:C_local.{a}"] for a in "ijk"] == [[2, 1, 6], [1, 1, 16], [16]]
+    assert [got["x86_64-avx512"][f"tile:C_local.{a}"] for a in "ijk"] == [[8, 1, 14], [2, 1, 32], [64]]
+    assert [got["x86_64-avx2"][f"tile:C_local.{a}"] for a in "ijk"] == [[4, 1, 6], [1, 1, 16], [16]]
 
 
 def test_only_the_packed_cache_written_sketch_is_blocked():
