@@ -29,11 +29,13 @@ a local block (``add-cache-write``), SSRSRS tiles fused into the output
 Tiles of a symbolic axis come from ``loose.loose_choices``. Why the search needs this:
 a dynamic tuning splits one search's population over its sizes, so each size evolves a
 tenth of a static tuning's population. GMM tunings at M = 117 alone (24 measurements)
-found the packed 9 x 13 by 4 x 32 kernel in three runs of three; the dynamic tunings over
-M = 1..1024 never measured a good packed kernel at M >= 103 (their packed candidates
-came from the small sizes' policies and ran at 22-76 GFLOP/s there, and the shared model
-learnt that packing is slow), so their kernels ran 196-206 GFLOP/s at M = 117..664
-against 261-290 for the kernel tuned at 117.
+found the packed 9 x 13 by 4 x 32 kernel in each of nine runs (this blocking at 117, or
+one mutation from it); the dynamic tunings over M = 1..1024 never measured a good packed
+kernel at M >= 103 (their packed candidates came from the small sizes' policies and ran
+at 22-76 GFLOP/s there, and the shared model learnt that packing is slow), and served M =
+117..664 at 197-245 GFLOP/s. Measured first at the largest size (``dynamic.py``), this
+candidate took them to 211-312 (``bench/RESULTS-dynamic.md``, round 7). A static tuning
+does not get it: it finds such kernels itself.
 """
 from __future__ import annotations
 
@@ -61,9 +63,9 @@ DEFAULT_L2 = 256 << 10  # bytes, when the target does not know its L2
 def blocked_decisions(workload: Any, sketch: Sketch, target: Any,
                       constants: Sequence[str] = (), loose: frozenset = frozenset()) -> dict | None:
     """The complete decisions of ``sketch`` blocked as above, or None if the sketch does
-    not have a BLAS's structure, its row axis has no tile giving the block
-    ``fma_block_floor`` accumulators (a conv's w = 14 on AVX2: 2 rows of 2 vectors), or
-    the blocking is not a legal schedule of it."""
+    not have a BLAS's structure, its rows cannot give the block ``fma_block_floor``
+    accumulators (a conv's w = 14 on AVX2: 2 rows of 2 vectors; a GEMV: one row), or the
+    blocking is not a legal schedule of it."""
     read = next((a for a in sketch.actions if isinstance(a, CacheRead)), None)
     fuse = next((a for a in sketch.actions if isinstance(a, FuseInto)), None)
     if read is None or fuse is None or not any(isinstance(a, CacheWrite) for a in sketch.actions):
@@ -95,12 +97,13 @@ def blocked_decisions(workload: Any, sketch: Sketch, target: Any,
     row_bytes = depth * ITEMSIZE[st.op.dtype]
     tiles[vec.name] = [largest(vec, nr, max(1, l2 // PANEL_SHARE // (row_bytes * nr)), False),
                        1, nr]
+    mr = largest(rows[0], 1, max(1, (registers - 1 - width) // width), True) if rows else 1
+    if mr * width < fma_block_floor(target, registers):
+        return None                 # too few rows for a micro-kernel (or a GEMV: no rows)
     left = max(1, l2 // ROWS_SHARE // row_bytes)       # rows of the other operand
     for n, it in enumerate(rows):
-        inner = largest(it, 1, max(1, (registers - 1 - width) // width), True) if n == 0 else 1
+        inner = mr if n == 0 else 1
         count = largest(it, inner, max(1, left // inner), False)
-        if n == 0 and inner * width < fma_block_floor(target, registers):
-            return None                                # too few rows for a micro-kernel
         tiles[it.name] = [count, 1, inner]
         left //= inner * count
         if inner * count != it.extent:
@@ -117,7 +120,7 @@ def blocked_decisions(workload: Any, sketch: Sketch, target: Any,
         decisions[f"prepack:{read.tensor}"] = 0        # packed inside, per panel
     try:
         placed, drawn = realize(workload, sketch, decisions, random.Random(0), target,
-                            constants, loose)
+                                constants, loose)
         # the consumer's outermost loops are one per spatial axis (``_apply_fuse``)
         panel = [it for it in st.roots if it.kind == "spatial"].index(vec)
         loop = placed.state.stage(fuse.consumer).leaves[panel].name

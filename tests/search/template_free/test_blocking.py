@@ -84,8 +84,12 @@ def test_only_the_packed_cache_written_sketch_is_blocked():
             assert (d is not None) == (str(sk) == PACKED), str(sk)
 
 
-def test_a_conv_row_axis_without_a_block_tile_gets_none():
-    """w = 14 on AVX2 allows 2 rows (of 6 at most), 4 accumulators: not a micro-kernel."""
+def test_a_gemv_and_a_conv_row_axis_without_a_block_tile_get_none():
+    """w = 14 on AVX2 allows 2 rows (of 6 at most), 4 accumulators: not a micro-kernel;
+    nor is a matrix-vector product's single row."""
+    gemv = Workload.from_op("matmul", 1, 256, 256)
+    assert all(blocked_decisions(gemv, sk, Target.host()) is None
+               for sk in generate_sketches(gemv))
     wl = Workload.from_op("conv2d_nhwc", 4, 14, 14, 32, 64, 3, padding=1)
     sk = next(sk for sk in generate_sketches(wl) if "cache-read" in str(sk)
               and "cache-write" in str(sk))
