@@ -25,8 +25,8 @@ packed panel and rows sized by L2), which a search evolving a tenth of a static
 population per size does not find by itself (that module's doc); measured outward like
 the others, it also seeds the evolution of the sizes it runs well at. The later rounds
 propose what is left, at most ``measures_per_round`` each (so no more rounds than a
-static task tuning the same number per size), the measured cost of a candidate so far telling how many that is. The shared
-model retrains once a round, on all of it. The search work of a round is one static
+static task tuning the same number per size), the measured cost of a candidate so far
+telling how many that is. The shared model retrains once a round, on all of it. The search work of a round is one static
 search's: each size's policy evolves ``population // sizes`` (at least
 ``MIN_POPULATION``) from as many fewer random samples, so tuning for eight sizes does not
 cost eight searches (that, and one compile per candidate for all its sizes, is where the

@@ -150,14 +150,14 @@ class EvolutionarySearch:
     constants: tuple = ()   # inputs the workload declares constant: may be pre-packed
     loose: tuple = ()       # per sketch, its (stage, axis) symbolic in the deployed kernel
 
-    def _loose(self, sketch: int) -> frozenset:
+    def loose_axes(self, sketch: int) -> frozenset:
         return self.loose[sketch] if self.loose else frozenset()
 
     def realize(self, cand: Candidate) -> Candidate | None:
         """Fill steps/key (and reuse a cached realization); None if illegal."""
         try:
             s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
-                              self.rng, self.target, self.constants, self._loose(cand.sketch))
+                              self.rng, self.target, self.constants, self.loose_axes(cand.sketch))
         except ScheduleError:
             return None
         key = state_key(self.workload.key, s.steps)
@@ -229,7 +229,7 @@ class EvolutionarySearch:
             child = parent
             if self.rng.random() < self.mutation_prob:
                 regs = self.target.vector_registers
-                loose = frozenset(f"tile:{st}.{ax}" for st, ax in self._loose(parent.sketch))
+                loose = frozenset(f"tile:{st}.{ax}" for st, ax in self.loose_axes(parent.sketch))
                 new = mutate(parent.decisions, self._extents(parent), self.rng,
                              max_innermost(self.target.vector_lanes("float32"), regs),
                              unroll_steps(regs), loose, regs)

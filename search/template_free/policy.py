@@ -52,7 +52,6 @@ class SketchPolicy:
             options.population, options.generations, options.mutation_prob,
             constants=tuple(constants),
             loose=tuple(symbolic_axes(symbolic, sk) for sk in self.sketches) if symbolic else ())
-        self.constants = tuple(constants)
         self.measured: dict[str, float] = {}      # state key -> throughput (0 = failed)
         self.best_seeds: list[Candidate] = []
 
@@ -98,8 +97,8 @@ class SketchPolicy:
         (``blocking.blocked_decisions``), never measured yet."""
         out = []
         for i, sk in enumerate(self.sketches):
-            decisions = blocked_decisions(self.workload, sk, self.target, self.constants,
-                                          self.search._loose(i))
+            decisions = blocked_decisions(self.workload, sk, self.target,
+                                          self.search.constants, self.search.loose_axes(i))
             cand = self.search.realize(Candidate(i, decisions)) if decisions else None
             if cand is not None and cand.key not in self.measured:
                 out.append(self._input(cand))
