@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tvmlite import te
 from tvmlite.checks import is_number
 from tvmlite.codegen_c import CompileError
 from tvmlite.target.target import CompilerNotFoundError, Target, TARGET_NAMES
@@ -23,6 +24,7 @@ from tvmlite.search.options import TuningOptions
 LIBRARY_ERRORS = (ValueError, TypeError, LookupError, OSError, CompileError,
                   CompilerNotFoundError)
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
 
 
 class UsageError(Exception):
@@ -46,9 +48,12 @@ def parse_value(text: str) -> Any:
     return text
 
 
-def parse_params(pairs: Sequence[str], fn: Callable[..., Any], what: str) -> dict:
+def parse_params(pairs: Sequence[str], fn: Callable[..., Any], what: str,
+                 ranges: bool = False) -> dict:
     """``["M=16", "dtype=float32"]`` -> keyword arguments of ``fn``, checked against its
-    signature (unknown or missing names are a UsageError showing the signature)."""
+    signature (unknown or missing names are a UsageError showing the signature). With
+    ``ranges``, a size range ``M=1..2048`` stays the string "1..2048" (``dynamic_params``
+    makes it a te.var) and is checked as a symbolic size; without, it is a UsageError."""
     sig = signature(fn)
     kwargs: dict = {}
     for pair in pairs:
@@ -73,8 +78,27 @@ def parse_params(pairs: Sequence[str], fn: Callable[..., Any], what: str) -> dic
         sig.bind(**kwargs)
     except TypeError as err:
         raise UsageError(f"{what}: {err}; the signature is {what}{sig}") from None
-    check_values(fn, kwargs, what, sig)
+    spans = [f"{k}={v}" for k, v in kwargs.items() if isinstance(v, str) and _RANGE.match(v)]
+    if spans and not ranges:
+        raise UsageError(f"{what}: a size range ({', '.join(spans)}) is tuned by `tvmlite "
+                         f"tune` with the template-free search; give a number here")
+    check_values(fn, dynamic_params(kwargs)[0], what, sig)
     return kwargs
+
+
+def dynamic_params(kwargs: dict) -> tuple[dict, dict | None]:
+    """``M=1..2048`` makes M a symbolic size (te.var) tuned over that range: returns the
+    operator's arguments with te.var("M") in its place, and the shapes for SearchTask."""
+    shapes: dict = {}
+    out = dict(kwargs)
+    for k, v in kwargs.items():
+        m = _RANGE.match(v) if isinstance(v, str) else None
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if not 1 <= lo <= hi:
+                raise UsageError(f"{k}={v}: a size range LO..HI needs 1 <= LO <= HI")
+            out[k], shapes[k] = te.var(k), (lo, hi)
+    return out, shapes or None
 
 
 def check_values(fn: Callable[..., Any], kwargs: dict, what: str,

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tvmlite.cli.args import _KEY, UsageError, _options, parse_params, resolve_target
+from tvmlite.cli.args import (_KEY, UsageError, _options, dynamic_params, parse_params,
+                              resolve_target)
 from tvmlite.search.records.explain import bound_line
 from tvmlite.target import peak as peaks
 from tvmlite.search.measure.inputs import MeasureInput
@@ -72,7 +73,7 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
             raise UsageError("--workload tunes with --search template-free only: templates "
                              "exist for the operators of tvmlite.ops")
         fn = _load_function(args.workload)
-        kwargs, shapes = dynamic_params(parse_params(params, fn, fn.__name__))
+        kwargs, shapes = dynamic_params(parse_params(params, fn, fn.__name__, ranges=True))
         return SearchTask(func=fn, kwargs=kwargs, shapes=shapes, target=target,
                           constants=_constants(args)), None
     if args.op is None:
@@ -85,7 +86,8 @@ def _task(args: argparse.Namespace) -> tuple[Any, Any]:
         if args.tuner:
             raise UsageError("--tuner chooses a templated tuner: add --search templated, or "
                              "drop --tuner")
-        kwargs, shapes = dynamic_params(parse_params(params, OPS[args.op], args.op))
+        kwargs, shapes = dynamic_params(parse_params(params, OPS[args.op], args.op,
+                                                     ranges=True))
         return SearchTask(func=args.op, kwargs=kwargs, shapes=shapes, target=target,
                           constants=_constants(args)), None
     import tvmlite.schedules  # noqa: F401 -- registers the templates
@@ -101,25 +103,6 @@ def _constants(args: argparse.Namespace) -> list:
     """The inputs named by ``--const`` (repeated or comma-separated)."""
     return [c.strip() for v in getattr(args, "const", None) or () for c in v.split(",")
             if c.strip()]
-
-
-_RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
-
-
-def dynamic_params(kwargs: dict) -> tuple[dict, dict | None]:
-    """``M=1..2048`` makes M a symbolic size (te.var) tuned over that range: returns the
-    operator's arguments with te.var("M") in its place, and the shapes for SearchTask."""
-    from tvmlite import te
-    shapes: dict = {}
-    out = dict(kwargs)
-    for k, v in kwargs.items():
-        m = _RANGE.match(v) if isinstance(v, str) else None
-        if m:
-            lo, hi = int(m.group(1)), int(m.group(2))
-            if not 1 <= lo <= hi:
-                raise UsageError(f"{k}={v}: a size range LO..HI needs 1 <= LO <= HI")
-            out[k], shapes[k] = te.var(k), (lo, hi)
-    return out, shapes or None
 
 
 def dynamic_summary(res: Any, workload: Any, log: str) -> str:

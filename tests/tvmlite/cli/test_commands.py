@@ -233,6 +233,12 @@ USAGE_ERRORS = [
     (["log", "merge", "out.jsonl", "missing.jsonl"], "does not exist"),
     (["log"], "required"),
     (["compare", "relu", "shape=8", "--trials", "2", "--out", "d"], "no template"),
+    (["compare", "matmul", "M=1..64", "N=16", "K=16", "--trials", "2", "--out", "d"],
+     "a size range (M=1..64) is tuned by `tvmlite tune` with the template-free search"),
+    (["tune", "matmul", "M=1..64", "N=16", "K=16", "--trials", "4", "--log", "x.jsonl",
+      "--search", "templated"], "a size range (M=1..64)"),
+    (["tune", "matmul", "M=9..2", "N=16", "K=16", "--trials", "4", "--log", "x.jsonl"],
+     "M=9..2: a size range LO..HI needs 1 <= LO <= HI"),
     ([], "usage: tvmlite"),
 ]
 
@@ -371,3 +377,20 @@ def test_tune_const_and_no_pretrained(capsys, tmp_path):
     assert all(r.result.ok for r in packed)
     best = min((r for r in recs if r.result.ok), key=lambda r: r.mean_cost)
     assert ("pre-packed once outside the kernel" in out) == (best in packed)
+
+
+def test_tune_a_size_range_then_replay_the_dispatching_kernel(capsys, monkeypatch, tmp_path):
+    """``tvmlite tune matmul M=1..24 ...`` (the README's dynamic command): M is symbolic,
+    the log gets a dispatch table, and replay exports the dispatching kernel, its variants
+    and their ranges in manifest.json."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "tune", "matmul", "M=1..24", "N=16", "K=16", "--trials", "12",
+                         "--log", "dyn.jsonl", *QUICK, "--quiet")
+    assert code == 0, err
+    assert "dispatch:" in out and "variant" in out
+    tables = [r for r in load_records(tmp_path / "dyn.jsonl") if r.workload.sizes is None]
+    assert len(tables) == 1
+    code, out, err = run(capsys, "replay", "dyn.jsonl", "--out", "dist")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "dist" / "manifest.json").read_text())
+    assert "ranges" in json.dumps(manifest) and (tmp_path / "dist" / "matmul.c").exists()
