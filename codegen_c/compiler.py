@@ -26,6 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from tvmlite.errors import TvmliteError
 
 if TYPE_CHECKING:
     from tvmlite.target.target import Target
@@ -39,7 +40,7 @@ _LINK_LIBS = ("-lm",)
 _STDERR_LINES = 30
 
 
-class CompileError(RuntimeError):
+class CompileError(TvmliteError, RuntimeError):
     """The C compiler rejected a source; ``.stderr`` holds its full diagnostics."""
 
     def __init__(self, message: str, source_path: Path, stderr: str) -> None:

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tvmlite.codegen_c.compiler import compile_executable
+from tvmlite.errors import TvmliteError
 
 __all__ = ["HarnessError", "HarnessResult", "EmulatorNotFoundError", "build_harness",
            "run_harness", "write_inputs", "read_outputs", "harness_arg_flags",
@@ -50,7 +51,7 @@ _EXIT = {2: "bad usage", 3: "the kernel or a pack function failed (could not all
          4: "a file could not be loaded, read or written"}
 
 
-class EmulatorNotFoundError(RuntimeError):
+class EmulatorNotFoundError(TvmliteError, RuntimeError):
     """No user-mode emulator (or no cross sysroot) for an architecture; the message names
     the Debian package to install."""
 
@@ -85,7 +86,7 @@ def emulator_prefix(arch: str, sysroot: str | None = None,
     return [exe, *cpu, "-L", root]
 
 
-class HarnessError(RuntimeError):
+class HarnessError(TvmliteError, RuntimeError):
     """The harness did not finish: ``kind`` is "timeout", "crash" (a signal) or "failed"
     (an exit code); the message quotes its stderr."""
 

@@ -12,6 +12,7 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codegen_c")) an
     __path__.append(_root)  # type: ignore[name-defined]
 
 from tvmlite import ops, te
+from tvmlite.errors import TvmliteError, TvmliteWarning
 from tvmlite.passes.pipeline import lower
 from tvmlite.runtime.arrays import asaligned, empty
 from tvmlite.runtime.module import Module, TimeResult, build
@@ -20,7 +21,7 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.target.target import CompilerNotFoundError, Target
 
 __all__ = ["te", "ops", "empty", "asaligned", "lower", "build", "Module", "TimeResult", "Schedule", "ScheduleError",
-           "Target", "CompilerNotFoundError", "search", "schedules"]
+           "Target", "CompilerNotFoundError", "TvmliteError", "TvmliteWarning", "search", "schedules"]
 __version__ = "0.1.0"
 
 

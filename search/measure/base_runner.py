@@ -16,11 +16,12 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
+from tvmlite.errors import TvmliteError
 
 __all__ = ["Runner", "RunnerError"]
 
 
-class RunnerError(ValueError):
+class RunnerError(TvmliteError, ValueError):
     """This runner cannot measure what it was given (wrong target, unreachable cluster)."""
 
 

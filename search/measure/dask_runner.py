@@ -49,6 +49,7 @@ from tvmlite.search.measure.dask_worker import (START_TOPIC, Config, Job, descri
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.target.target import Target
+from tvmlite.errors import TvmliteWarning
 
 __all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE"]
 
@@ -61,7 +62,7 @@ _POLL = 5.0              # seconds without news before checking the workers are 
 _START = ("dask worker SCHEDULER --nthreads 1 --resources measure=1")
 
 
-class DaskWorkerWarning(UserWarning):
+class DaskWorkerWarning(TvmliteWarning):
     """A Dask worker is not used (another target, no ``measure`` resource) or left."""
 
 

@@ -44,6 +44,7 @@ from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureR
 from tvmlite.search.measure.worker import mismatch
 from tvmlite.target.named import CROSS_COMPILERS
 from tvmlite.testing.check import reduction_length, tolerance
+from tvmlite.errors import TvmliteError
 
 __all__ = ["QemuRunner", "qemu_command"]
 
@@ -218,7 +219,7 @@ class QemuRunner(Runner):
                              run_seconds=time.monotonic() - start)
 
 
-class _Verdict(Exception):
+class _Verdict(TvmliteError):
     def __init__(self, error_no: MeasureErrorNo, msg: str):
         super().__init__(msg)
         self.error_no = error_no

@@ -43,6 +43,7 @@ from tvmlite.search.measure.core_lock import CoreLock, usable_cores
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.target.target import Target
 from tvmlite.testing.check import reduction_length, tolerance
+from tvmlite.errors import TvmliteError
 
 __all__ = ["LocalRunner"]
 
@@ -106,7 +107,7 @@ def sweep_stale_reference_dirs(folder: str | None = None) -> list[str]:
     return gone
 
 
-class _WorkerGone(Exception):
+class _WorkerGone(TvmliteError):
     """The worker stopped answering: ``timed_out`` or dead (message says how)."""
 
     def __init__(self, msg: str, timed_out: bool):
@@ -406,7 +407,7 @@ class LocalRunner(Runner):
         return self._flush_bytes
 
 
-class _Verdict(Exception):
+class _Verdict(TvmliteError):
     """A candidate's error: its MeasureErrorNo and message."""
 
     def __init__(self, error_no: MeasureErrorNo, msg: str):

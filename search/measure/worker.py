@@ -36,6 +36,7 @@ import numpy as np
 from tvmlite.runtime.arrays import asaligned, full
 from tvmlite.codegen_c.loader import load_library
 from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE
+from tvmlite.errors import TvmliteError
 
 CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
 INT_SENTINEL = -123456   # what unwritten integer outputs hold (as in tvmlite.testing)
@@ -111,7 +112,7 @@ class Kernel:
                              for a, x in zip(self.args, arrays)]
 
 
-class Failure(Exception):
+class Failure(TvmliteError):
     """A verdict on the candidate: its MeasureErrorNo name and message."""
 
     def __init__(self, error: str, msg: str):

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from tvmlite.errors import TvmliteError
 
 __all__ = ["CostModel", "RandomModel", "XGBModel", "CostModelFileError", "LOSSES",
            "MIN_TRAINING_PROGRAMS", "pairwise_accuracy"]
@@ -43,7 +44,7 @@ _TREE_PARAMS = {"max_depth": 6, "eta": 0.2, "gamma": 0.0, "min_child_weight": 0.
                 "max_bin": 64, "tree_method": "hist", "verbosity": 0}
 
 
-class CostModelFileError(ValueError):
+class CostModelFileError(TvmliteError, ValueError):
     """A saved cost-model file is missing, damaged, or from another format or version."""
 
 

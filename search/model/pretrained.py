@@ -44,6 +44,7 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.model.cost_model import CostModelFileError, XGBModel
 from tvmlite.search.model.features import FEATURE_NAMES, schedule_features
 from tvmlite.search.records.record import load_records
+from tvmlite.errors import TvmliteWarning
 
 HERE = Path(__file__).resolve().parent
 FILES = {"pack-sum": HERE / "pretrained.npz", "itervar": HERE / "pretrained_itervar.npz"}
@@ -51,7 +52,7 @@ MAX_PROGRAMS = 3000        # programs kept in a shipped file (a random sample be
 PRIOR_UNTIL = 32           # own programs after which a tuning drops the pretrained ones
 
 
-class PretrainedWarning(UserWarning):
+class PretrainedWarning(TvmliteWarning):
     """The shipped model does not fit this tvmlite (features changed): starting cold."""
 
 

@@ -29,6 +29,7 @@ from tvmlite.ir.expr import (ARITH_OPS, CMP_OPS, DTYPES, FLOAT_DTYPES, INT_DTYPE
                              UNARY_FUNCS, BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select,
                              TensorRead, Var, binop, children, cmp)
 from tvmlite.ir.symbolic import SizeVar, is_size_expr, is_static
+from tvmlite.errors import TvmliteError
 
 
 MAX_OPS = 256
@@ -53,7 +54,7 @@ _CHILDREN = {"binop": ("a", "b"), "cmp": ("a", "b"), "not": ("a",),
 
 
 
-class WorkloadError(ValueError):
+class WorkloadError(TvmliteError, ValueError):
     """A workload that cannot be built, serialized or trusted; says what and where."""
 
 

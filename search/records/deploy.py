@@ -43,11 +43,12 @@ from tvmlite.codegen_c import compile_shared, link_shared
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.target.target import Target
+from tvmlite.errors import TvmliteWarning
 
 BUNDLE = "tvmlite_kernels"
 
 
-class UncheckedWarning(UserWarning):
+class UncheckedWarning(TvmliteWarning):
     """Replayed kernels were built for a target no given runner can run: not re-checked."""
 
 

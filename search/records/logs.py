@@ -16,11 +16,12 @@ from tvmlite.checks import check_int
 
 from tvmlite.search.records.record import (Record, RecordError, RecordWriter, best_record,
                                            iter_records, load_records)
+from tvmlite.errors import TvmliteError
 
 __all__ = ["show", "best", "merge", "distill", "pick_record", "RecordChoiceError"]
 
 
-class RecordChoiceError(LookupError):
+class RecordChoiceError(TvmliteError, LookupError):
     """The record asked for (a line, a workload) is not one the log can give: the user's
     choice, so the command line treats it as a usage error."""
 

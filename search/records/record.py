@@ -32,6 +32,7 @@ from tvmlite.target.target import Target
 
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult, state_key
 from tvmlite.search.records.workload import Workload, WorkloadError
+from tvmlite.errors import TvmliteError, TvmliteWarning
 
 __all__ = ["FORMAT_VERSION", "RecordError", "RecordWarning", "TargetMismatchWarning",
            "Record", "make_record", "append_record", "RecordWriter", "iter_records",
@@ -53,15 +54,15 @@ _OPTIONAL_KEYS = ("runner", "emulated")
 _RUNNER = re.compile(r"^[A-Za-z0-9_.:/+@-]{0,128}$")
 
 
-class RecordError(ValueError):
+class RecordError(TvmliteError, ValueError):
     """A record (or a request about records) that is invalid; the message says why."""
 
 
-class RecordWarning(UserWarning):
+class RecordWarning(TvmliteWarning):
     """A log line was skipped; the message is ``path:lineno: skipped: reason``."""
 
 
-class TargetMismatchWarning(UserWarning):
+class TargetMismatchWarning(TvmliteWarning):
     """The best record found was tuned on a CPU with other features than the target."""
 
 

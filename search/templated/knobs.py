@@ -21,6 +21,7 @@ from tvmlite.checks import check_int, is_int
 from tvmlite.schedule.schedule import LoopAxis, Schedule
 from tvmlite.target.target import Target
 from tvmlite.te.tensor import IterVar
+from tvmlite.errors import TvmliteError
 
 
 MAX_ENTITIES = 100_000          # per knob; more means the policy or max_factor is too loose
@@ -32,7 +33,7 @@ _ANN_STEP = {"unroll": "unroll", "vec": "vectorize"}
 _ANN_CODE = {"none": 0.0, "unroll": 1.0, "vec": 2.0}
 
 
-class SpaceError(ValueError):
+class SpaceError(TvmliteError, ValueError):
     """A bad knob definition, or a config that does not belong to its space."""
 
 

@@ -46,16 +46,17 @@ from tvmlite.search.templated.space import Config, ConfigSpace, SpaceError
 from tvmlite.search.records.workload import Workload, workload_key
 from tvmlite.ir.symbolic import SizeVar
 from tvmlite.target.target import Target
+from tvmlite.errors import TvmliteError, TvmliteWarning
 
 __all__ = ["TEMPLATES", "TemplateError", "FallbackConfigWarning", "TemplateFunction",
            "template", "TemplatedTask", "create", "apply_history_best"]
 
 
-class TemplateError(ValueError):
+class TemplateError(TvmliteError, ValueError):
     """A template that cannot be registered, called or trusted; the message says why."""
 
 
-class FallbackConfigWarning(UserWarning):
+class FallbackConfigWarning(TvmliteWarning):
     """A template ran with its fallback config because no tuning record was found."""
 
 

@@ -38,6 +38,7 @@ from tvmlite.search.records.record import Record, RecordWarning, load_records
 from tvmlite.search.templated.space import Config, SpaceError
 from tvmlite.search.result import Trial, TuneResult
 from tvmlite.search.templated.task import TemplatedTask
+from tvmlite.errors import TvmliteWarning
 
 __all__ = ["Tuner", "RandomTuner", "GridSearchTuner", "GATuner",
            "SmallHistoryWarning", "MIN_HISTORY"]
@@ -49,7 +50,7 @@ SA_EVALUATIONS = {"knob": 12_800, "itervar": 2_000, "curve": 2_000}  # model que
 SA_EARLY_STOP = 30         # annealing steps without a new top config before stopping
 
 
-class SmallHistoryWarning(UserWarning):
+class SmallHistoryWarning(TvmliteWarning):
     """load_history got fewer usable records than min_records; they are used anyway."""
 
 

@@ -20,6 +20,7 @@ from tvmlite.checks import is_number
 from tvmlite.codegen_c import CompileError
 from tvmlite.target.target import CompilerNotFoundError, Target, TARGET_NAMES
 from tvmlite.search.options import TuningOptions
+from tvmlite.errors import TvmliteError
 
 LIBRARY_ERRORS = (ValueError, TypeError, LookupError, OSError, CompileError,
                   CompilerNotFoundError)
@@ -27,7 +28,7 @@ _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
 
 
-class UsageError(Exception):
+class UsageError(TvmliteError):
     """The command line is wrong; the message says how to fix it (exit 2)."""
 
 

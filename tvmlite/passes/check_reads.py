@@ -29,13 +29,14 @@ from tvmlite.ir.expr import (BinOp, Cmp, Const, Expr, Not, Reduce, Select, Tenso
                              children, substitute, walk)
 from tvmlite.ir.simplify import INF, Ranges, bound, linear, simplify
 from tvmlite.te.tensor import ZeroDivisorError
+from tvmlite.errors import TvmliteError
 
 MAX_CORNERS = 1024            # witnesses tried per read (2**10 variables)
 _FLIP = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 _CHECKED = "_tvmlite_reads_checked"
 
 
-class OutOfBoundsError(IndexError, ValueError):
+class OutOfBoundsError(TvmliteError, IndexError, ValueError):
     """A compute reads a tensor outside its shape at some point no guard excludes."""
 
 

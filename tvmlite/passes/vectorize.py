@@ -21,11 +21,12 @@ from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Loa
                              Select, Var, free_vars, lanes_of, substitute, walk, ITEMSIZE)
 from tvmlite.ir.simplify import linear, simplify
 from tvmlite.ir.stmt import For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq, walk_stmts
+from tvmlite.errors import TvmliteError
 
 MAX_UNROLLED_CHUNKS = 8
 
 
-class NotVectorizable(Exception):
+class NotVectorizable(TvmliteError):
     """Internal: this loop body stays scalar; the message says why."""
 
 

@@ -26,12 +26,13 @@ from tvmlite.ir.symbolic import bind_extent, is_static
 from tvmlite.codegen_c import compile_shared, load_library
 from tvmlite.codegen_c.codegen import cdecl, generate
 from tvmlite.explain.report import explain_schedule
+from tvmlite.errors import TvmliteWarning
 
 NP_DTYPE = {d: np.dtype(DTYPE_INFO[d].numpy) for d in BUFFER_DTYPES}
 CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
 
 
-class MisalignedWarning(UserWarning):
+class MisalignedWarning(TvmliteWarning):
     """An array timed by ``time_evaluator`` does not start on a cache line."""
 
 

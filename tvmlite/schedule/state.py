@@ -11,11 +11,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from tvmlite.te.tensor import ComputeOp, PlaceholderOp, Tensor, collect_ops
+from tvmlite.errors import TvmliteError
 
 ANNOTATIONS = ("none", "parallel", "vectorize", "unroll")
 
 
-class ScheduleError(ValueError):
+class ScheduleError(TvmliteError, ValueError):
     """An illegal schedule: names the stage, the axis, and why."""
 
 

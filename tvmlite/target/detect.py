@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
+from tvmlite.errors import TvmliteError
 
 __all__ = ["CompilerNotFoundError", "detect_host", "BASE_CFLAGS"]
 
@@ -52,7 +53,7 @@ _TRIVIAL_PROBE = "int tvmlite_probe(int x) { return x + 1; }\n"
 
 
 
-class CompilerNotFoundError(RuntimeError):
+class CompilerNotFoundError(TvmliteError, RuntimeError):
     """No usable C compiler: every kernel is compiled C, so nothing can be built."""
 
 

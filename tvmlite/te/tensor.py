@@ -17,6 +17,7 @@ from tvmlite.ir.expr import (BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, S
 from tvmlite.checks import is_int
 from tvmlite.ir.names import IDENT, RESERVED, RESERVED_PREFIXES  # noqa: F401 (IDENT re-exported)
 from tvmlite.ir.symbolic import SizeVar, fold, is_size_expr, is_static
+from tvmlite.errors import TvmliteError
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
            "all", "any", "const", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf",
@@ -243,7 +244,7 @@ def compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str = "com
     return ComputeOp(name, axis, body, tag, attrs).output(0)
 
 
-class ZeroDivisorError(ZeroDivisionError, ValueError):
+class ZeroDivisorError(TvmliteError, ZeroDivisionError, ValueError):
     """An integer ``//`` or ``%`` by a divisor that is always 0 (C leaves it undefined)."""
 
 
