@@ -31,7 +31,7 @@ from tvmlite.target.target import CompilerNotFoundError, Target
 from tvmlite.ir.symbolic import bind_extent
 
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, state_key
-from tvmlite.search.measure.reference import reference_steps
+from tvmlite.search.measure.reference import reference_steps, reference_target
 
 __all__ = ["ArgSpec", "BuildResult", "LocalBuilder", "KERNEL"]
 
@@ -138,11 +138,15 @@ class LocalBuilder:
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
         """One BuildResult per input, in the same order; never raises for a bad candidate."""
+        return self._build_list(inputs, contract=True)
+
+    def _build_list(self, inputs: Sequence[MeasureInput], contract: bool
+                    ) -> list[BuildResult]:
         inputs = list(inputs)
         for i, inp in enumerate(inputs):
             _check_input(inp, i)
         results: list[BuildResult | None] = [None] * len(inputs)
-        for i, res in self.iter_build(inputs):
+        for i, res in self._iter_build(inputs, contract):
             results[i] = res
         return results  # type: ignore[return-value]
 
@@ -152,9 +156,15 @@ class LocalBuilder:
         and then compiled: lowering holds the GIL, the compiler does not), so a slow
         compile holds up only its own slot, and a caller streaming candidates to other
         machines gets each one the moment it is compiled. Identical sources compile once."""
+        return self._iter_build(inputs, contract=True)
+
+    def _iter_build(self, inputs: Iterable[MeasureInput], contract: bool
+                    ) -> Iterator[tuple[int, BuildResult]]:
+        """``iter_build``; ``contract=False`` compiles for ``reference_target(target)``
+        (no fused multiply-adds the source does not write, see reference.py)."""
         it = iter(inputs)
         try:
-            target = self.target
+            target = self.target if contract else reference_target(self.target)
         except CompilerNotFoundError as e:
             msg = f"no C compiler on this machine, nothing can be built: {e}"
             for i, inp in enumerate(it):
@@ -206,8 +216,10 @@ class LocalBuilder:
         """The build candidates of ``workload`` are checked against: its
         ``reference_steps`` schedule, bit-identical to the unscheduled nest (no Steps) but
         reordered for contiguous inner loops and parallel, so a big reduction's reference
-        runs in a fraction of the time; the unscheduled build if that one fails. Cached
-        per ``workload.key`` once it succeeds."""
+        runs in a fraction of the time; the unscheduled build if that one fails. Both are
+        compiled without floating-point contraction (``reference_target``), which is what
+        makes them bit-identical on every CPU. Cached per ``workload.key`` once it
+        succeeds."""
         with self._lock:
             hit = self._references.get(workload.key)
         if hit is not None:
@@ -216,9 +228,9 @@ class LocalBuilder:
             steps = reference_steps(workload)
         except ScheduleError:
             steps = ()
-        result = self.build([MeasureInput(workload, steps)])[0]
+        result = self._build_list([MeasureInput(workload, steps)], contract=False)[0]
         if steps and not result.ok:
-            result = self.build([MeasureInput(workload, ())])[0]
+            result = self._build_list([MeasureInput(workload, ())], contract=False)[0]
         if result.ok:
             with self._lock:
                 self._references[workload.key] = result

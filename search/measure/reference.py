@@ -15,22 +15,49 @@ two things, neither of which changes a single output bit:
 - **parallel** on the outermost spatial loop of every stage: its iterations write disjoint
   output elements, each computed by one thread in the same order.
 
+Reassociation is not the only freedom the compiler has: by default GCC contracts
+``a * b + c`` into one fused multiply-add (``-ffp-contract=fast``; Clang's default ``on``
+does it within an expression), and whether it does depends on how it vectorized the loop,
+which the loop order and the CPU (its FMA units, its vector width) change -- on AMD Zen 4
+and Zen 5 the reordered matmul and convolutions differed from the unscheduled ones by an
+ulp or two. So the reference is compiled for ``reference_target(target)``: the target
+with ``-ffp-contract=off`` (``NO_CONTRACT``), under which every multiply and every add is
+one IEEE operation, rounded, in the program's order. Built that way, the reference and the
+unscheduled nest are bit-identical by construction on every target and compiler, whatever
+each vectorizes. Candidates keep the target's own flags (contraction is part of their
+speed) and are compared with the reference within ``tvmlite.testing.tolerance``.
+
 No split, vectorize, unroll, inlining or compute_at: those can change the summation order
 or the rounding of intermediates (an inlined stage is not stored, so not rounded to its
 dtype). A stage whose steps the schedule refuses keeps its unscheduled loops.
 
-Map: reference_steps · stage_steps (the rule for one stage) · contiguous_reads.
+Map: reference_steps · stage_steps (the rule for one stage) · contiguous_reads ·
+reference_target (the flags it is compiled with) · reference_state.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 from tvmlite.ir.expr import Reduce, TensorRead, Var, walk
 from tvmlite.ir.symbolic import is_static
 from tvmlite.schedule.state import ScheduleError, Stage, State, initial_state
 from tvmlite.schedule.steps import AnnotateStep, ReorderStep, Step
+from tvmlite.target.target import Target
 
-__all__ = ["reference_steps", "stage_steps", "contiguous_reads"]
+__all__ = ["reference_steps", "stage_steps", "contiguous_reads", "reference_target",
+           "NO_CONTRACT"]
+
+NO_CONTRACT = "-ffp-contract=off"   # GCC and Clang: no fused multiply-add unless written
+
+
+def reference_target(target: Target) -> Target:
+    """``target`` with floating-point contraction off (``NO_CONTRACT`` appended to its
+    cflags): what the reference, and any build compared with it bit for bit, is compiled
+    for. A later ``-ffp-contract`` flag wins, so this one goes last."""
+    if target.cflags[-1:] == (NO_CONTRACT,):
+        return target
+    return dataclasses.replace(target, cflags=(*target.cflags, NO_CONTRACT))
 
 
 def reference_steps(workload: Any) -> tuple[Step, ...]:

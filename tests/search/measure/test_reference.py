@@ -15,7 +15,8 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.steps import AnnotateStep, ReorderStep
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.measure.reference import reference_state, reference_steps
+from tvmlite.search.measure.reference import (NO_CONTRACT, reference_state, reference_steps,
+                                              reference_target)
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import CompilerNotFoundError, Target
 from tvmlite.testing.check import evaluate_te, random_inputs, reduction_length, tolerance
@@ -56,8 +57,9 @@ CASES = [
 
 
 def run(s: Schedule, tensors: list, inputs: list) -> list[np.ndarray]:
-    """The outputs of schedule ``s`` on ``inputs`` (outputs start as NaN / a sentinel)."""
-    mod = tvmlite.build(s, tensors)
+    """The outputs of schedule ``s`` on ``inputs`` (outputs start as NaN / a sentinel),
+    built as the reference is: without floating-point contraction."""
+    mod = tvmlite.build(s, tensors, target=reference_target(Target.host()))
     sizes: dict = {}
     for t, x in zip([t for t in tensors if isinstance(t.op, te.PlaceholderOp)], inputs):
         for d, n in zip(t.shape, x.shape):
@@ -199,3 +201,17 @@ def test_a_refused_stage_falls_back_to_unscheduled(monkeypatch: pytest.MonkeyPat
     with pytest.raises(ScheduleError):
         Schedule.from_steps([C], refusing(reference_state([C]).stage("C")))
     assert reference_steps([C]) == ()
+
+
+def test_the_reference_is_compiled_without_contraction(tmp_path: Path) -> None:
+    host = Target.host()
+    ref_target = reference_target(host)
+    assert ref_target.cflags == (*host.cflags, NO_CONTRACT)
+    assert reference_target(ref_target) == ref_target          # appended once
+    wl = Workload.from_op("matmul", 8, 8, 8)
+    builder = LocalBuilder(n_parallel=1, cache_dir=tmp_path)
+    ref = builder.build_reference(wl)
+    same_steps = builder.build([MeasureInput(wl, reference_steps(wl))])[0]
+    # the same C, other flags: another library (a candidate keeps the target's flags)
+    assert ref.ok and same_steps.ok and ref.source == same_steps.source
+    assert ref.lib_path != same_steps.lib_path
