@@ -23,11 +23,13 @@ OPENBLAS_L2_SIZE removed from its environment (which we do in its process only).
 The correctness check runs in the kernel's process before timing, with its float64
 reference computed by single-threaded OpenBLAS (OPENBLAS_NUM_THREADS=1: no spinning pool).
 
-    python bench/gemm_recipe.py [--size 1024] [--mb 4 6 8 12] [--repeat 25] [--threads 2]
+    python -m bench gemm-recipe [--size 1024] [--mb 4 6 8 12] [--repeat 25] [--threads 2]
+        [--out bench/out/gemm_recipe]
+
+The figures go to ``<out>/results.md`` and ``results.json`` (bench/results.py).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -35,6 +37,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench import args as bench_args
+from bench import results
+from bench.peak import measure_peak_gflops
+from bench.results import Table
 
 _HERE = Path(__file__).resolve().parent
 NUMBER = 5       # calls per timing sample, for both contenders
@@ -142,8 +149,9 @@ def contended(fn, *args):
 
 
 def _run_worker(kind: str, extra: list[str], env: dict[str, str]) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_worker", kind, *extra]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    cmd = [sys.executable, "-m", "bench.gemm_recipe", "--_worker", kind, *extra]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
+                          cwd=_HERE.parent)
     if proc.returncode != 0:
         raise SystemExit(f"{kind} worker failed (exit {proc.returncode}):\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -157,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out))
         return 0
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_args.parser("gemm-recipe", __doc__, out=_HERE / "out" / "gemm_recipe")
     parser.add_argument("--size", type=int, default=1024, help="M = N = K (default 1024)")
     parser.add_argument("--mb", type=int, nargs="+", default=[8],
                         help="register block rows, one or more (default 8)")
@@ -174,9 +182,6 @@ def main(argv: list[str] | None = None) -> int:
     gflop = 2.0 * n ** 3 / 1e9
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
 
-    sys.path.insert(0, str(_HERE))
-    from peak import measure_peak_gflops
-
     print(f"GEMM {n}^3 float32, {threads} threads (bound)", flush=True)
     peak, note = contended(measure_peak_gflops, threads)
     print(f"peak fp32 FMA (measured): {peak:.1f} GFLOP/s{note}", flush=True)
@@ -191,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
     kern_env = dict(base, OMP_PROC_BIND="true", OMP_NUM_THREADS=str(threads),
                     OPENBLAS_NUM_THREADS="1")
-    lower_lines, failed = [], False
+    lower_lines, failed, rows = [], False, []
     for mb in args.mb:
         res, note = contended(_run_worker, "kernel", [str(n), str(mb), str(args.repeat)],
                               kern_env)
@@ -203,9 +208,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tvmlite MB={mb}: {g:.1f} GFLOP/s  {g / np_gflops:.2f}x numpy  "
               f"{100 * g / peak:.1f}% of peak{note}", flush=True)
         lower_lines.append((mb, res["lower_ms"]))
+        rows.append((f"tvmlite MB={mb}", g, g / np_gflops, 100 * g / peak, res["lower_ms"],
+                     note.strip()))
     for mb, ms in lower_lines:
         label = "lower + codegen" if len(args.mb) == 1 else f"lower + codegen MB={mb}"
         print(f"{label}: {ms:.1f} ms (median of {LOWER_RUNS})")
+    rows.append((f"numpy ({ref['core']})", np_gflops, 1.0, 100 * np_gflops / peak, None, ""))
+    results.write(args.out / "results.md", f"The GEMM recipe, {n}^3 float32", [
+        Table(("contender", "GFLOP/s", "x numpy", "% peak", "lower + codegen ms", "note"),
+              tuple(rows))], name="gemm-recipe", argv=argv,
+        notes=[f"{threads} threads (bound); measured fp32 FMA peak {peak:.1f} GFLOP/s. "
+               f"Medians of {args.repeat} samples of {NUMBER} calls, each contender in "
+               "its own fresh process."], header={"peak_gflops": peak})
     return 1 if failed else 0
 
 

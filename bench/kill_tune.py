@@ -10,11 +10,13 @@ candidates it timed are compared with the records in the log that a worker execu
 (not build errors). Lost = timed - logged; the goal is at most one (the candidate being
 timed, or whose record was being written, at the kill).
 
-    python bench/kill_tune.py [--runs 10] [--min 2] [--max 20] [--seed S] [--keep DIR]
+    python -m bench kill-tune [--runs 10] [--min 2] [--max 20] [--seed S] [--keep DIR]
+        [--out bench/out/kill_tune]
+
+The table goes to ``<out>/results.md`` and ``results.json`` (bench/results.py).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import re
@@ -26,11 +28,13 @@ import time
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench import args as bench_args
+from bench import results
+from bench.results import Table
+from tvmlite.search.measure.inputs import MeasureErrorNo
+from tvmlite.search.records.record import load_records
 
-from tvmlite.search.measure.inputs import MeasureErrorNo  # noqa: E402
-from tvmlite.search.records.record import load_records  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BUILD_ERRORS = {MeasureErrorNo.INVALID_SCHEDULE, MeasureErrorNo.COMPILE_ERROR,
                 MeasureErrorNo.BUILD_TIMEOUT}
@@ -69,8 +73,8 @@ def one_run(folder: Path, i: int, delay: float, tune: list[str]) -> dict:
             "logged": len(recs), "executed": executed, "lost": max(0, timed - executed)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = bench_args.parser("kill-tune", __doc__, out=ROOT / "bench" / "out" / "kill_tune")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--min", type=float, default=2.0, help="earliest kill, seconds")
     ap.add_argument("--max", type=float, default=20.0, help="latest kill, seconds")
@@ -78,7 +82,7 @@ def main() -> None:
     ap.add_argument("--keep", help="keep the logs and traces in this folder")
     ap.add_argument("--tune", default="matmul M=128 N=128 K=128 --trials 48",
                     help="the arguments of `tvmlite tune` (without --log)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kill-tune-"))
@@ -95,7 +99,16 @@ def main() -> None:
     lost = [r["lost"] for r in rows]
     print(f"lost per run: {lost}; total {sum(lost)} of {sum(r['timed'] for r in rows)} "
           f"timed; runs losing more than one: {sum(x > 1 for x in lost)}")
+    results.write(args.out / "results.md", "kill -9 of real tunings: candidates lost", [
+        Table(("run", "kill at s", "timed", "logged", "executed", "lost", "had finished"),
+              tuple((i, r["kill_at_s"], r["timed"], r["logged"], r["executed"], r["lost"],
+                     "yes" if r["finished_first"] else "") for i, r in enumerate(rows)))],
+        name="kill-tune", argv=argv or [],
+        notes=[f"Seed {seed}; each run `tvmlite tune {args.tune}` killed with SIGKILL at a "
+               f"random moment in [{args.min:g}, {args.max:g}] s. Lost = timed - logged; "
+               f"total {sum(lost)} of {sum(r['timed'] for r in rows)} timed."])
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

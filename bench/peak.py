@@ -1,18 +1,18 @@
 """Measure this CPU's peak fp32 FMA throughput (GFLOP/s): a thin wrapper over tvmlite.target.peak.
 
-    python bench/peak.py [--threads N] [--seconds S] [--runs R]
+    python -m bench peak [--threads N] [--seconds S] [--runs R]
 
-From another bench script (with bench/ on sys.path)::
+From another benchmark::
 
-    from peak import measure_peak_gflops
+    from bench.peak import measure_peak_gflops
 
 ``tvmlite target --peak`` does the same measurement and caches it for tuning summaries.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 
+from bench import args as bench_args
 from tvmlite.target.peak import measure_runs as _measure_runs
 from tvmlite.target.target import Target
 
@@ -30,7 +30,7 @@ def measure_peak_gflops(threads: int | None = None, seconds: float = 1.0,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_args.parser("peak", __doc__)
     parser.add_argument("--threads", type=int, default=None, help="default: all cores")
     parser.add_argument("--seconds", type=float, default=1.0, help="per run")
     parser.add_argument("--runs", type=int, default=5)
@@ -46,4 +46,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

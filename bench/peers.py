@@ -187,8 +187,7 @@ def time_best_record(log: str, workload_key: str, threads: int, repeat: int = RE
 
 
 def measure_peak(threads: int) -> float:
-    sys.path.insert(0, str(HERE))
-    from peak import measure_peak_gflops
+    from bench.peak import measure_peak_gflops
     return measure_peak_gflops(threads)
 
 

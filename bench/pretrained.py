@@ -5,8 +5,9 @@ For every case (bench/suite.py's names), mode and seed it tunes ``--trials`` mea
 into ``<out>/<case>-<mode>-s<seed>.jsonl`` (an interrupted run resumes from its log), then
 reads the run's curve from its own log: the best GFLOP/s after 64 trials and after all of
 them (as measured while tuning), and the first trial at which 90% of that run's final best
-was reached. The markdown (``--results``) is rebuilt from every run in ``<out>``, so
-several invocations with different trials or cases add up; medians over seeds.
+was reached. The results page (``--results``, Markdown with JSON beside it:
+bench/results.py) is rebuilt from every run in ``<out>``, so several invocations with
+different trials or cases add up; medians over seeds.
 
 Modes:
 - ``cold``: ``TuningOptions(pretrained=False)``;
@@ -15,9 +16,9 @@ Modes:
   the logs of ``--leave-out-logs`` with this CPU's records excluded (``--exclude-cpu``):
   how the model does on a CPU it has never seen.
 
-    python bench/pretrained.py [--cases gmm_1024x1024x1024 ...] [--trials 200]
+    python -m bench pretrained [--cases gmm_1024x1024x1024 ...] [--trials 200]
         [--seeds 0 1 2] [--modes cold pretrained leave-out] [--population 2048]
-        [--out bench/out/pretrained] [--results bench/RESULTS-pretrained.md]
+        [--out bench/out/pretrained] [--results <out>/results.md]
 
 Run it alone (flock /work/timing.lock ...): the tuning measures kernels.
 """
@@ -26,15 +27,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
+from bench import args as bench_args
+from bench import peers, results, suite
+from bench.results import Table
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import peers  # noqa: E402
-import suite  # noqa: E402
 
 MODES = ("cold", "pretrained", "leave-out")
 LEAVE_OUT_LOGS = [HERE.parent / "tuning_logs" / "x86_64-avx512-zen4-2core.jsonl",
@@ -89,17 +91,9 @@ def tune_run(name: str, f, mode: str, seed: int, a: argparse.Namespace, model_fo
     return meta
 
 
-def write_results(path: Path, out: Path, header: str) -> None:
+def write_results(path: Path, out: Path, header: str, argv: Sequence[str]) -> None:
     runs = [json.loads(p.read_text()) for p in sorted(out.glob("*-s*-t*.json"))]
-    lines = ["# The cost model that arrives trained: cold vs pretrained vs leave-this-CPU-out",
-             "", header, "",
-             "Per run, from its own log (GFLOP/s as measured while tuning): the best after "
-             f"{EARLY} trials and after all, and the first trial reaching 90% of that run's "
-             "final best. Medians over seeds (each seed's value in brackets). A shorter "
-             "budget's row of a longer run is that run's first trials (tune s then blank: "
-             "the run was timed whole).", "",
-             "| case | trials | mode | best @64 | best @end | trials to 90% | tune s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = []
     groups: dict = {}
     for r in runs:
         groups.setdefault((r["case"], r["trials"], r["mode"]), []).append(r)
@@ -113,26 +107,34 @@ def write_results(path: Path, out: Path, header: str) -> None:
     for (case, trials, mode), rs in sorted(groups.items(), key=lambda g: (
             g[0][0], g[0][1], MODES.index(g[0][2]))):
         rs.sort(key=lambda r: r["seed"])
-        lines.append(f"| {case} | {trials} | {mode} | {cell(rs, 'at_early', '.1f')} | "
-                     f"{cell(rs, 'final', '.1f')} | {cell(rs, 't90', 'g')} | "
-                     f"{cell(rs, 'seconds', '.0f')} |")
-    path.write_text("\n".join(lines) + "\n")
+        lines.append((case, trials, mode, cell(rs, "at_early", ".1f"), cell(rs, "final", ".1f"),
+                      cell(rs, "t90", "g"), cell(rs, "seconds", ".0f")))
+    results.write(
+        path, "The cost model that arrives trained: cold vs pretrained vs leave-this-CPU-out",
+        [Table(("case", "trials", "mode", f"best @{EARLY}", "best @end", "trials to 90%",
+                "tune s"), tuple(lines))], name="pretrained", argv=argv,
+        notes=[header, "Per run, from its own log (GFLOP/s as measured while tuning): the "
+               f"best after {EARLY} trials and after all, and the first trial reaching 90% of "
+               "that run's final best. Medians over seeds (each seed's value in brackets). A "
+               "shorter budget's row of a longer run is that run's first trials (tune s then "
+               "blank: the run was timed whole)."], header={"runs": runs})
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_args.parser("pretrained", __doc__, trials=200, seeds=[0, 1, 2],
+                          out=HERE / "out" / "pretrained")
     p.add_argument("--cases", nargs="+", default=["gmm_1024x1024x1024"])
-    p.add_argument("--trials", type=int, default=200)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--population", type=int, default=2048)
     p.add_argument("--leave-out-logs", type=Path, nargs="+", default=LEAVE_OUT_LOGS)
-    p.add_argument("--out", type=Path, default=HERE / "out" / "pretrained")
-    p.add_argument("--results", type=Path, default=HERE / "RESULTS-pretrained.md")
+    p.add_argument("--results", type=Path, default=None,
+                   help="the results page (default <out>/results.md; JSON beside it)")
     a = p.parse_args(argv)
+    a.results = a.results or a.out / "results.md"
     cases = suite.select_cases(list(suite.CASES), quick=False, only=a.cases)
     if len(cases) != len(set(a.cases)):
-        p.error(f"unknown case among {a.cases}; names as bench/suite.py --cases takes them")
+        p.error(f"unknown case among {a.cases}; names as `python -m bench suite --cases` "
+                "takes them")
     if a.trials < 1 or a.population < 1:
         p.error("--trials and --population must be positive")
     a.out.mkdir(parents=True, exist_ok=True)
@@ -145,15 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"CPU: {target.arch}, {target.cores} cores, {target.vector_bits}-bit vectors, "
               f"caches {dict(target.caches or {})} (`Target.host()`); population "
               f"{a.population}; leave-out model trained on "
-              f"{', '.join(p.name for p in a.leave_out_logs)} without this CPU's records. "
-              f"Generated by `python bench/pretrained.py` at commit {suite.git_commit()}.")
+              f"{', '.join(p.name for p in a.leave_out_logs)} without this CPU's records.")
     for name, f in ((suite.case_name(op, shape), f) for op, shape, f in cases):
         for seed in a.seeds:
             for mode in a.modes:
                 r = tune_run(name, f, mode, seed, a, model_for)
                 print(f"  [{name} {mode} seed {seed}] best@{EARLY} {r['at_early']:.1f}, "
                       f"final {r['final']:.1f} GFLOP/s, 90% at trial {r['t90']}", flush=True)
-                write_results(a.results, a.out, header)
+                write_results(a.results, a.out, header, argv or [])
     print(f"wrote {a.results}")
     return 0
 

@@ -3,22 +3,22 @@
 Our template-free search next to numpy/OpenBLAS, PyTorch CPU and Apache TVM's
 MetaSchedule, all measured in one run, batch 1, float32:
 
-    python bench/suite.py [--ops gmm c1d c2d c3d dep nrm] [--trials 200] [--quick]
+    python -m bench suite [--ops gmm c1d c2d c3d dep nrm] [--trials 200] [--quick]
         [--torch-python PY] [--tvm-python PY] [--tvm-mcpu CPU] [--threads N] [--seed S]
-        [--population P] [--out bench/out/suite] [--results bench/RESULTS.md]
+        [--population P] [--out bench/out/suite] [--results <out>/results.md]
 
 For every case it tunes our kernel with ``--trials`` measurements (log
 ``<out>/<case>.jsonl``: an interrupted run resumes from it), tunes MetaSchedule with the
 same budget (cached in ``<out>/tvm/``), then times every contender in its own fresh
 process, median of 25 (bench/peers.py): our best record rebuilt, numpy with the OpenBLAS
 overrides unset, torch with our thread count (conv in NCHW and channels-last, the faster
-one counts), TVM's exported best kernel. It writes ``--results`` (a table per operator,
-per-operator geometric means of the ratios, the issue's goal checked) and
-``<out>/results.csv``, rewritten after each case. ``--quick`` runs the smallest case of each
+one counts), TVM's exported best kernel. It writes ``--results`` (bench/results.py: a
+table per operator, per-operator geometric means of the ratios, the goals checked) and
+the same as JSON beside it, rewritten after each case. ``--quick`` runs the smallest case of each
 operator with 16 trials and a small population, logs in ``<out>/quick/``: a smoke run.
 
 Map: Formulation and the CASES table · tuning (ours, TVM) · timing one case · ratios and
-geometric means · the CSV and Markdown writers · main.
+geometric means · the results writer · main.
 """
 from __future__ import annotations
 
@@ -33,11 +33,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import args as bench_args
+from bench import peers, suite_report
+from bench.results import git_commit
+from bench.suite_report import PEERS
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import peers
-import suite_report
-from suite_report import PEERS, write_csv  # noqa: F401 -- the suite's writers
 
 TVM_TUNE_TIMEOUT = 6 * 3600
 QUICK_TRIALS, QUICK_POPULATION = 16, 128
@@ -311,22 +312,12 @@ def run_case(op: str, shape: tuple, f: Formulation, a: argparse.Namespace, threa
 
 # -- results (bench/suite_report.py) -----------------------------------------------------
 
-def write_markdown(path: Path, rows: list[dict], header: dict) -> None:
-    suite_report.write_markdown(path, rows, header, CASES)
+def write_results(path: Path, rows: list[dict], header: dict) -> tuple[Path, Path]:
+    """The results page ``path`` (.md) and its JSON beside it (bench/results.py)."""
+    return suite_report.write_results(path, rows, header, CASES)
 
 
 # -- main -------------------------------------------------------------------------------
-
-def git_commit() -> str:
-    """The checkout's commit (and whether it had local changes): which code was measured."""
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True,
-                                  text=True, timeout=30, check=False).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + (" (with local changes)" if git("status", "--porcelain", "-uno") else "")
 
 
 def probe(python: str, module: str) -> str | None:
@@ -340,7 +331,9 @@ def probe(python: str, module: str) -> str | None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_args.parser("suite", __doc__, out=HERE / "out" / "suite",
+                          quick="smallest case per operator, few trials, small population",
+                          torch_python=True, tvm_python=True)
     p.add_argument("--ops", nargs="+", choices=list(CASES), default=list(CASES))
     p.add_argument("--cases", nargs="+", default=None, metavar="CASE",
                    help="only these cases, by name (e.g. gmm_1024x1024x1024)")
@@ -350,27 +343,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--trials", type=int, default=None,
                    help=f"measurements per case, ours and TVM's (default 200; --quick: "
                         f"{QUICK_TRIALS})")
-    p.add_argument("--quick", action="store_true",
-                   help="smallest case per operator, few trials, small population")
     p.add_argument("--population", type=int, default=None,
                    help=f"evolution population (default 2048; --quick: {QUICK_POPULATION})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=2,
                    help="timing rounds per contender, interleaved; the best counts")
     p.add_argument("--threads", type=int, default=None, help="default: all cores")
-    p.add_argument("--torch-python", default=peers.torch_python(),
-                   help="python with torch installed (default $TVMLITE_TORCH_PYTHON, else this)")
-    p.add_argument("--tvm-python", default=peers.tvm_python(),
-                   help="python with apache-tvm installed (default $TVMLITE_TVM_PYTHON, else this)")
     p.add_argument("--tvm-mcpu", default=None,
                    help="LLVM CPU name for TVM's target (default: LLVM's host CPU, e.g. znver4)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="logs and CSV (default bench/out/suite, --quick: bench/out/suite/quick)")
-    p.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
+    p.add_argument("--results", type=Path, default=None,
+                   help="the results page, Markdown, with JSON beside it (default "
+                        "<out>/results.md; --quick: logs and page in <out>/quick/)")
     a = p.parse_args(argv)
     a.trials = a.trials or (QUICK_TRIALS if a.quick else 200)
     a.population = a.population or (QUICK_POPULATION if a.quick else 2048)
-    a.out = a.out or HERE / "out" / "suite" / ("quick" if a.quick else "")
+    a.out = a.out / "quick" if a.quick else a.out
+    a.results = a.results or a.out / "results.md"
     if a.trials < 1 or a.population < 1 or a.rounds < 1:
         p.error("--trials, --population and --rounds must be positive")
     known = {case_name(op, shape) for op, (_, _, _, shapes) in CASES.items() for shape in shapes}
@@ -408,9 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         tvm_meta = a.out / "tvm" / f"{rows[-1]['case']}.json"
         if tvm_meta.exists():
             header["tvm_target"] = "`" + json.loads(tvm_meta.read_text())["target"] + "`"
-        write_csv(a.out / "results.csv", rows)
-        write_markdown(a.results, rows, header)
-    print(f"\nwrote {a.results} and {a.out / 'results.csv'}")
+        write_results(a.results, rows, header)
+    print(f"\nwrote {a.results.with_suffix('.md')} and {a.results.with_suffix('.json')}")
     return 0
 
 

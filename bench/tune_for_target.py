@@ -1,6 +1,6 @@
 """Tune GMM 1024^3 for a named target on this machine, beside numpy in the same run.
 
-    python bench/tune_for_target.py --target x86_64-avx2 --trials 200 --minutes 6
+    python -m bench tune-for-target --target x86_64-avx2 --trials 200 --minutes 6
 
 The point is an older CPU tuned from a newer host: ``--target x86_64-avx2`` on an AVX-512
 machine compiles every candidate with -march=haswell (no 512-bit vectors) and times it
@@ -8,18 +8,19 @@ here for real. Stops at ``--trials`` or after ``--minutes`` of tuning, whichever
 first (the log keeps every trial; a second run resumes it). Then the best record is
 rebuilt for the same target and re-timed in a fresh process, numpy's matmul (its native
 OpenBLAS kernel, OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for that process only) is
-timed in another, and both are printed with the target's measured FMA peak.
+timed in another, and both are printed with the target's measured FMA peak, and
+written to ``<out>/results.md`` and ``results.json`` (bench/results.py).
 """
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from pathlib import Path
 
+from bench import args as bench_args
+from bench import peers, results
+from bench.results import Table
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import peers  # noqa: E402
 
 
 class _OutOfTime(Exception):
@@ -27,12 +28,11 @@ class _OutOfTime(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_args.parser("tune-for-target", __doc__, trials=200,
+                          out=HERE / "out" / "tune_for_target")
     p.add_argument("--target", default="x86_64-avx2")
-    p.add_argument("--trials", type=int, default=200)
     p.add_argument("--minutes", type=float, default=6.0)
     p.add_argument("--size", type=int, default=1024)
-    p.add_argument("--out", type=Path, default=HERE / "out" / "tune_for_target")
     a = p.parse_args(argv)
     from tvmlite.search.options import TuningOptions
     from tvmlite.search.template_free.task import SearchTask
@@ -75,6 +75,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  peak:     {target_peak:.1f} GFLOP/s fp32 FMA with {a.target}'s flags, "
           f"{host_peak:.1f} with this host's (-march=native); tvmlite at "
           f"{100 * g_ours / target_peak:.0f}% of the target's")
+    flags = " ".join(f for f in target.cflags if f.startswith("-m"))
+    results.write(a.out / "results.md", f"GMM {n}^3 tuned for --target {a.target} on this host", [
+        Table(("contender", "GFLOP/s", "x numpy", "% of the target's peak", "note"), (
+            ("tvmlite", g_ours, g_ours / g_np if g_np else None, 100 * g_ours / target_peak,
+             f"best record rebuilt for {a.target} ({flags}), re-timed in a fresh process"),
+            ("numpy", g_np or None, 1.0 if g_np else None, None,
+             "native OpenBLAS kernel, this host's ISA" if g_np else numpy.get("error", "")),
+        ))], name="tune-for-target", argv=argv or [],
+        notes=[f"{len(curve)} trials in {wall:.0f} s (budget {a.trials} trials / "
+               f"{a.minutes:g} min), {threads} threads. FMA peak {target_peak:.1f} GFLOP/s with "
+               f"{a.target}'s flags, {host_peak:.1f} with this host's."],
+        header={"target_peak_gflops": target_peak, "host_peak_gflops": host_peak,
+                "tune_seconds": wall, "trials": len(curve)})
     return 0
 
 

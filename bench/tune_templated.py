@@ -4,17 +4,18 @@
 ``--baseline-seeds K`` runs RandomTuner on the same templates, to show what the model
 buys at an equal number of trials.
 
-    python bench/tune_templated.py [--ops gmm conv] [--trials 1000] [--seeds 1]
+    python -m bench tune-templated [--ops gmm conv] [--trials 1000] [--seeds 1]
         [--baseline-seeds 3] [--out bench/out/templated]
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from bench import tuning
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import tuning  # noqa: E402
+
+def main(argv: list[str] | None = None) -> int:
+    return tuning.main(argv, ("xgb-templated", "random-templated"), __doc__, "templated",
+                       "tune-templated")
+
 
 if __name__ == "__main__":
-    raise SystemExit(tuning.main(None, ("xgb-templated", "random-templated"),
-                                 __doc__.splitlines()[0], "templated"))
+    raise SystemExit(main())

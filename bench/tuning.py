@@ -1,27 +1,27 @@
 """The tuning benchmarks' common part: tune a GEMM and a ResNet conv with one search
 method, then compare with numpy / PyTorch measured in the same run.
 
-``bench/tune_template_free.py`` and ``bench/tune_templated.py`` call ``main`` with their
-methods. For each operator it tunes up to ``--trials`` measurements per seed (logs in
+``python -m bench tune-template-free`` and ``python -m bench tune-templated``
+(bench/tune_template_free.py, bench/tune_templated.py) call ``main`` with their methods. For each operator it tunes up to ``--trials`` measurements per seed (logs in
 ``--out``; an interrupted run resumes from them), then prints: the best GFLOP/s (the best record
 rebuilt and re-timed in a fresh process, median of 25), its ratio to numpy (native
 OpenBLAS kernel) and to PyTorch CPU when installed, % of the measured FMA peak, the tuning
 wall time, the trials needed to reach 90% of the final best, and the search overhead (the
 share of tuning time spent proposing candidates rather than compiling and running them).
 ``--random-seeds K`` also runs the same search guided by a random model (K seeds), to show
-what the XGBoost model buys at an equal number of trials (medians over seeds).
+what the XGBoost model buys at an equal number of trials (medians over seeds). The same
+goes to ``<out>/results.md`` and ``results.json`` (bench/results.py).
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
+from bench import args as bench_args
+from bench import peers, results
+from bench.results import Table
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import peers  # noqa: E402
 
 OPS = {
     # name: (tvmlite op, args, kwargs, numpy peer, torch peer)
@@ -85,19 +85,16 @@ def tune(op: str, seed: int, trials: int, out: Path, method: str, population: in
             "curve": [b for _, _, b in curve], "errors": dict(res.errors)}
 
 
-def main(argv: list[str] | None, methods: tuple[str, str], description: str,
-         out_name: str) -> int:
+def main(argv: list[str] | None, methods: tuple[str, str], doc: str | None,
+         out_name: str, name: str) -> int:
     """``methods``: (the method the benchmark is about, the baseline it is compared with
-    at equal trials, e.g. ("xgb", "random"))."""
-    parser = argparse.ArgumentParser(description=description)
+    at equal trials, e.g. ("xgb", "random")); ``name``: the benchmark's name."""
+    parser = bench_args.parser(name, doc, trials=1000, seeds=1, out=HERE / "out" / out_name)
     parser.add_argument("--ops", nargs="+", choices=sorted(OPS), default=["gmm", "conv"])
-    parser.add_argument("--trials", type=int, default=1000)
-    parser.add_argument("--seeds", type=int, default=1, help=f"{methods[0]} runs (seeds)")
     parser.add_argument("--baseline-seeds", type=int, default=0,
                         help=f"{methods[1]} runs (seeds), compared at equal trials")
     parser.add_argument("--population", type=int, default=2048)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", type=Path, default=HERE / "out" / out_name)
     a = parser.parse_args(argv)
     from tvmlite.target.target import Target
     threads = a.threads or Target.host().cores
@@ -125,7 +122,22 @@ def main(argv: list[str] | None, methods: tuple[str, str], description: str,
         peer["torch_version"] = t.get("version", t.get("error", ""))
         report["peers"][op] = peer
         _print(op, runs, peer, peak, methods)
-    (a.out / "results.json").write_text(json.dumps(report, indent=1))
+    rows = tuple((r["op"], r["model"], r["seed"], r["gflops"],
+                  *(r["gflops"] / report["peers"][r["op"]][n]
+                    if report["peers"][r["op"]].get(n) else None for n in ("numpy", "torch")),
+                  100 * r["gflops"] / peak, r["trials"], r["trials_to_90"], r["wall_seconds"],
+                  100 * r["overhead"]) for r in report["runs"])
+    peer_rows = tuple((op, p.get("numpy"), p.get("torch"), p.get("torch_version"))
+                      for op, p in report["peers"].items())
+    results.write(a.out / "results.md", f"{name}: {methods[0]} against {methods[1]}", [
+        Table(("op", "method", "seed", "GFLOP/s (re-timed)", "x numpy", "x torch", "% peak",
+               "trials", "trials to 90%", "tune s", "search overhead %"), rows, "Runs"),
+        Table(("op", "numpy GFLOP/s", "torch GFLOP/s", "torch version"), peer_rows,
+              "Peers, same run")], name=name, argv=argv or [],
+        notes=[f"Measured fp32 FMA peak {peak:.1f} GFLOP/s, {threads} threads. Each run's "
+               "best record rebuilt and re-timed in a fresh process, median of 25."],
+        header={"peak_gflops": peak, "threads": threads, "runs": report["runs"]})
+    print(f"\nwrote {a.out / 'results.md'} and {a.out / 'results.json'}")
     return 0
 
 

@@ -1,7 +1,10 @@
-"""bench/suite.py starts, and its case table states valid tvmlite workloads (no tuning)."""
+"""``python -m bench suite`` starts, and its case table states valid tvmlite workloads (no
+tuning)."""
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import json
 import math
 import subprocess
 import sys
@@ -12,26 +15,52 @@ import pytest
 from tvmlite import te
 from tvmlite.search.records.workload import Workload
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
 
 
-def _suite():
-    spec = importlib.util.spec_from_file_location("bench_suite", BENCH / "suite.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod        # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+def _bench_module(name: str):
+    """``bench.<name>``, with the ``bench`` package registered from the checkout (pytest
+    runs in importlib mode: the repository root is not on sys.path)."""
+    if "bench" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "bench", BENCH / "__init__.py", submodule_search_locations=[str(BENCH)])
+        pkg = importlib.util.module_from_spec(spec)
+        sys.modules["bench"] = pkg
+        spec.loader.exec_module(pkg)
+    return importlib.import_module(f"bench.{name}")
 
 
-suite = _suite()
+def _bench(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+suite = _bench_module("suite")
 ALL = suite.select_cases(list(suite.CASES), quick=False)
 
 
 def test_help_runs():
-    proc = subprocess.run([sys.executable, str(BENCH / "suite.py"), "--help"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = _bench("suite", "--help")
     assert proc.returncode == 0, proc.stderr
     assert "--quick" in proc.stdout and "--tvm-python" in proc.stdout
+    assert proc.stdout.startswith("usage: python -m bench suite")
+
+
+def test_the_entry_point_lists_every_benchmark_and_each_has_a_main():
+    proc = _bench()
+    assert proc.returncode == 0, proc.stderr
+    listing = _bench_module("__main__").BENCHMARKS
+    for name, (module, _) in listing.items():
+        assert f"  {name} " in proc.stdout
+        assert callable(_bench_module(module).main), module
+    bad = _bench("no-such-bench")
+    assert bad.returncode == 2 and "unknown benchmark 'no-such-bench'" in bad.stderr
+
+
+def test_no_benchmark_edits_sys_path():
+    for path in BENCH.glob("*.py"):
+        assert "sys.path" not in path.read_text(), path.name
 
 
 def test_case_table_has_the_suites_cases_per_operator():
@@ -74,16 +103,19 @@ def test_results_name_the_measured_commit_and_check_the_goal(tmp_path):
               "peak": 231.0, "trials": 200, "population": 2048, "seed": 0, "rounds": 2,
               "load": 0.1, "commit": suite.git_commit(), "versions": {"numpy": "2"}}
     assert header["commit"]                         # "unknown" outside a git checkout
-    suite.write_markdown(tmp_path / "R.md", [row], header)
+    suite.write_results(tmp_path / "R.md", [row], header)
     text = (tmp_path / "R.md").read_text()
     assert f"at commit {header['commit']}" in text
+    assert "`python -m bench suite --ops gmm`" in text
     for line in ("| gmm_128x128x128: >= 1.0x the best peer | 1.05x | yes |",
                  "| GMM: geomean >= 1.1x MetaSchedule | 1.05x | no |",
                  "| gmm_128x128x128: >= 0.9x MetaSchedule | 1.05x | yes |",
                  "| gmm_128x128x128: tuning faster than MetaSchedule's | 150 s vs 300 s | yes |"):
         assert line in text, line
-    suite.write_csv(tmp_path / "r.csv", [row])
-    assert "gmm_128x128x128" in (tmp_path / "r.csv").read_text()
+    data = json.loads((tmp_path / "R.json").read_text())
+    assert data["commit"] == header["commit"] and data["rows"][0]["case"] == "gmm_128x128x128"
+    goal = next(t for t in data["tables"] if t["title"] == "Goal check")
+    assert ["gmm_128x128x128: >= 1.0x the best peer", "1.05x", "yes"] in goal["rows"]
 
 
 def test_padding_share_counts_the_taps_in_the_zero_padding():
@@ -104,11 +136,14 @@ def test_a_share_above_100_percent_of_the_peak_is_flagged_not_printed(tmp_path):
     header = {"quick": False, "date": "2026-11-30T08:00", "threads": 2, "argv": ["--ops", "gmm"],
               "peak": 114.0, "trials": 200, "population": 2048, "seed": 0, "rounds": 2,
               "load": 0.1, "commit": suite.git_commit(), "versions": {"numpy": "2"}}
-    suite.write_markdown(tmp_path / "R.md", [row], header)
-    suite.write_csv(tmp_path / "R.csv", [row])
-    for text in ((tmp_path / "R.md").read_text(), (tmp_path / "R.csv").read_text()):
-        assert "n/a (>100%: peak measured low)" in text and "128" not in text.replace(
-            "128x128x128", "").replace("128, 128, 128", "").replace("128 128 128", "")
+    suite.write_results(tmp_path / "R.md", [row], header)
+    text = (tmp_path / "R.md").read_text()
+    assert "n/a (>100%: peak measured low)" in text and "128" not in text.replace(
+        "128x128x128", "").replace("128, 128, 128", "")
+    data = json.loads((tmp_path / "R.json").read_text())
+    assert data["rows"][0]["pct_peak"] == "n/a (>100%: peak measured low)"
+    assert all("128" not in str(cell) for t in data["tables"] for r in t["rows"]
+               for cell in r[1:])
 
 
 def test_cases_can_be_picked_by_name_and_a_constant_gmm_prepacks_b_only():
@@ -120,6 +155,5 @@ def test_cases_can_be_picked_by_name_and_a_constant_gmm_prepacks_b_only():
     assert const.constants == ("B",) and plain.constants == ()
     assert (const.op, const.kwargs, const.flops, const.numpy) == (
         plain.op, plain.kwargs, plain.flops, plain.numpy)     # same work, same peers
-    proc = subprocess.run([sys.executable, str(BENCH / "suite.py"), "--cases", "gmm_7"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = _bench("suite", "--cases", "gmm_7")
     assert proc.returncode == 2 and "unknown --cases ['gmm_7']" in proc.stderr

@@ -14,14 +14,14 @@ numpy (GMM only: numpy has no convolution) and PyTorch.
    conv2d in channels_last, our NHWC) -- all in the same run, median of repeats.
 
 Prints a table (GFLOP/s and the ratios a/b and a/numpy per size, their median and
-minimum) and the two tuning times. Time it under ``flock /work/timing.lock``.
+minimum) and the two tuning times, and writes them to ``<out>/results.md`` and
+``results.json`` (bench/results.py). Time it under ``flock /work/timing.lock``.
 
-    python bench/dynamic_gmm.py [--op gmm|conv] [--lo 1] [--hi 1024] [--trials 96]
+    python -m bench dynamic [--op gmm|conv] [--lo 1] [--hi 1024] [--trials 96]
         [--population 256] [--out bench/out/dynamic]
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -31,8 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peers  # noqa: E402
+from bench import args as bench_args
+from bench import peers, results
+from bench.results import Table
+
+HERE = Path(__file__).resolve().parent
 
 N = K = 1024
 N_EVAL = 8
@@ -127,22 +130,20 @@ def tune_both(op, with_size, size, args, sizes, dyn_log, logs, opts) -> tuple:
     return t_dyn, t_exact
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     import tvmlite
     from tvmlite import search
     from tvmlite.search.template_free.dynamic import representative_sizes
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_args.parser("dynamic", __doc__, trials=96, out=HERE / "out" / "dynamic")
     p.add_argument("--op", choices=sorted(OPS), default="gmm")
     p.add_argument("--lo", type=int, default=1)
     p.add_argument("--hi", type=int, default=1024)
-    p.add_argument("--trials", type=int, default=96)
     p.add_argument("--population", type=int, default=256)
     p.add_argument("--repeat", type=int, default=15)
-    p.add_argument("--out", default="bench/out/dynamic")
     p.add_argument("--evaluate-only", action="store_true",
                    help="reuse the logs and tuning times of an earlier run in --out; time "
                         "(a), (b) and the peers again")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     threads = tvmlite.Target.host().cores
@@ -193,26 +194,26 @@ def main() -> int:
             an.append(ga / gn)
         if "seconds" in tch:
             at_.append(ga / gt)
-        rows.append(f"| {m} | v{a[str(m)]['variant']} | {ga:.1f} | {gb:.1f} | {gn:.1f} | "
-                    f"{gt:.1f} | {ga / gb:.2f} | {ga / gn:.2f} | {ga / gt:.2f} |")
-    lines = [f"{what}, {size} = {args.lo}..{args.hi} (tuned at {tuned}), "
-             f"{args.trials} trials for the dynamic task and {args.trials // len(sizes)} per exact size",
-             "", f"| {size} | variant | (a) dispatch GFLOP/s | (b) exact GFLOP/s | (c) numpy GFLOP/s "
-             f"| (c) PyTorch {torch_version or '(not found)'} GFLOP/s | a/b | a/numpy | a/torch |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, "",
-             f"a/b: median {statistics.median(ab):.2f}, min {min(ab):.2f}" + (
-                 f"; a/numpy: median {statistics.median(an):.2f}, min {min(an):.2f}" if an else "")
-             + (f"; a/torch: median {statistics.median(at_):.2f}, min {min(at_):.2f}"
-                if at_ else ""),
-             f"tuning time: dynamic {t_dyn:.0f}s, exact {t_exact:.0f}s "
-             f"({t_dyn / t_exact:.2f}x)"]
-    text = "\n".join(lines)
-    print(text)
-    (out / "RESULTS.md").write_text(text + "\n")
-    (out / "results.json").write_text(json.dumps(
-        {"sizes": sizes, "tuned": tuned, "a": a, "b": b, "t_dynamic": t_dyn,
-         "t_exact": t_exact, "ratio_ab": ab, "ratio_a_numpy": an, "ratio_a_torch": at_},
-        indent=1))
+        rows.append((m, f"v{a[str(m)]['variant']}", ga, gb, gn, gt, ga / gb, ga / gn, ga / gt))
+    summary = [f"a/b: median {statistics.median(ab):.2f}, min {min(ab):.2f}"
+               + (f"; a/numpy: median {statistics.median(an):.2f}, min {min(an):.2f}"
+                  if an else "")
+               + (f"; a/torch: median {statistics.median(at_):.2f}, min {min(at_):.2f}"
+                  if at_ else ""),
+               f"tuning time: dynamic {t_dyn:.0f}s, exact {t_exact:.0f}s "
+               f"({t_dyn / t_exact:.2f}x)"]
+    table = Table((size, "variant", "(a) dispatch GFLOP/s", "(b) exact GFLOP/s",
+                   "(c) numpy GFLOP/s", f"(c) PyTorch {torch_version or '(not found)'} GFLOP/s",
+                   "a/b", "a/numpy", "a/torch"), tuple(rows), notes=tuple(summary))
+    md, _ = results.write(
+        out / "results.md", f"{what}: tuned once over a range vs per exact size", [table],
+        name="dynamic", argv=argv or [],
+        notes=[f"{size} = {args.lo}..{args.hi} (tuned at {tuned}), {args.trials} trials for "
+               f"the dynamic task and {args.trials // len(sizes)} per exact size."],
+        header={"sizes": sizes, "tuned": tuned, "a": a, "b": b, "t_dynamic": t_dyn,
+                "t_exact": t_exact, "ratio_ab": ab, "ratio_a_numpy": an,
+                "ratio_a_torch": at_})
+    print(md.read_text())
     return 0 if all(math.isfinite(x) for x in ab) else 1
 
 
