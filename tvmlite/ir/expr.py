@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+
+if TYPE_CHECKING:   # typing has it from Python 3.11; only the type checker needs it
+    from typing_extensions import dataclass_transform
+else:
+    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
+        return lambda f: f
 
 from tvmlite.ir.dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES, ITEMSIZE  # noqa: F401 (re-exported)
 
@@ -97,6 +103,9 @@ class Expr:
         return expr_str(self)
 
 
+_E = TypeVar("_E", bound="Expr")
+
+
 def same(a: Any, b: Any) -> bool:
     """Structural equality of two expressions (or of plain values)."""
     if isinstance(a, Expr) and isinstance(b, Expr):
@@ -104,15 +113,17 @@ def same(a: Any, b: Any) -> bool:
     return a is b or (type(a) is type(b) and a == b)
 
 
-def _node(cls):
-    """Frozen dataclass whose equality is our structural one, not the dataclass one."""
+@dataclass_transform(frozen_default=True, eq_default=False)
+def expr_node(cls: type[_E]) -> type[_E]:
+    """Frozen dataclass whose equality is our structural one, not the dataclass one: the
+    decorator of every expression node (``symbolic.py`` defines more with it)."""
     cls = dataclass(frozen=True, eq=False, repr=False)(cls)
     cls.__repr__ = Expr.__str__
     cls._field_names = tuple(f.name for f in fields(cls))
     return cls
 
 
-@_node
+@expr_node
 class Const(Expr):
     value: Any
     dtype: str = "int32"
@@ -126,14 +137,14 @@ class Const(Expr):
             object.__setattr__(self, "value", int(self.value))
 
 
-@_node
+@expr_node
 class Var(Expr):
     """A loop or axis variable, identified by its name."""
     name: str
     dtype: str = "int32"
 
 
-@_node
+@expr_node
 class BinOp(Expr):
     op: str
     a: Expr
@@ -144,7 +155,7 @@ class BinOp(Expr):
         return "bool" if self.op in LOGIC_OPS else promote(self.a.dtype, self.b.dtype)
 
 
-@_node
+@expr_node
 class Cmp(Expr):
     """A comparison. ``bool(Cmp('==', a, b))`` is structural equality (see module doc)."""
     op: str
@@ -160,13 +171,13 @@ class Cmp(Expr):
         return Expr.__bool__(self)
 
 
-@_node
+@expr_node
 class Not(Expr):
     a: Expr
     dtype = "bool"
 
 
-@_node
+@expr_node
 class Select(Expr):
     cond: Expr
     then: Expr
@@ -177,7 +188,7 @@ class Select(Expr):
         return self.then.dtype
 
 
-@_node
+@expr_node
 class Call(Expr):
     """A math function of one argument (exp, log, ...), typed like its argument."""
     func: str
@@ -188,13 +199,13 @@ class Call(Expr):
         return self.arg.dtype
 
 
-@_node
+@expr_node
 class Cast(Expr):
     dtype: str
     value: Expr
 
 
-@_node
+@expr_node
 class TensorRead(Expr):
     """``T[i, j]`` in a compute body; ``tensor`` is a te.Tensor."""
     tensor: Any
@@ -208,7 +219,7 @@ class TensorRead(Expr):
         return (TensorRead, self.tensor.name, tuple(i._key() for i in self.indices))
 
 
-@_node
+@expr_node
 class Reduce(Expr):
     """A commutative reduction (sum/max/min) of ``source`` over ``axes`` (te.IterVars)."""
     combiner: str
@@ -221,7 +232,7 @@ class Reduce(Expr):
         return self.source.dtype
 
 
-@_node
+@expr_node
 class Load(Expr):
     """A read of a lowered buffer; ``indices`` has one entry after flattening."""
     buffer: Any
@@ -232,7 +243,7 @@ class Load(Expr):
         return self.buffer.dtype
 
 
-@_node
+@expr_node
 class Ramp(Expr):
     """The vector ``base + stride * [0, 1, ..., lanes-1]``."""
     base: Expr
@@ -244,7 +255,7 @@ class Ramp(Expr):
         return self.base.dtype
 
 
-@_node
+@expr_node
 class Broadcast(Expr):
     value: Expr
     lanes: int

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from tvmlite.ir.expr import BinOp, Const, Expr, Var, _node, same, substitute, walk
+from tvmlite.ir.expr import BinOp, Const, Expr, Var, expr_node, same, substitute, walk
 from tvmlite.ir.simplify import INF, simplify
 
 SIZE_RANGE = (1, INF)
 Extent = Union[int, Expr]
 
 
-@_node
+@expr_node
 class SizeVar(Var):
     """A symbolic dimension (``te.var("M")``): an ``int64_t`` argument of the kernel,
     read from the array shapes when called from Python."""
