@@ -341,6 +341,8 @@ def _const(e: Const) -> str:
 
 
 def params(func: LoweredFunc, outputs: Iterable[str], names: list | None = None) -> str:
+    """The C parameter list of ``func``: its symbolic sizes as ``int64_t``, then its
+    arrays (``const`` unless in ``outputs``, ``restrict``), renamed by ``names`` if given."""
     outs = set(outputs)
     out = [f"int64_t {n}" for n in getattr(func, "sizes", ())]
     names = names[len(out):] if names else names
@@ -348,6 +350,22 @@ def params(func: LoweredFunc, outputs: Iterable[str], names: list | None = None)
         const = "" if b.name in outs else "const "
         out.append(f"{const}{CTYPE[b.dtype]}* restrict {names[i] if names else b.name}")
     return ", ".join(out)
+
+
+def timer_lines(name: str, timer_params: str, call_names: list) -> list:
+    """C lines of ``double name_time(timer_params, int32_t number)``: calls ``name`` on
+    ``call_names`` ``number`` times and returns the mean seconds (-1.0 if a call fails).
+    Every timed entry point -- a kernel's, a dispatcher's -- shares this one text."""
+    return [f"double {name}_time({timer_params}, int32_t number) {{",
+            "  struct timespec t0, t1;",
+            "  clock_gettime(CLOCK_MONOTONIC, &t0);",
+            "  for (int32_t r = 0; r < number; ++r) {",
+            f"    if ({name}({', '.join(call_names)}) != 0) return -1.0;",
+            "  }",
+            "  clock_gettime(CLOCK_MONOTONIC, &t1);",
+            "  return ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9)"
+            " / (double)number;",
+            "}", ""]
 
 
 def _emit_body(g: CodeGen, func: LoweredFunc) -> list:
@@ -401,16 +419,7 @@ def generate(func: LoweredFunc, outputs: Iterable[str], openmp: bool = True,
                          for f in kernel_fallbacks)
     src += body
     src.append("}")
-    src += ["", f"double {n}_time({params(func, outputs, tnames)}, int32_t number) {{",
-            "  struct timespec t0, t1;",
-            "  clock_gettime(CLOCK_MONOTONIC, &t0);",
-            "  for (int32_t r = 0; r < number; ++r) {",
-            f"    if ({n}({', '.join(tnames)}) != 0) return -1.0;",
-            "  }",
-            "  clock_gettime(CLOCK_MONOTONIC, &t1);",
-            "  return ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9)"
-            " / (double)number;",
-            "}", "",
+    src += [""] + timer_lines(n, params(func, outputs, tnames), tnames) + [
             f"void {n}_set_num_threads(int32_t n) {{",
             "#ifdef _OPENMP", "  if (n > 0) omp_set_num_threads(n);", "#endif",
             "  (void)n;", "}", ""]
