@@ -38,9 +38,9 @@ def omp_schedule(loop: For) -> str:
     guard left in the body that reads the loop variable (the simplifier drops the ones
     that always hold). A static partition hands the partial tiles, all at the end, to the
     last thread: a GMM variant with 54-row tiles over symbolic M has 12 tasks at M = 117,
-    4 of them 9 rows, and ran 173 GFLOP/s there (217 with dynamic) against 228 at 103.
-    Equal iterations keep the contiguous static partition, which dynamic's interleaving
-    can only cost locality (a conv2d over an unsplit symbolic batch: 363 against 314)."""
+    4 of them 9 rows, and ran clearly faster there with dynamic. Equal iterations keep the
+    contiguous static partition, which dynamic's interleaving can only cost locality (a
+    conv2d over an unsplit symbolic batch ran slower with dynamic)."""
     if not is_static(loop.extent):
         return "dynamic" if any(isinstance(x, BinOp) and x.op == "//"
                                 for x in walk(loop.extent)) else "static"
@@ -159,7 +159,7 @@ class CodeGen:
         if L == 1:
             return scalar(self.expr(e.arg))
         if e.dtype == "float32" and e.func in ("exp", "sigmoid"):
-            # exp in vector registers: libm's expf one lane at a time is ~10x slower
+            # exp in vector registers: libm's expf one lane at a time is far slower
             self.helpers.add(("vexp", "float32", L))
             self.vt("int32", L)
             x = self.expr(e.arg)

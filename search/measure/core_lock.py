@@ -2,7 +2,7 @@
 
 Two tunings on one machine (two ``tvmlite tune``, a tuning beside a benchmark) would
 otherwise run their kernels at the same moment, and each would time the other's load:
-the issue that brought this module measured 37.6 against 103.9 GFLOP/s for one schedule.
+the issue that brought this module measured one schedule at a fraction of its speed.
 So whatever executes candidates (the runner's worker: references, checks, timings) holds
 a ``CoreLock`` on the cores it runs on, and releases it between candidates; compiling
 holds nothing (it is not timed, and a search spends most of its time there).

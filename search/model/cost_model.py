@@ -218,10 +218,10 @@ class XGBModel(CostModel):
     MIN_TRAINING_PROGRAMS of them ran (nonzero throughput) it predicts seeded random
     scores and ``trained`` is False. Deterministic for a given seed and thread count.
 
-    It trains on one thread unless told otherwise: a few thousand programs fit in
-    0.1-1 s on one core, while XGBoost's OpenMP threads on cores that are busy (another
-    job, a compile) wait on each other at every tree: on this project's 2-core VM, one
-    update of the pretrained model took 0.18 s on one thread and 4-9 s on two.
+    It trains on one thread unless told otherwise: a few thousand programs fit quickly
+    on one core, while XGBoost's OpenMP threads on cores that are busy (another job, a
+    compile) wait on each other at every tree: on a busy 2-core machine an update took
+    many times longer on two threads than on one.
     """
 
     def __init__(self, seed: int = 0, n_threads: int | None = None,

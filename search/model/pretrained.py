@@ -18,8 +18,8 @@ A tuning loads them by default (``TuningOptions(pretrained=False)``, ``--no-pret
 to start cold) as a *prior*: the pretrained trees rank the first rounds (where a cold
 model guesses at random), the task's own measurements join the training programs, and
 once ``PRIOR_UNTIL`` of them are in, the pretrained programs are dropped. Kept longer
-(``until=None``), 500 programs of other workloads outvoted 48 of the task's own: in the
-leave-one-CPU-out runs on this machine GMM 512 ended at 0.6x the cold search's best.
+(``until=None``), hundreds of programs of other workloads outvoted the task's few own:
+in leave-one-CPU-out runs GMM 512 ended well below the cold search's best.
 
 Map: files · ``training_rows`` (logs -> features, labels, groups) · ``train`` ·
 ``load_pretrained`` · CLI ``main``.

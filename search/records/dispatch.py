@@ -105,8 +105,8 @@ def ranges_from_choice(choice: dict) -> tuple:
     of the smallest measured size at or above it (above the largest, the largest's). A
     variant fastest at m has tiles that cover m well -- often just: a tile of 104 rows
     at 103 -- so sizes below m need no more tiles than m, while one just above it pays a
-    whole extra tile (at M = 117 of a GMM, the variant chosen at 103, which the nearer
-    size in log scale used to serve, ran 185 GFLOP/s; the one chosen at 219 ran 225)."""
+    whole extra tile (at M = 117 of a GMM, the variant chosen at 219 ran clearly faster
+    than the one chosen at 103, which the nearer size in log scale used to serve)."""
     sizes = sorted(choice)
     ranges: list = []
     lo = 1

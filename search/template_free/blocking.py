@@ -17,9 +17,9 @@ a local block (``add-cache-write``), SSRSRS tiles fused into the output
   (``PANEL_SHARE``), the ``mc`` rows of the other operand it meets at most half
   (``ROWS_SHARE``: both stay in L2 while the task walks its register blocks), in whole
   register blocks, continuing into the next axis out when the row axis is covered (a
-  conv's rows run over w, then h). Rows in a quarter of L2 instead ran the GMM kernel
-  over symbolic M at 277 GFLOP/s at M = 1024 and 283 at 664 (in half: 311 and 307) and
-  a conv2d over N at 326-336 for N = 2..16 (in half: 362-377);
+  conv's rows run over w, then h). Rows in a quarter of L2 instead ran both the GMM
+  kernel over symbolic M and a conv2d over N slower at every size measured (see
+  docs/benchmarks.md);
 - the copy is made at the panel's loop (the outermost one of the vectorized axis), every
   loop above it is parallel (each task packs its own panel), and the auto-unroll steps
   are the middle ones of ``unroll_steps``; any other stage (a padding) is computed at
@@ -32,10 +32,10 @@ tenth of a static tuning's population. GMM tunings at M = 117 alone (24 measurem
 found the packed 9 x 13 by 4 x 32 kernel in each of nine runs (this blocking at 117, or
 one mutation from it); the dynamic tunings over M = 1..1024 never measured a good packed
 kernel at M >= 103 (their packed candidates came from the small sizes' policies and ran
-at 22-76 GFLOP/s there, and the shared model learnt that packing is slow), and served M =
-117..664 at 197-245 GFLOP/s. Measured first at the largest size (``dynamic.py``), this
-candidate took them to 211-312 (``bench/RESULTS-dynamic.md``, round 7). A static tuning
-does not get it: it finds such kernels itself.
+slowly there, and the shared model learnt that packing is slow), so the large sizes were
+served by unpacked kernels. Measured first at the largest size (``dynamic.py``), this
+candidate raised them (``bench/results/dynamic-sapphire-rapids.md``, round 7). A static
+tuning does not get it: it finds such kernels itself.
 """
 from __future__ import annotations
 

@@ -72,9 +72,9 @@ from tvmlite.search.model.cost_model import XGBModel
 from tvmlite.search.model.features import N_FEATURES, program_scale
 
 # sizes a range is tuned at. With 8 (1, 3, 7, 21, 53, ...), no candidate of a GMM tuning
-# over M = 1..1024 ran well at M = 9: the variants were fitted to 7 or to 21 (93-150
-# GFLOP/s against 171-178 for kernels tuned at 9); with 10 (1, 3, 5, 11, 23, 47, ...) the
-# dispatching kernel ran 159 there, in as much tuning time
+# over M = 1..1024 ran well at M = 9: the variants were fitted to 7 or to 21, well below
+# kernels tuned at 9; with 10 (1, 3, 5, 11, 23, 47, ...) the dispatching kernel came
+# close to them there, in as much tuning time
 MAX_SIZES = 10
 MAX_VARIANTS = 4
 MIN_GAIN = 0.01     # a variant joins if it raises the geometric mean over sizes by 1%
@@ -83,8 +83,8 @@ PROBES_FROM = 8     # probes are measured when the budget holds this many per si
 SPREAD = 2      # a candidate this many times slower than a size's best goes no further
 # a size keeps the variant of the next size up when that one is this close to its fastest:
 # a tuning's timings (2 repeats of 10 ms) differ by more than that between runs, and a
-# GMM table once switched to another variant at M = 151 on a 0.4% difference, serving
-# M = 117 with a kernel 21% slower there than the one kept above
+# GMM table once switched to another variant at M = 151 on a difference within that noise,
+# serving M = 117 with a clearly slower kernel than the one kept above
 TIE = 0.02
 TUNER = "template-free"
 

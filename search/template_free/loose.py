@@ -31,8 +31,8 @@ def loose_options(registers: int, innermost: bool = True) -> list[int]:
     exactly -- at 21, 3 x 7; at 53, a prime, only 1 or 53 -- and pay a remainder at
     every other size the kernel serves (DietCode's point: tiles of a dynamic axis are
     shape-independent, the edge is guarded). Outer levels only count blocks, where two
-    per octave suffice: with every count there too, the best kernels found at M >= 141
-    in 192-measurement GMM tunings ran 10-15% slower (the space grew, the budget not)."""
+    per octave suffice: with every count there too, the best kernels found at the large
+    sizes of GMM tunings ran slower (the space grew, the budget not)."""
     small = set(range(1, max(2, registers // 2) + 1)) if innermost else set()
     return sorted(small | {b << a for b in (1, 3) for a in range(13) if (b << a) <= 4096})
 

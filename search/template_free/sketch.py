@@ -260,14 +260,14 @@ def _apply_tile(s: Schedule, stage: str, decisions: dict, rng: random.Random,
     Two priors shape the tiles sampled fresh (mutations still reach any size):
     - The innermost tile of the last spatial axis becomes the vectorized loop. Sampled
       uniformly, its size is mostly not a multiple of the vector width (or 1: no vector
-      at all); in the random rounds of 12 suite cases such programs ran at a median 5-15%
-      of the round's best against 20-55% for whole-vector tiles, which held the best
-      program in 9 cases of 12. So it is whole vectors ``WHOLE_VECTOR_PROB`` of the time
+      at all); in the random rounds of the suite's cases such programs ran far below
+      whole-vector tiles at the median, and whole-vector tiles held the best program in
+      most cases. So it is whole vectors ``WHOLE_VECTOR_PROB`` of the time
       (as a BLAS picks its micro-kernel width).
     - The innermost tiles of all spatial axes are the register block. In the 200-trial
-      logs of 17 suite cases, no program whose block exceeds the register file ran at more
-      than 0.49x of its case's best, and such programs were 5-30% of the trials (28% for a
-      3-D conv). So the tiles are redrawn (up to ``BLOCK_TRIES`` times) until the block
+      logs of the suite's cases, no program whose block exceeds the register file came
+      near its case's best, and such programs took a sizeable share of the trials. So
+      the tiles are redrawn (up to ``BLOCK_TRIES`` times) until the block
       fits in ``registers`` vectors and, for a reduction, holds at least ``floor``
       accumulators (``fma_block_floor``: enough FMA chains to hide the latency); a draw
       that only fits is kept when none does both.

@@ -43,7 +43,8 @@ class XGBTuner(Tuner):
     pack-sum regression). ``diversity_filter_ratio`` r: annealing keeps r * plan_size
     configs and a plan of plan_size is picked from them for score and knob diversity.
     ``num_threads`` of XGBoost default to one: the training sets are small, and on a busy
-    two-core machine a second thread made one training 70x slower (4 s instead of 0.06).
+    two-core machine a second thread made a training many times slower (its threads wait
+    for a core the measuring process holds).
     """
     name = "xgb"
     _learns = True

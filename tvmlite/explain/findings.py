@@ -319,8 +319,9 @@ def recompute_findings(nest: Stmt, full_sizes: dict) -> list[Finding]:
             continue
         what = f"computed {factor:.3g}x its size ({n} evaluations of {full_sizes[name]} elements)"
         if name not in arithmetic:
-            # measured on DEP 112x112x32: a padding stage recomputed 8.7x ran at 40 GFLOP/s,
-            # the same schedule with the padding at root at 27 (a pass through memory)
+            # measured on a depthwise conv: the padding recomputed inside the tile ran
+            # faster than the same schedule with the padding at root, which makes a pass
+            # through memory (see docs/explain.md)
             out.append(Finding("recompute", f"stage {name}", what + ": a copy (no "
                                "arithmetic), so recomputing it where it is read keeps the "
                                "tile in cache; moving it out costs a pass through memory",

@@ -26,8 +26,8 @@ store of the block goes to a local tile, as BLIS's edge case, copies of 1, 2, 4,
 into the tile from a copy of the last valid row (``_clamped``; the copy-out stays
 guarded); else, as BLAS's edge kernels, one exact copy per count (``_edges``). A GMM
 block of 9 rows then costs less than twice its C, not four times (a dynamic GMM tuning's
-gcc time: 18 s where per-count copies took 22 s and none 15 s), and runs its partial
-tiles as fast as with a copy per count.
+gcc time sits between none and a copy per count: docs/dynamic-shapes.md), and runs its
+partial tiles as fast as with a copy per count.
 The versioning sits at the outermost loop around the block that no guard reads (a
 reduction loop around a block of rows is versioned whole, so the branch is not paid per
 reduction step). A full tile pays one predictable branch per block; a partial tile runs
@@ -50,15 +50,15 @@ from tvmlite.ir.symbolic import SizeVar, is_static
 
 __all__ = ["version_guards"]
 
-# a guarded unrolled loop up to this long gets one remainder copy per count ... The 9-row
-# block of a GMM kernel tuned at M = 9 ran at 79-105 GFLOP/s for M = 3..8 with the rolled
-# remainder (up to 8 rows had copies), and 89-188 with its copies (Xeon, AVX-512)
+# a guarded unrolled loop up to this long gets one remainder copy per count ... A partial
+# register block runs much faster as an unrolled, unguarded copy than as the rolled,
+# guarded remainder (see docs/dynamic-shapes.md)
 EDGE_MAX = 16
 # ... when those copies hold at most this many expression nodes once unrolled (stores and
-# the nodes of their values and indices): gcc's time grows with the unrolled C. The 9-row
-# GMM kernel's copies hold 3968 and compile in 1.1 s; a conv2d's with a 7-image block held
-# 42000 (672 stores, padding selects in each) and made 1.4 MB of C, 7.5 s of gcc against
-# 1.8 s without them
+# the nodes of their values and indices): gcc's time grows with the unrolled C. A GMM
+# kernel's copies stay well under it; a conv2d's with a 7-image block held several times
+# as many (672 stores, padding selects in each), and its C took gcc several times longer
+# to compile than without them
 EDGE_BUDGET = 6000
 # the heights of the clamped edge copies of a block whose stores all go to a local tile
 # (``_clamped``): a count of valid rows runs the first at or above it

@@ -1,9 +1,9 @@
 """Cache-line-aligned numpy arrays: the memory our kernels are fastest on.
 
 numpy aligns its data to 16 bytes only, so a 512-bit vector load from a numpy array
-straddles two cache lines unless the address happens to be a multiple of 64. On a
-128 x 128 x 128 matmul this costs 50% (24 us aligned vs 36 us at offsets 4 or 16 bytes,
-measured on a Zen 4), and which one a run gets depends on where malloc put the array, so
+straddles two cache lines unless the address happens to be a multiple of 64. A small
+matmul then runs markedly slower on misaligned arrays (every vector load touches two
+lines), and which one a run gets depends on where malloc put the array, so
 measurements on plain numpy arrays drift between processes. TVM and PyTorch allocate
 64-byte-aligned tensors; these functions give numpy arrays the same start, and the
 runner, the tests and the benchmarks allocate through them.

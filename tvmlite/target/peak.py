@@ -8,8 +8,8 @@ are read once, when the OpenMP runtime starts: only a fresh process gets bound t
 without changing how this one runs its kernels.
 
 The loop keeps ``fma_chains(target)`` accumulators: enough independent FMA chains to hide
-the latency, fewer than the target's vector registers (16 accumulators on a 16-register
-AVX2 machine spill and read ~0.6x the real peak). Two checks keep the number honest:
+the latency, fewer than the target's vector registers (as many accumulators as registers spill,
+and the loop then reads well below the real peak). Two checks keep the number honest:
 
 - a real GEMM (numpy's BLAS, with the same bound threads) is timed in the same child;
   the peak reported is the larger of the two, and ``fma_below_gemm`` flags a loop that
