@@ -33,6 +33,7 @@ from typing import Any
 
 from tvmlite.ir.dtypes import DTYPE_INFO
 from tvmlite.runtime.module import generate_c, header, pack_doc, size_doc
+from tvmlite.schedule.prepack import declare_constants
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.base_runner import RunnerError
@@ -184,10 +185,34 @@ def _first_good(recs: list, target: Any, builder: Any, runner: Any,
     return None
 
 
+def declared_constants(rec: Any) -> tuple:
+    """The inputs ``rec``'s search declared constant (``--const B``, ``constants=``): its
+    decisions' ``constants`` list (both searches write it), the ``prepack:<input>``
+    decisions of template-free logs older than that list; names that are not inputs of
+    the workload are ignored (a log is data)."""
+    d = rec.decisions if isinstance(rec.decisions, dict) else {}
+    names = list(d.get("constants") or ()) if isinstance(d.get("constants"), list) else []
+    inner = d.get("decisions")
+    if isinstance(inner, dict):
+        names += [k.split(":", 1)[1] for k in inner if isinstance(k, str)
+                  and k.startswith("prepack:")]
+    inputs = [t.name for t in rec.workload.tensors
+              if t.name not in {o.name for o in rec.workload.outputs}]
+    return tuple(n for n in dict.fromkeys(names) if n in inputs)
+
+
+def exported_schedule(rec: Any) -> Schedule:
+    """The schedule replay exports for ``rec``: its Steps, then every declared constant
+    input read through its pack function (``declare_constants``), so the kernel's API is
+    the same whichever record of the workload was best. ScheduleError if a Step fails."""
+    s = Schedule.from_steps(rec.workload.outputs, rec.steps)
+    return declare_constants(s, declared_constants(rec))
+
+
 def _export(rec: Any, name: str, target: Any, out: Path, costs: tuple | None,
             note: str) -> dict:
     wl = rec.workload
-    s = Schedule.from_steps(wl.outputs, rec.steps)
+    s = exported_schedule(rec)
     func, source, decl = generate_c(s, list(wl.tensors), target, name)
     lib = compile_shared(source, target)
     (out / f"{name}.c").write_text(source)
@@ -253,12 +278,12 @@ def _verify(rec: Any, builder: Any, runner: Any) -> tuple[str | None, tuple]:
     reason is None when it applies, builds and matches the reference (with no runner,
     only that its steps apply; then there are no costs)."""
     try:
-        Schedule.from_steps(rec.workload.outputs, rec.steps)
+        s = exported_schedule(rec)
     except ScheduleError as e:
         return f"its steps no longer apply: {e}", ()
     if runner is None:
         return None, ()
-    inp = MeasureInput(rec.workload, rec.steps)
+    inp = MeasureInput(rec.workload, tuple(s.steps))   # what is exported: its packs too
     (res,) = runner.run([inp], builder.build([inp]), reference=builder.build_reference)
     if not res.ok:
         msg = res.error_msg.splitlines()[0] if res.error_msg else ""

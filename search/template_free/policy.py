@@ -106,7 +106,10 @@ class SketchPolicy:
 
     def _input(self, cand: Candidate) -> MeasureInput:
         desc = str(self.sketches[cand.sketch])
-        return MeasureInput(self.workload, cand.steps, cand.record_decisions(desc))
+        decisions = cand.record_decisions(desc)
+        if self.search.constants:   # replay exports a constant input's pack API from this
+            decisions["constants"] = list(self.search.constants)
+        return MeasureInput(self.workload, cand.steps, decisions)
 
     def update(self, inputs: Sequence[MeasureInput], results: Sequence[Any],
                train: bool = True) -> tuple[list, list, list]:

@@ -17,6 +17,7 @@ import inspect
 import time
 from typing import Any, Callable, Sequence
 
+from tvmlite.schedule.prepack import declare_constants
 from tvmlite.schedule.schedule import Schedule
 
 from tvmlite.search.measure.inputs import MeasureInput
@@ -139,8 +140,9 @@ class SearchTask:
                               models=[model] if model else None)[0]
 
     def apply_best(self, log_file: Any) -> tuple[Schedule, list]:
-        """(schedule, kernel arguments) of the best valid record in ``log_file``; for a
-        dynamic workload, the dispatching Module of its tuned variants instead."""
+        """(schedule, kernel arguments) of the best valid record in ``log_file``, every
+        input of ``constants`` read through its pack function (``declare_constants``);
+        for a dynamic workload, the dispatching Module of its tuned variants instead."""
         if self.workload.is_dynamic:
             from tvmlite.search.template_free.dynamic import apply_best_dynamic
             return apply_best_dynamic(self, log_file)
@@ -148,7 +150,9 @@ class SearchTask:
         if rec is None:
             raise LookupError(f"no valid record of {self.workload.name} "
                               f"(key {self.workload.key[:8]}) in {log_file}; tune it first")
-        return Schedule.from_steps(self.workload.outputs, rec.steps), list(self.workload.tensors)
+        s = Schedule.from_steps(self.workload.outputs, rec.steps)
+        # a constant input's API is fixed: the Module takes its packing whatever the record
+        return declare_constants(s, self.constants), list(self.workload.tensors)
 
 
 def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: Any,

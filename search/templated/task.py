@@ -208,8 +208,10 @@ class TemplatedTask:
     def measure_input(self, config: Config) -> MeasureInput:
         """The candidate to measure: its Steps, and the config beside them in the record."""
         s, _ = self.instantiate(config)
-        return MeasureInput(self.workload, tuple(s.steps),
-                            {"template": self.name, "config": config.to_json()})
+        decisions = {"template": self.name, "config": config.to_json()}
+        if self.space.constants:    # replay exports a constant input's pack API from this
+            decisions["constants"] = list(self.space.constants)
+        return MeasureInput(self.workload, tuple(s.steps), decisions)
 
     def config_of(self, record: Record) -> Config | None:
         """The config of a record of this task (same workload and template), or None."""

@@ -15,12 +15,19 @@ factor=16 becomes B_packed[N/16, K, 16], each 16-wide panel contiguous). Its rea
 input, and the pack stage its own function ``<kernel>_pack_<input>``; steps on the pack
 stage after this one (split, parallel, vectorize) schedule that function.
 
-Map: PrepackStep · kernel_view (the kernel's state) · pack_view (one pack function's).
+A constant input's exported API does not depend on the schedule a search picked:
+``ConstantStep(tensor)`` (what ``declare_constants`` appends for every input declared
+constant that no prepack packs) adds a pack stage that copies the input as it is, so the
+kernel still takes ``<input>_packed`` and ``<kernel>_pack_<input>`` still exists (a plain
+copy) whether or not the best schedule chose a panel layout.
+
+Map: PrepackStep · ConstantStep, declare_constants, packed_inputs · kernel_view (the
+kernel's state) · pack_view (one pack function's).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar, Sequence
 
 from tvmlite.checks import check_int
 from tvmlite.ir.expr import BinOp, Const, Reduce, TensorRead, Var, rebuild, substitute, walk
@@ -112,6 +119,59 @@ class PrepackStep(Step):
 
     def __str__(self) -> str:
         return f's.prepack("{self.stage}", dim={self.dim}, factor={self.factor})'
+
+
+@dataclass(frozen=True)
+class ConstantStep(Step):
+    """Input ``tensor`` is constant: the kernel reads it through a pack stage. Already
+    pre-packed (a PrepackStep): nothing changes. Otherwise a pack stage
+    ``<tensor>_packed[x..] == tensor[x..]`` (the same layout, a plain copy) takes its place
+    in every reader, so the kernel's arguments and pack functions are those of a
+    pre-packed schedule."""
+    kind: ClassVar[str] = "constant"
+    tensor: str
+
+    def apply(self, state: State):
+        ph = next((p for p in state.placeholders if p.name == self.tensor), None)
+        if ph is None:
+            raise ScheduleError(f"constant {self.tensor!r}: not an input of the computation "
+                                f"(inputs: {[p.name for p in state.placeholders]})")
+        packed = packed_inputs(state)
+        if self.tensor in packed:
+            return state, packed[self.tensor]
+        if not all(isinstance(d, int) for d in ph.shape):
+            raise ScheduleError(f"constant {self.tensor}: a symbolic shape {ph.shape} cannot "
+                                f"be packed once at load time; declare a constant-size input")
+        name = _unique(f"{self.tensor}_packed", _taken_names(state))
+        axis = tuple(IterVar(Var(f"ax{d}"), n, "spatial") for d, n in enumerate(ph.shape))
+        src = ph.output(0)
+        op = ComputeOp(name, axis, TensorRead(src, tuple(iv.var for iv in axis)))
+        new = op.output(0)
+        stages = (fresh_stage(op, PACK_SCOPE),) + tuple(
+            replace(st, op=_rename(st.op, self.tensor, new)) for st in state.stages)
+        return replace(state, stages=stages), new
+
+    def __str__(self) -> str:
+        return f's.apply(ConstantStep("{self.tensor}"))'
+
+
+def packed_inputs(state: State) -> dict:
+    """{input name: its packed tensor} for every input a pack stage reads."""
+    return {pack_source(state, st).name: st.op.output(0) for st in pack_stages(state)}
+
+
+def declare_constants(s: Any, constants: Sequence[str]) -> Any:
+    """Schedule ``s`` (a copy of it) with each input of ``constants`` read through a pack
+    stage: a ConstantStep for each that no prepack packs yet (module doc). The kernel then
+    takes ``<input>_packed`` and ``<kernel>_pack_<input>`` exists for every constant input,
+    whatever the schedule. ScheduleError if a name is not an input."""
+    out = s.copy()
+    for name in dict.fromkeys(constants):
+        if not isinstance(name, str):
+            raise TypeError(f"declare_constants: input names must be strings, got {name!r}")
+        if name not in packed_inputs(out.state):
+            out.apply(ConstantStep(name))
+    return out
 
 
 def _read_packed(op: ComputeOp, old: str, new: Tensor, dim: int, factor: int) -> ComputeOp:

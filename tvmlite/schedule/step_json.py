@@ -12,12 +12,12 @@ from tvmlite.schedule.state import ANNOTATIONS, ScheduleError
 from tvmlite.schedule.steps import (PRAGMAS, AnnotateStep, CacheReadStep, CacheWriteStep,
                                     ComputeAtStep, ComputeInlineStep, ComputeRootStep, FuseStep,
                                     PragmaStep, ReorderStep, RfactorStep, SplitStep, _ident, _int)
-from tvmlite.schedule.prepack import PrepackStep
+from tvmlite.schedule.prepack import ConstantStep, PrepackStep
 
 STEP_KINDS = {cls.kind: cls for cls in (
     SplitStep, FuseStep, ReorderStep, AnnotateStep, PragmaStep, ComputeAtStep,
     ComputeInlineStep, ComputeRootStep, CacheWriteStep, CacheReadStep, RfactorStep,
-    PrepackStep)}
+    PrepackStep, ConstantStep)}
 
 _NAME_FIELDS = {"stage", "iter", "target", "tensor"}
 _NAME_LIST_FIELDS = {"iters", "order", "readers"}

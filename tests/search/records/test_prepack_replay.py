@@ -151,3 +151,108 @@ def test_templated_matmul_offers_prepack_for_a_constant_b():
         if seen == 2:
             break
     assert seen == 2
+
+
+# -- a declared constant's API does not depend on which record was best -----------------
+
+def _copied_steps(wl):
+    """A schedule that reads B through an in-kernel copy (decision prepack:B = 0)."""
+    s = wl.schedule()
+    B, C = wl.tensors[1], wl.outputs[0]
+    BL = s.cache_read(B, "local", [C])
+    s[BL].compute_at(s[C], s[C].op.axis[0])
+    return tuple(s.steps)
+
+
+def _logged(tmp_path, name, steps, decisions):
+    log = tmp_path / f"{name}.jsonl"
+    wl = Workload.from_op("matmul", M, N, K, "float32")
+    inp = MeasureInput(wl, steps, decisions)
+    builder = LocalBuilder()
+    with LocalRunner(number=1, repeat=2) as runner:
+        [res] = runner.run([inp], builder.build([inp]), builder.build_reference)
+    assert res.ok, res.error_msg
+    append_record(log, make_record(inp, res, Target.host(), tuner="hand"))
+    return log
+
+
+def _api(head: str) -> list:
+    """A header's declarations: prototypes and size macros (not the doc comments)."""
+    return [line for line in head.splitlines() if line.startswith(("int32_t ", "double ",
+                                                                   "void ", "#define MATMUL"))]
+
+
+@pytest.fixture(scope="module")
+def both_logs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fixed_api")
+    wl = Workload.from_op("matmul", M, N, K, "float32")
+    plain = _logged(tmp, "plain", _copied_steps(wl),
+                    {"sketch": 0, "sketch_desc": "hand", "decisions": {"prepack:B": 0},
+                     "constants": ["B"]})
+    packed = _logged(tmp, "packed", _prepacked_steps(wl),
+                     {"sketch": 0, "sketch_desc": "hand", "decisions": {"prepack:B": 8},
+                      "constants": ["B"]})
+    return {"plain": plain, "packed": packed}
+
+
+def test_a_constant_input_has_the_same_exported_api_whether_or_not_the_best_packs(
+        both_logs, tmp_path):
+    heads, manifests = {}, {}
+    for which, log in both_logs.items():
+        out = tmp_path / which
+        replay(log, out)
+        heads[which] = (out / "matmul.h").read_text()
+        manifests[which] = json.loads((out / "manifest.json").read_text())["kernels"][0]
+        assert _api((out / f"{BUNDLE}.h").read_text()) == _api(heads[which])
+        (out / "main.c").write_text(C_PROGRAM)          # one program, both tunings
+        subprocess.run([Target.host().compiler, "-Wall", "-Werror", "-O2", "main.c", "-I.",
+                        "-L.", f"-l{BUNDLE}", "-Wl,-rpath,$ORIGIN", "-lm", "-o", "main"],
+                       cwd=out, check=True)
+        run = subprocess.run(["./main"], cwd=out, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+    assert _api(heads["plain"]) == _api(heads["packed"])
+    assert "int32_t matmul(const float* A, const float* B_packed, float* C);" in heads["plain"]
+    assert f"#define MATMUL_B_PACKED_SIZE {N * K}" in heads["plain"]
+    plain, packed = manifests["plain"]["packs"], manifests["packed"]["packs"]
+    assert plain[0]["shape"] == [K, N] and packed[0]["shape"] == [N // 8, K, 8]
+    for key in ("input", "packed", "function", "dtype", "bytes"):
+        assert plain[0][key] == packed[0][key]
+    assert manifests["plain"]["kernel_args"] == [
+        {"name": "A", "shape": [M, K], "dtype": "float32"},
+        {"name": "B_packed", "shape": [K, N], "dtype": "float32"},
+        {"name": "C", "shape": [M, N], "dtype": "float32"}]
+
+
+@pytest.mark.parametrize("which", ["plain", "packed"])
+def test_apply_best_of_a_constant_input_builds_a_module_that_packs(both_logs, which):
+    import numpy as np
+    import tvmlite
+    task = SearchTask(func="matmul", args=(M, N, K, "float32"), constants=["B"])
+    s, args = task.apply_best(both_logs[which])
+    mod = tvmlite.build(s, args)
+    assert [p.input for p in mod.packs] == ["B"]
+    rng = np.random.default_rng(0)
+    a = rng.random((M, K), dtype=np.float32)
+    b = rng.random((K, N), dtype=np.float32)
+    c = np.zeros((M, N), np.float32)
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    bp = mod.pack("B", b)                 # once, then the kernel alone
+    c2 = np.zeros((M, N), np.float32)
+    mod.run_packed(a, bp, c2)
+    np.testing.assert_allclose(c2, a @ b, rtol=1e-5)
+
+
+def test_constant_step_round_trips_and_refuses_a_non_input():
+    from tvmlite.schedule.prepack import ConstantStep, declare_constants
+    from tvmlite.schedule.schedule import Schedule
+    from tvmlite.schedule.state import ScheduleError
+    wl = Workload.from_op("matmul", M, N, K, "float32")
+    s = declare_constants(Schedule.from_steps(wl.outputs, _copied_steps(wl)), ["B"])
+    assert s.steps[-1] == ConstantStep("B")
+    again = Schedule.from_steps(wl.outputs, json.loads(s.steps_json()))
+    assert again.steps == s.steps
+    packed = declare_constants(Schedule.from_steps(wl.outputs, _prepacked_steps(wl)), ["B"])
+    assert not any(st.kind == "constant" for st in packed.steps)   # already packed
+    with pytest.raises(ScheduleError, match="'C': not an input"):
+        declare_constants(wl.schedule(), ["C"])

@@ -6,7 +6,11 @@ The witness of what was measured is the measuring worker itself: with
 TVMLITE_WORKER_TRACE it appends a line per candidate it timed, before replying, and it
 outlives a kill -9 of the tuner (its own session). So "measured" is counted by a process
 the kill does not touch, and compared with the records in the log. The CLI's own hook
-(TVMLITE_TRACE_TRIALS) prints a line per candidate after its record is logged."""
+(TVMLITE_TRACE_TRIALS) prints a line per candidate after its record is logged.
+
+A tuning that a test signals gets a budget it cannot finish (``UNENDING`` trials), so it
+is still running when the signal comes, whatever this CPU's speed; the test waits for
+its log to hold records (bounded by ``WAIT``) and signals it then."""
 from __future__ import annotations
 
 import glob
@@ -29,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[3]
 BUILD_ERRORS = {MeasureErrorNo.INVALID_SCHEDULE, MeasureErrorNo.COMPILE_ERROR,
                 MeasureErrorNo.BUILD_TIMEOUT}
 TUNE = ["-m", "tvmlite", "tune", "matmul", "M=64", "N=64", "K=64", "--population", "32"]
+UNENDING = 100_000   # trials: no CPU measures this many before the test's signal
+WAIT = 180.0         # seconds: the longest a test waits for a tuning to reach a state
 
 
 class Tuning:
@@ -55,15 +61,23 @@ class Tuning:
     def timed(self) -> list[str]:
         return self.trace.read_text().splitlines() if self.trace.exists() else []
 
-    def wait_for_timing(self, deadline: float = 120.0) -> None:
+    def wait_for_timing(self, deadline: float = WAIT) -> None:
         end = time.monotonic() + deadline
         while not self.timed():
             assert self.proc.poll() is None, "".join(self.err)[-3000:]
             assert time.monotonic() < end, "no candidate was timed"
             time.sleep(0.05)
 
+    def wait_for_records(self, n: int, deadline: float = WAIT) -> None:
+        """Poll the log until it holds ``n`` records; the tuning must still be running."""
+        end = time.monotonic() + deadline
+        while len(load_records(self.log, missing_ok=True)) < n:
+            assert self.proc.poll() is None, "".join(self.err)[-3000:]
+            assert time.monotonic() < end, f"the log did not reach {n} record(s)"
+            time.sleep(0.05)
+
     def finish(self) -> int:
-        rc = self.proc.wait(timeout=120)
+        rc = self.proc.wait(timeout=WAIT)
         self.out = self.proc.stdout.read()  # type: ignore[union-attr]
         self._reader.join(timeout=10)
         return rc
@@ -106,29 +120,31 @@ def test_kill_9_and_ctrl_c_lose_at_most_the_candidate_being_timed(tmp_path):
     rng = random.Random()
     seed = rng.randrange(1 << 30)
     rng = random.Random(seed)
-    kills = [Tuning(tmp_path, f"kill{i}") for i in range(3)]
+    kills = [Tuning(tmp_path, f"kill{i}", trials=UNENDING) for i in range(3)]
     for t in kills:
         t.wait_for_timing()
     for t in kills:                       # random moments after measuring began
-        time.sleep(rng.uniform(0.0, 1.0))
+        time.sleep(rng.uniform(0.0, 0.5))
+        assert t.proc.poll() is None      # the budget cannot run out first
         t.proc.send_signal(signal.SIGKILL)
     for t in kills:
         assert t.finish() == -signal.SIGKILL
         assert _ref_dirs(t.proc.pid)      # left behind: a kill -9 cannot clean up
     # Ctrl-C and SIGTERM: a clean stop, a message about what is really in the log; these
     # runs start after the killed ones died, so their start sweeps the killed ones' folders
-    stops = [(Tuning(tmp_path, "int"), signal.SIGINT, 130),
-             (Tuning(tmp_path, "term"), signal.SIGTERM, 128 + signal.SIGTERM)]
+    stops = [(Tuning(tmp_path, "int", trials=UNENDING), signal.SIGINT, 130),
+             (Tuning(tmp_path, "term", trials=UNENDING), signal.SIGTERM, 128 + signal.SIGTERM)]
     for t in kills:
         t.settle()
         timed, logged, executed, printed = t.counts()
         assert timed >= 1
         assert executed >= timed - 1, (seed, timed, executed)   # at most one lost
         assert printed <= logged <= printed + 1, (seed, printed, logged)
-    for t, _, _ in stops:
-        t.wait_for_timing()
+    for t, _, _ in stops:                 # something logged, so the stop message counts it
+        t.wait_for_records(1)
     for t, sig, _ in stops:
-        time.sleep(rng.uniform(0.0, 1.0))
+        time.sleep(rng.uniform(0.0, 0.5))
+        assert t.proc.poll() is None
         t.proc.send_signal(sig)
     for t, sig, code in stops:
         assert t.finish() == code, "".join(t.err)[-2000:]
