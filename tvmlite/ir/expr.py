@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, TypeVar, cast
 
 if TYPE_CHECKING:   # typing has it from Python 3.11; only the type checker needs it
     from typing_extensions import dataclass_transform
@@ -55,6 +55,7 @@ class Expr:
 
     __slots__ = ()
     dtype: str
+    _field_names: ClassVar[tuple[str, ...]]   # set by expr_node
 
     # -- structural identity -------------------------------------------------
     def _key(self) -> tuple:
@@ -118,8 +119,8 @@ def expr_node(cls: type[_E]) -> type[_E]:
     """Frozen dataclass whose equality is our structural one, not the dataclass one: the
     decorator of every expression node (``symbolic.py`` defines more with it)."""
     cls = dataclass(frozen=True, eq=False, repr=False)(cls)
-    cls.__repr__ = Expr.__str__
-    cls._field_names = tuple(f.name for f in fields(cls))
+    setattr(cls, "__repr__", Expr.__str__)
+    cls._field_names = tuple(f.name for f in fields(cast(Any, cls)))
     return cls
 
 

@@ -11,7 +11,10 @@ the only fact about it the simplifier is told (``SIZE_RANGE``).
 """
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:   # typing has it from Python 3.13; only the type checker needs it
+    from typing_extensions import TypeIs
 
 from tvmlite.ir.expr import BinOp, Const, Expr, Var, expr_node, same, substitute, walk
 from tvmlite.ir.simplify import INF, simplify
@@ -26,7 +29,8 @@ class SizeVar(Var):
     read from the array shapes when called from Python."""
 
 
-def is_static(x: Any) -> bool:
+def is_static(x: Any) -> TypeIs[int]:
+    """Whether an extent is a number (not a bool, not a size expression)."""
     return isinstance(x, int) and not isinstance(x, bool)
 
 

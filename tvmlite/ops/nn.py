@@ -211,9 +211,9 @@ class _Pool(NamedTuple):
     """Checked arguments of a 2-D pool, its input, and a window reader."""
     data: te.Tensor
     out_shape: tuple[int, ...]
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    padding: tuple[int, int]
+    kernel: tuple[int, ...]    # (KH, KW)
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
     in_hw: tuple[int, int]
     hw_pos: tuple[int, int]  # positions of H and W in the layout
 

@@ -13,12 +13,13 @@ of the loop variables (``root``), which guards imperfect splits need, and the re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from tvmlite.ir.expr import BinOp, Cmp, Const, Expr, TensorRead, Var, rebuild, substitute, walk
 from tvmlite.schedule.state import ScheduleError, Split, Stage, State
 from tvmlite.ir.names import RESERVED
-from tvmlite.ir.simplify import INF, bound, from_linear, linear, simplify
-from tvmlite.ir.symbolic import (as_extent_expr, ceil_div, ext_mul, hi_of, is_static, same_extent,
+from tvmlite.ir.simplify import INF, Ranges, bound, from_linear, linear, simplify
+from tvmlite.ir.symbolic import (Extent, as_extent_expr, ceil_div, ext_mul, hi_of, is_static, same_extent,
                                  size_vars)
 
 
@@ -110,7 +111,7 @@ def _region(state: State, st: Stage, infos: dict) -> tuple:
             free.update(infos[name].scope_vars)
     for v, ext in zip(tinfo.loop_vars[pos + 1:], tinfo.extents[pos + 1:]):
         free[v.name] = ext
-    ranges = {k: (0, hi_of(e)) for k, e in free.items()}
+    ranges: Ranges = {k: (0, hi_of(e)) for k, e in free.items()}
     sym_hi = {k: e for k, e in free.items() if not is_static(e)}
     reads: list = [[] for _ in st.op.axis]
     for r in readers:
@@ -159,10 +160,11 @@ def _cover(intervals: list) -> tuple | None:
     origin = intervals[0][0]
     offsets = [(_const(BinOp("-", lo, origin)), _const(BinOp("-", hi, origin)))
                for lo, hi in intervals]
-    if any(a is None or b is None for a, b in offsets):
+    known = [(a, b) for a, b in offsets if a is not None and b is not None]
+    if len(known) < len(offsets):
         return None
-    first = min(a for a, _ in offsets)
-    last = max(b for _, b in offsets)
+    first = min(a for a, _ in known)
+    last = max(b for _, b in known)
     return simplify(BinOp("+", origin, Const(first))), last - first + 1
 
 
@@ -217,13 +219,16 @@ def _loops(info: StageInfo, used: set) -> None:
     for iv in st.op.reduce_axis:
         ext[iv.name] = iv.extent
     inner_of: dict = {}
+    inner: Extent
+    outer: Extent
     for rel in st.relations:
         if isinstance(rel, Split) and not is_static(ext[rel.parent]):
             p = ext[rel.parent]  # symbolic: the constant side as given, a guard for the rest
             if rel.factor is not None:
                 inner, outer = rel.factor, ceil_div(p, rel.factor)
-            else:
-                outer, inner = rel.nparts, ceil_div(p, rel.nparts)
+            else:   # a Split has a factor or nparts
+                outer = cast(int, rel.nparts)
+                inner = ceil_div(p, outer)
             ext[rel.outer], ext[rel.inner] = outer, inner
             inner_of[rel.parent] = inner
         elif isinstance(rel, Split):
@@ -237,7 +242,7 @@ def _loops(info: StageInfo, used: set) -> None:
             ext[rel.outer], ext[rel.inner] = outer, inner
             inner_of[rel.parent] = inner
         else:
-            n = 1
+            n: Extent = 1
             for q in rel.parents:
                 n = ext_mul(n, ext[q])
             ext[rel.fused] = n
@@ -261,8 +266,8 @@ def _loops(info: StageInfo, used: set) -> None:
         value[it.name] = var
     kind = {it.name: it.kind for it in st.roots}
     for rel in st.relations:
-        for n in ((rel.outer, rel.inner) if isinstance(rel, Split) else (rel.fused,)):
-            kind[n] = kind[rel.parent if isinstance(rel, Split) else rel.parents[0]]
+        for made in ((rel.outer, rel.inner) if isinstance(rel, Split) else (rel.fused,)):
+            kind[made] = kind[rel.parent if isinstance(rel, Split) else rel.parents[0]]
     for rel in reversed(st.relations):
         if isinstance(rel, Split):
             f = ext[rel.inner]
@@ -276,7 +281,7 @@ def _loops(info: StageInfo, used: set) -> None:
                 info.guards.append((kind[rel.parent], Cmp("<", v, Const(ext[rel.parent]))))
         else:
             v = value[rel.fused]
-            stride = 1
+            stride: Extent = 1
             for q in reversed(rel.parents):
                 big = not is_static(stride) or stride > 1
                 part = BinOp("//", v, as_extent_expr(stride)) if big else v
@@ -284,7 +289,7 @@ def _loops(info: StageInfo, used: set) -> None:
                     part = BinOp("%", part, as_extent_expr(ext[q]))
                 value[q] = part
                 stride = ext_mul(stride, ext[q])
-    ranges = {v.name: (0, hi_of(e)) for v, e in zip(info.loop_vars, info.extents)}
+    ranges: Ranges = {v.name: (0, hi_of(e)) for v, e in zip(info.loop_vars, info.extents)}
     for e in info.extents:
         ranges.update({sv.name: (1, INF) for sv in size_vars(e)})
     info.root = {it.name: simplify(value[it.name], ranges) for it in st.roots}

@@ -4,12 +4,12 @@ from __future__ import annotations
 from tvmlite.ir.expr import BinOp, Const, Expr, Load, Var, rebuild
 from tvmlite.ir.simplify import simplify
 from tvmlite.ir.stmt import IfThenElse, Stmt, Store, map_stmt
-from tvmlite.ir.symbolic import as_extent_expr, ext_mul, is_static
+from tvmlite.ir.symbolic import Extent, as_extent_expr, ext_mul, is_static
 
 
 def flat_index(shape: tuple, indices: tuple) -> Expr:
     out: Expr = Const(0)
-    stride = 1
+    stride: Extent = 1
     for dim, idx in zip(reversed(shape), reversed(indices)):
         term = idx if is_static(stride) and stride == 1 else BinOp("*", idx, as_extent_expr(stride))
         out = term if (isinstance(out, Const) and out.value == 0) else BinOp("+", term, out)

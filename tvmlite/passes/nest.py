@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tvmlite.ir.expr import BinOp, Cast, Cmp, Const, Expr, Load, Reduce, TensorRead, Var, rebuild
 from tvmlite.schedule.state import ScheduleError, State
-from tvmlite.ir.simplify import bound, simplify
+from tvmlite.ir.simplify import Ranges, bound, simplify
 from tvmlite.ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq, stmt_children
 from tvmlite.passes.bounds import StageInfo
 from tvmlite.ir.symbolic import as_extent_expr, hi_of, is_static, same_extent, size_ranges, size_vars
@@ -30,7 +30,7 @@ class NestBuilder:
         self.infos = infos
         self.buffers: dict = dict(arg_buffers)
         self.root_allocs: list = []
-        self.loop_ranges = {name: (0, hi_of(extent)) for info in infos.values()
+        self.loop_ranges: Ranges = {name: (0, hi_of(extent)) for info in infos.values()
                             for name, extent in info.scope_vars.items()}
         for info in infos.values():
             for extent in info.scope_vars.values():
@@ -111,7 +111,7 @@ class NestBuilder:
             stmt = self.with_attached(name, it.name, stmt)
             stmt = For(info.loop_vars[pos], info.extents[pos], _kind(it.annotation), stmt,
                        it.unroll_limit)
-            if pos == first_reduce:
+            if pos == first_reduce and init is not None:   # a reduction always has one
                 stmt = seq(self.init_nest(info, pos, init), stmt)
         if first_reduce is None and init is not None:  # reduction with no loops left
             stmt = seq(init, stmt)

@@ -57,7 +57,9 @@ def unroll(s: Stmt, vector_bytes: int) -> Stmt:
     if isinstance(s, For) and s.kind == "unroll":
         if s.extent * steps(s.body, vector_bytes) > MAX_COPIES:
             return For(s.var, s.extent, "serial", s.body, s.unroll_limit)
-        copies = [map_exprs(s.body, lambda e, i=i: substitute(e, {s.var.name: Const(i)}))
-                  for i in range(s.extent)]
-        return seq(*copies)
+        loop = s
+
+        def copy(i: int) -> Stmt:
+            return map_exprs(loop.body, lambda e: substitute(e, {loop.var.name: Const(i)}))
+        return seq(*(copy(i) for i in range(s.extent)))
     return s

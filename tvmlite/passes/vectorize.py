@@ -240,8 +240,9 @@ def _vec_new(e: Expr, v: str, ramp: Ramp, memo: dict) -> Expr:
             raise NotVectorizable(f"a select whose branches load memory ({', '.join(loads)}) "
                                   "depends on the lane: both branches would be loaded for "
                                   "every lane, maybe out of bounds")
-        if lanes_of(c) > 1 and c.a.dtype not in ("int32", "int64", "float32", "float64"):
-            raise NotVectorizable(f"a select on a {c.a.dtype} condition depends on the lane")
+        operand = getattr(c, "a", c)   # what the condition compares
+        if lanes_of(c) > 1 and operand.dtype not in ("int32", "int64", "float32", "float64"):
+            raise NotVectorizable(f"a select on a {operand.dtype} condition depends on the lane")
         return Select(c, _bc(t, L), _bc(o, L))
     if isinstance(e, Not):
         if v in free_vars(e):

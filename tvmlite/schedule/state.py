@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from tvmlite.ir.symbolic import Extent
 from tvmlite.te.tensor import ComputeOp, PlaceholderOp, Tensor, collect_ops
 from tvmlite.errors import TvmliteError
 
@@ -24,7 +25,7 @@ class ScheduleError(TvmliteError, ValueError):
 class Iter:
     """A loop of a stage: its name, trip count, kind (spatial/reduce) and annotation."""
     name: str
-    extent: int
+    extent: Extent    # an int, or an expression of symbolic sizes
     kind: str
     annotation: str = "none"
     unroll_limit: int = 0  # the auto_unroll_max_step pragma, 0 = none

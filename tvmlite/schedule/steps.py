@@ -59,7 +59,7 @@ class Step:
 
     def to_json(self) -> dict:
         d: dict = {"kind": self.kind}
-        for f in fields(self):
+        for f in fields(self):  # type: ignore[arg-type]  # every concrete Step is a dataclass
             v = getattr(self, f.name)
             d[f.name] = list(v) if isinstance(v, tuple) else v
         return d

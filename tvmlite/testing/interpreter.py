@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, cast
 
 import numpy as np
 from scipy import special
@@ -90,8 +90,8 @@ def _evaluate_stage(op: te.ComputeOp, values: dict, max_elements: int) -> np.nda
         for lo in range(first.min, first.min + first.extent, step):
             hi = min(lo + step, first.min + first.extent)
             rgrid = [(first, lo, hi)] + [(iv, iv.min, iv.min + iv.extent) for iv in raxes[1:]]
-            part = _Eval(op, values, grid + rgrid).reduce(body)
-            acc = part if acc is None else _combine(body.combiner, acc, part)
+            part = _Eval(op, values, grid + rgrid).reduce(cast(Reduce, body))
+            acc = part if acc is None else _combine(cast(Reduce, body).combiner, acc, part)
         out[slices] = acc
     return out
 
@@ -148,7 +148,8 @@ class _Eval:
             src = np.broadcast_to(self.eval(r.source, where), self.shape)
             if r.combiner == "sum":
                 acc = np.float64 if src.dtype.kind == "f" else np.int64
-                return np.sum(src, axis=axes, dtype=acc, where=True if where is None else where)
+                return np.asarray(np.sum(src, axis=axes, dtype=acc,
+                                         where=True if where is None else where))
             # the identity that lowering initializes with: -inf/+inf, or the integer limits
             if src.dtype.kind == "f":
                 low, high = -np.inf, np.inf

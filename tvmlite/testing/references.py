@@ -38,7 +38,8 @@ def conv_nc(x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: A
     for kpos in np.ndindex(*ks):
         win = tuple(slice(k * d[i], k * d[i] + (osz[i] - 1) * s[i] + 1, s[i])
                     for i, k in enumerate(kpos))
-        out += np.einsum("ngc...,goc->ngo...", xg[(Ellipsis, *win)], wg[(Ellipsis, *kpos)],
+        at: tuple[Any, ...] = (Ellipsis, *win)
+        out += np.einsum("ngc...,goc->ngo...", xg[at], wg[(Ellipsis, *kpos)],
                          optimize=True)
     return out.reshape(N, CO, *osz)
 
@@ -56,7 +57,8 @@ def pool_nc(x: np.ndarray, kernel: Any, stride: Any, padding: Any, kind: str,
         xp = np.pad(_acc(x), pads)
         valid = np.pad(np.ones(x.shape[2:]), pads[2:])
     osz = [(xp.shape[2 + i] - k[i]) // s[i] + 1 for i in range(2)]
-    out, count = None, 0
+    out: np.ndarray | None = None
+    count: Any = 0   # the number of real (not padded) inputs each window saw
     for ky, kx in np.ndindex(*k):
         win = (slice(ky, ky + (osz[0] - 1) * s[0] + 1, s[0]),
                slice(kx, kx + (osz[1] - 1) * s[1] + 1, s[1]))
@@ -69,9 +71,10 @@ def pool_nc(x: np.ndarray, kernel: Any, stride: Any, padding: Any, kind: str,
             out += part
         if kind == "avg" and not count_include_pad:
             count = count + valid[win]
+    assert out is not None   # a kernel has at least one tap
     if kind == "max":
         return out
-    return out / (k[0] * k[1] if count_include_pad else count)
+    return np.asarray(out / (k[0] * k[1] if count_include_pad else count))
 
 
 def _to_nc(x: np.ndarray) -> np.ndarray:
@@ -101,7 +104,7 @@ def _conv1d(xs: list, a: dict) -> np.ndarray:
 
 
 def _conv2d_nchw(xs: list, a: dict) -> np.ndarray:
-    return conv_nc(*xs, a["stride"], a["padding"], a["dilation"], a["groups"])
+    return conv_nc(xs[0], xs[1], a["stride"], a["padding"], a["dilation"], a["groups"])
 
 
 def _conv2d_nhwc(xs: list, a: dict) -> np.ndarray:
