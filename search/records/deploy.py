@@ -39,7 +39,7 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.base_runner import RunnerError
 from tvmlite.search.records.dispatch import DISPATCH_TUNER, export_dispatch, latest_table
 from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.records.record import TargetMismatchWarning, load_records, real_first, target_matches
+from tvmlite.search.records.record import TargetMismatchWarning, load_records, real_first
 from tvmlite.codegen_c import compile_shared, link_shared
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.measure.builder import LocalBuilder
@@ -227,11 +227,11 @@ def _ranked(recs: list, target: Any, log: Any) -> list:
     # one workload at several sizes: times are not comparable, throughput is
     rank = (lambda r: -r.gflops) if dynamic else (lambda r: r.mean_cost)
     valid = sorted(real_first([r for r in recs if r.result.ok]), key=rank)
-    here = [r for r in valid if target_matches(r.target, target)]
+    here = [r for r in valid if r.target.same_cpu(target)]
     if valid and not here:
         other = valid[0].target
         _warn_each_time(f"replay {log}: {valid[0].workload.name} ({valid[0].workload.key[:8]}) "
-                        f"was tuned on {where_logged(other, target)}; building its "
+                        f"was tuned on {other.which_cpu(target)}; building its "
                         f"schedule for {target.name or target.arch}, where it is still correct "
                         f"but may be slower; its logged GFLOP/s are that CPU's, the re-check "
                         f"times it here", TargetMismatchWarning, log)
@@ -248,29 +248,9 @@ def _warn_each_time(message: str, category: type, log: Any) -> None:
                            module="tvmlite.search.replay", registry={})
 
 
-def where_logged(logged: Any, here: Any) -> str:
-    """``"this CPU (x86_64 avx512f)"`` or ``"another CPU (x86_64 avx512f; it lacks
-    amx_tile, has ...)"``: two CPUs of one ISA family differ in their features."""
-    if target_matches(logged, here):
-        return f"this CPU ({target_label(logged)})"
-    diff = []
-    for word, names in (("lacks", sorted(set(here.features) - set(logged.features))),
-                        ("has", sorted(set(logged.features) - set(here.features)))):
-        if names:
-            diff.append(f"{word} {', '.join(names[:4])}{', ...' if len(names) > 4 else ''}")
-    return f"another CPU ({target_label(logged)}{'; it ' + ', '.join(diff) if diff else ''})"
-
-
-def target_label(t: Any) -> str:
-    """A short name for a target in tables: its name if it has one (not "host", which
-    says nothing of another machine), else arch and ISA."""
-    name = getattr(t, "name", None)
-    if isinstance(name, str) and name and name != "host":
-        return name
-    for isa in ("avx512f", "avx2", "avx", "sse4_2", "sve", "neon", "asimd"):
-        if isa in t.features:
-            return f"{t.arch} {isa}"
-    return t.arch
+# the old names of Target.which_cpu and Target.label (target facts live in tvmlite/target/)
+where_logged = Target.which_cpu
+target_label = Target.label
 
 
 def _verify(rec: Any, builder: Any, runner: Any) -> tuple[str | None, tuple]:
@@ -331,8 +311,8 @@ def _export_dynamic(recs: list, name: str, target: Any, out: Path, builder: Any,
                   for m, (v, t) in sorted(table.tuned.items())],
         "args": [{"name": t.name, "shape": [_dim(d) for d in t.shape], "dtype": t.dtype,
                   "role": "output" if t.name in outputs else "input"} for t in wl.tensors],
-        "logged": {**_at_largest(wl, table), "target": where_logged(rec.target, target),
-                   "same_cpu": where_logged(rec.target, target).startswith("this CPU")},
+        "logged": {**_at_largest(wl, table), "target": rec.target.which_cpu(target),
+                   "same_cpu": rec.target.same_cpu(target)},
         "measured_here": None,
         "measured_here_note": "a dispatching kernel: each variant was re-checked at a size "
                               "it serves; its timings are the log's",
@@ -384,7 +364,7 @@ def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
     if costs:
         t = statistics.median(costs)
         here = {"time_seconds": t, "gflops": wl.flops / t / 1e9 if t > 0 else 0.0,
-                "target": f"this machine ({target_label(target)})", "repeats": len(costs)}
+                "target": f"this machine ({target.label()})", "repeats": len(costs)}
     outputs = {t.name for t in wl.outputs}
     return {
         "name": name,
@@ -399,8 +379,8 @@ def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
         **_packs_entry(func),
         "flops": wl.flops,
         "logged": {"time_seconds": rec.mean_cost, "gflops": rec.gflops,
-                   "target": where_logged(rec.target, target),
-                   "same_cpu": where_logged(rec.target, target).startswith("this CPU")},
+                   "target": rec.target.which_cpu(target),
+                   "same_cpu": rec.target.same_cpu(target)},
         "measured_here": here,
         "measured_here_note": "" if here else (note or "the re-check gave no timing"),
         "emulated": rec.emulated,

@@ -436,9 +436,8 @@ def real_first(records: list[Record]) -> list[Record]:
     return real if real else list(records)
 
 
-def target_matches(a: Target, b: Target) -> bool:
-    """Timings carry over between two targets of the same arch and CPU features."""
-    return a.arch == b.arch and a.features == b.features
+# the old name of Target.same_cpu (target facts live in tvmlite/target/)
+target_matches = Target.same_cpu
 
 
 def best_record(log: str | os.PathLike | Iterable[Record], workload: Workload | str | None = None,
@@ -470,7 +469,7 @@ def best_record(log: str | os.PathLike | Iterable[Record], workload: Workload | 
     if not valid:
         return None
     target = Target.host() if target is None else target
-    here = real_first([r for r in valid if target_matches(r.target, target)])
+    here = real_first([r for r in valid if r.target.same_cpu(target)])
     if here:
         return min(here, key=lambda r: r.mean_cost)
     if not fallback:

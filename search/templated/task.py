@@ -41,7 +41,7 @@ from tvmlite.schedule.schedule import Schedule
 
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.records.record import (Record, RecordWarning, TargetMismatchWarning,
-                                           load_records, target_matches)
+                                           load_records)
 from tvmlite.search.templated.space import Config, ConfigSpace, SpaceError
 from tvmlite.search.records.workload import Workload, workload_key
 from tvmlite.ir.symbolic import SizeVar
@@ -275,8 +275,8 @@ class apply_history_best:
         mine = [r for r in self._by_key.get(task.workload.key, ())
                 if r.decisions["template"] == task.name]
         mine.sort(key=lambda r: r.mean_cost)          # stable: ties go to the earliest
-        here = [r for r in mine if target_matches(r.target, task.target)]
-        elsewhere = [r for r in mine if not target_matches(r.target, task.target)]
+        here = [r for r in mine if r.target.same_cpu(task.target)]
+        elsewhere = [r for r in mine if not r.target.same_cpu(task.target)]
         for group, warn in ((here, False), (elsewhere, True)):
             stale = []
             for r in group:

@@ -37,9 +37,9 @@ from tvmlite.cli.compare import compare
 from tvmlite.cli.progress import Progress
 from tvmlite.ops import OPS
 from tvmlite.search.records.deploy import replay
-from tvmlite.target.detect import describe_cpu, describe_cpu_text
+from tvmlite.target.detect import describe_cpu
 from tvmlite.target import bandwidth as bandwidths, peak as peaks
-from tvmlite.target.target import CompilerNotFoundError, Target
+from tvmlite.target.target import CompilerNotFoundError, Target, describe_cpu_text
 
 __all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",
            "signature", "tune_summary"]

@@ -23,7 +23,7 @@ from tvmlite.target import peak as peaks
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.cli.progress import Progress
-from tvmlite.search.records.record import iter_records, load_records, target_matches
+from tvmlite.search.records.record import iter_records, load_records
 from tvmlite.search.measure.measurer import check_log_path
 from tvmlite.search.templated.task import TEMPLATES
 from tvmlite.cli.compare import make_tuner, templated_task
@@ -152,7 +152,7 @@ def logged_count(log: str, workload: Any, target: Any) -> int | None:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # bad lines were reported when the run started
-        return sum(r.workload.key == workload.key and target_matches(r.target, target)
+        return sum(r.workload.key == workload.key and r.target.same_cpu(target)
                    for _, r in iter_records(log))
 
 

@@ -4,7 +4,8 @@
 the compiler probes for targets that are not this machine. Nothing here imports Target,
 so the three modules have no cycle. Map: constants (base flags, /proc/cpuinfo spellings)
 · CPU detection (features, vector width, cores, caches, clock) · compiler probing (find,
-version, gcc or not, does a flag set build/run) · ``detect_host``.
+version, gcc or not, does a flag set build/run) · ``probe_cpu`` (the CPU, no compiler)
+and ``detect_host`` (CPU and compiler: Target fields). Wording them is ``target.py``'s job.
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import Any
 from tvmlite.errors import TvmliteError
 
-__all__ = ["CompilerNotFoundError", "detect_host", "BASE_CFLAGS"]
+__all__ = ["CompilerNotFoundError", "detect_host", "probe_cpu", "describe_cpu",
+           "isa_vector_registers", "fmt_bytes", "BASE_CFLAGS"]
 
-_ARCHES = ("x86_64", "aarch64")
+ARCHES = ("x86_64", "aarch64")   # the architectures tvmlite generates code for
 DEFAULT_CACHE_LINE_BYTES = 64   # x86's line and the common AArch64 one, when sysfs is silent
 
 # Flags every kernel is built with. gnu11, not c11: strict ISO mode turns off FMA
@@ -46,10 +48,11 @@ _ARM_FEATURES = {
     "asimd": "neon", "fphp": "fp16", "asimdhp": "neon_fp16", "asimddp": "dotprod",
     "i8mm": "i8mm", "bf16": "bf16", "sve": "sve", "sve2": "sve2", "fma": "fma",
 }
-_OPENMP_PROBE = ('#include <omp.h>\n#include <stdio.h>\nint main(void) { int n = 0;\n'
+# C programs the compiler probes build: does OpenMP link and run; does a flag set build
+OPENMP_PROBE = ('#include <omp.h>\n#include <stdio.h>\nint main(void) { int n = 0;\n'
                  '#pragma omp parallel reduction(+:n)\nn += 1;\n'
                  'printf("%d\\n", n > 0 && omp_get_max_threads() > 0); return 0; }\n')
-_TRIVIAL_PROBE = "int tvmlite_probe(int x) { return x + 1; }\n"
+TRIVIAL_PROBE = "int tvmlite_probe(int x) { return x + 1; }\n"
 
 
 
@@ -65,14 +68,15 @@ def _read(path: str | Path) -> str | None:
         return None
 
 
-def _normalize_arch(machine: str) -> str:
+def normalize_arch(machine: str) -> str:
+    """``platform.machine()``'s spelling as one of ``ARCHES`` (ValueError otherwise)."""
     m = machine.lower()
     if m in ("x86_64", "amd64", "x64"):
         return "x86_64"
     if m in ("aarch64", "arm64", "armv8", "armv8l"):
         return "aarch64"
     raise ValueError(f"unsupported CPU architecture {machine!r}: tvmlite supports "
-                     f"{_ARCHES}")
+                     f"{ARCHES}")
 
 
 def _cpuinfo_features(arch: str, cpuinfo: str | None) -> tuple[str, ...]:
@@ -103,7 +107,7 @@ def _vector_bits(features: tuple[str, ...]) -> int:
     return 512 if "avx512f" in features else 256 if avx else 128
 
 
-def _cores() -> int:
+def available_cores() -> int:
     """CPUs this process may run on (a container's or taskset's limit, not the machine's)."""
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, n or 1)
@@ -150,7 +154,7 @@ def _cache_line_bytes() -> int:
     return DEFAULT_CACHE_LINE_BYTES
 
 
-def _cpu_ghz() -> float:
+def cpu_ghz() -> float:
     """Nominal clock from /proc/cpuinfo 'cpu MHz' (2.5 GHz when unknown)."""
     m = re.search(r"^cpu MHz\s*:\s*([0-9]+(?:\.[0-9]*)?)", _read("/proc/cpuinfo") or "",
                   re.MULTILINE)
@@ -158,7 +162,8 @@ def _cpu_ghz() -> float:
 
 
 # ---------------------------------------------------------------------- compiler probing
-def _find_compiler(compiler: str | None) -> str:
+def find_compiler(compiler: str | None) -> str:
+    """The absolute path of ``compiler`` (None: the first of cc, gcc, clang on PATH)."""
     if compiler is None:
         for name in ("cc", "gcc", "clang"):
             path = shutil.which(name)
@@ -184,7 +189,8 @@ def _run(cmd: list[str], cwd: str | None = None, timeout: float = 60.0
         return None
 
 
-def _compiler_version(compiler: str) -> str:
+def probe_compiler_version(compiler: str) -> str:
+    """The first line of ``compiler --version`` (CompilerNotFoundError if it does not run)."""
     proc = _run([compiler, "--version"])
     if proc is None or proc.returncode != 0 or not proc.stdout.strip():
         raise CompilerNotFoundError(
@@ -193,7 +199,7 @@ def _compiler_version(compiler: str) -> str:
     return proc.stdout.strip().splitlines()[0].strip()
 
 
-def _is_gcc(compiler: str) -> bool:
+def is_gcc(compiler: str) -> bool:
     """True for real GCC (cc is often gcc under another name); False for clang etc."""
     proc = _run([compiler, "-dM", "-E", "-x", "c", os.devnull])
     if proc is None or proc.returncode != 0:
@@ -201,8 +207,8 @@ def _is_gcc(compiler: str) -> bool:
     return "__GNUC__" in proc.stdout and "__clang__" not in proc.stdout
 
 
-def _accepts(compiler: str, flags: list[str], source: str, tmp: str, *,
-             link: bool = False, run: bool = False) -> bool:
+def compiler_accepts(compiler: str, flags: list[str], source: str, tmp: str, *,
+                     link: bool = False, run: bool = False) -> bool:
     """Does ``compiler`` build ``source`` with ``flags`` (and, if asked, run it)?"""
     src = os.path.join(tmp, "probe.c")
     out = os.path.join(tmp, "probe.out" if link else "probe.so")
@@ -224,48 +230,66 @@ def _cflags(compiler: str, arch: str, features: tuple[str, ...], tmp: str
     """The kernel flags this compiler accepts, and whether OpenMP works."""
     base = [f for f in BASE_CFLAGS if f not in ("-shared", "-fopenmp")]
     extra: list[str] = []
-    gcc = _is_gcc(compiler)
+    gcc = is_gcc(compiler)
     if arch == "x86_64":
         candidates = [["-march=native"]]
     else:
         candidates = [["-mcpu=native"]] if gcc else [["-mcpu=native"], ["-march=native"]]
     for cand in candidates:
-        if _accepts(compiler, base + cand, _TRIVIAL_PROBE, tmp):
+        if compiler_accepts(compiler, base + cand, TRIVIAL_PROBE, tmp):
             extra = cand
             break
-    if gcc and "avx512f" in features and _accepts(
-            compiler, base + extra + ["-mprefer-vector-width=512"], _TRIVIAL_PROBE, tmp):
+    if gcc and "avx512f" in features and compiler_accepts(
+            compiler, base + extra + ["-mprefer-vector-width=512"], TRIVIAL_PROBE, tmp):
         extra.append("-mprefer-vector-width=512")
     # Our C is vectorized explicitly; the compiler's own loop vectorizer adds nothing.
     no_autovec = "-fno-tree-loop-vectorize" if gcc else "-fno-vectorize"
-    if _accepts(compiler, base + extra + [no_autovec], _TRIVIAL_PROBE, tmp):
+    if compiler_accepts(compiler, base + extra + [no_autovec], TRIVIAL_PROBE, tmp):
         extra.append(no_autovec)
-    openmp = _accepts(compiler, base + extra + ["-fopenmp"], _OPENMP_PROBE, tmp,
-                      link=True, run=True)
+    openmp = compiler_accepts(compiler, base + extra + ["-fopenmp"], OPENMP_PROBE, tmp,
+                              link=True, run=True)
     flags = [f for f in BASE_CFLAGS if openmp or f != "-fopenmp"] + extra
     return tuple(flags), openmp
 
 
 
+def isa_vector_registers(arch: str, features: tuple[str, ...] | list[str]) -> int:
+    """Architectural vector registers of an ISA: 32 with AVX-512 (zmm0-31) and on AArch64
+    (v0-v31), 16 with AVX2/SSE (ymm0-15)."""
+    return 32 if "avx512f" in features or arch == "aarch64" else 16
+
+
+def probe_cpu() -> dict[str, Any]:
+    """This CPU's facts, no compiler needed: arch, model name ("unknown" if not said),
+    features, vector width, cores, caches (``(name, bytes)`` pairs) and line size."""
+    arch = normalize_arch(platform.machine())
+    cpuinfo = _read("/proc/cpuinfo")
+    features = _cpuinfo_features(arch, cpuinfo)
+    m = re.search(r"^(model name|CPU part)\s*:\s*(.+)$", cpuinfo or "", re.MULTILINE)
+    return dict(arch=arch, model=m.group(2).strip() if m else "unknown", features=features,
+                vector_bits=_vector_bits(features), cores=available_cores(),
+                caches=_caches(), cache_line_bytes=_cache_line_bytes())
+
+
 @functools.lru_cache(maxsize=None)
 def detect_host(compiler: str | None) -> dict[str, Any]:
-    """This machine as Target fields (once per process and compiler argument)."""
-    arch = _normalize_arch(platform.machine())
-    features = _cpuinfo_features(arch, _read("/proc/cpuinfo"))
-    path = _find_compiler(compiler)
-    version = _compiler_version(path)
+    """This machine as Target fields (once per process and compiler argument): the CPU's
+    facts (``probe_cpu``) and the compiler's."""
+    cpu = probe_cpu()
+    cpu.pop("model")
+    path = find_compiler(compiler)
+    version = probe_compiler_version(path)
     with tempfile.TemporaryDirectory(prefix="tvmlite-probe-") as tmp:
-        if not _accepts(path, ["-O1", "-fPIC"], _TRIVIAL_PROBE, tmp):
+        if not compiler_accepts(path, ["-O1", "-fPIC"], TRIVIAL_PROBE, tmp):
             raise CompilerNotFoundError(
                 f"compiler {path!r} cannot build a trivial shared library: check that it is "
                 "a working C compiler, or pass another compiler=/path/to/cc")
-        cflags, openmp = _cflags(path, arch, features, tmp)
-    return dict(arch=arch, features=features, vector_bits=_vector_bits(features),
-                cores=_cores(), caches=_caches(), compiler=path, compiler_version=version,
-                cflags=cflags, openmp=openmp, cache_line_bytes=_cache_line_bytes())
+        cflags, openmp = _cflags(path, cpu["arch"], cpu["features"], tmp)
+    return dict(cpu, compiler=path, compiler_version=version, cflags=cflags, openmp=openmp)
 
 
-def _fmt_bytes(n: int) -> str:
+def fmt_bytes(n: int) -> str:
+    """A byte count as people write cache sizes: ``32 KiB``, ``2 MiB``, else ``n B``."""
     for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"
@@ -273,27 +297,11 @@ def _fmt_bytes(n: int) -> str:
 
 
 def describe_cpu() -> dict[str, Any]:
-    """What this CPU is, without a compiler (``tvmlite target`` prints it when none is
-    found): arch, features, vector width and registers, cores, caches, model name."""
-    arch = _normalize_arch(platform.machine())
-    cpuinfo = _read("/proc/cpuinfo")
-    features = _cpuinfo_features(arch, cpuinfo)
-    m = re.search(r"^(model name|CPU part)\s*:\s*(.+)$", cpuinfo or "", re.MULTILINE)
-    regs = 32 if "avx512f" in features or arch == "aarch64" else 16
-    return {"arch": arch, "model": m.group(2).strip() if m else "unknown",
-            "features": list(features), "vector_bits": _vector_bits(features),
-            "vector_registers": regs, "cores": _cores(),
-            "caches": {name: size for name, size in _caches()}}
-
-
-def describe_cpu_text(cpu: dict[str, Any]) -> str:
-    """``describe_cpu()`` as the lines ``Target.describe`` starts with."""
-    caches = ", ".join(f"{n} {_fmt_bytes(b)}" for n, b in cpu["caches"].items()) or "unknown"
-    return "\n".join([
-        f"arch:      {cpu['arch']} ({cpu['model']})",
-        f"features:  {' '.join(cpu['features']) or '(none detected)'}",
-        f"vector:    {cpu['vector_bits']} bits ({cpu['vector_bits'] // 32} x float32, "
-        f"{cpu['vector_registers']} registers)",
-        f"cores:     {cpu['cores']}",
-        f"caches:    {caches}",
-    ])
+    """``probe_cpu()`` as JSON values, with the ISA's vector registers (``tvmlite target
+    --json`` prints it when no compiler is found; ``Target.describe_cpu_text`` words it)."""
+    cpu = probe_cpu()
+    return {"arch": cpu["arch"], "model": cpu["model"], "features": list(cpu["features"]),
+            "vector_bits": cpu["vector_bits"],
+            "vector_registers": isa_vector_registers(cpu["arch"], cpu["features"]),
+            "cores": cpu["cores"], "caches": dict(cpu["caches"]),
+            "cache_line_bytes": cpu["cache_line_bytes"]}

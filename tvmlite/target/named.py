@@ -20,9 +20,10 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from tvmlite.target.detect import (BASE_CFLAGS, CompilerNotFoundError, _OPENMP_PROBE,
-                                   _TRIVIAL_PROBE, _accepts, _compiler_version, _cores,
-                                   _find_compiler, _is_gcc, _normalize_arch)
+from tvmlite.target.detect import (BASE_CFLAGS, OPENMP_PROBE, TRIVIAL_PROBE,
+                                   CompilerNotFoundError, available_cores, compiler_accepts,
+                                   find_compiler, is_gcc, normalize_arch,
+                                   probe_compiler_version)
 
 __all__ = ["NAMED_TARGETS", "TARGET_NAMES", "CROSS_COMPILERS", "FMA_FAMILIES",
            "fma_latency_pipes", "named_target_fields"]
@@ -104,9 +105,9 @@ def unknown_name_message(name: Any) -> str:
 def _target_compiler(name: str, arch: str, compiler: str | None) -> str:
     """The compiler for ``arch``: ``compiler`` if given, this machine's when the arches
     agree, else the cross compiler of the triplet."""
-    host_arch = _normalize_arch(platform.machine())
+    host_arch = normalize_arch(platform.machine())
     if compiler is not None or arch == host_arch:
-        return _find_compiler(compiler)
+        return find_compiler(compiler)
     cross, package = CROSS_COMPILERS[arch]
     path = shutil.which(cross)
     if path is None:
@@ -123,24 +124,25 @@ def named_target_fields(name: str, compiler: str | None, cores: int | None) -> d
     """Target fields of the named target ``name`` (not "host"), its compiler probed once."""
     spec = NAMED_TARGETS[name]
     path = _target_compiler(name, spec.arch, compiler)
-    version = _compiler_version(path)
-    gcc = _is_gcc(path)
+    version = probe_compiler_version(path)
+    gcc = is_gcc(path)
     base = [f for f in BASE_CFLAGS if f not in ("-shared", "-fopenmp")]
     extra = list(spec.flags)
     with tempfile.TemporaryDirectory(prefix="tvmlite-probe-") as tmp:
-        if not _accepts(path, base + extra, _TRIVIAL_PROBE, tmp):
+        if not compiler_accepts(path, base + extra, TRIVIAL_PROBE, tmp):
             raise CompilerNotFoundError(
                 f"compiler {path!r} cannot build for target {name!r} with "
                 f"{' '.join(spec.flags)}: use a GCC or Clang that knows these flags, e.g. "
                 f"compiler={CROSS_COMPILERS[spec.arch][0]!r}")
         no_autovec = "-fno-tree-loop-vectorize" if gcc else "-fno-vectorize"
-        if _accepts(path, base + extra + [no_autovec], _TRIVIAL_PROBE, tmp):
+        if compiler_accepts(path, base + extra + [no_autovec], TRIVIAL_PROBE, tmp):
             extra.append(no_autovec)
         # linked, not run: this machine may not execute the target's code
-        openmp = _accepts(path, base + extra + ["-fopenmp"], _OPENMP_PROBE, tmp, link=True)
+        openmp = compiler_accepts(path, base + extra + ["-fopenmp"], OPENMP_PROBE, tmp,
+                                  link=True)
     flags = [f for f in BASE_CFLAGS if openmp or f != "-fopenmp"] + extra
     return dict(arch=spec.arch, features=spec.features, vector_bits=spec.vector_bits,
                 vector_register_count=spec.vector_registers,
-                cores=cores if cores is not None else _cores(), caches=spec.caches,
+                cores=cores if cores is not None else available_cores(), caches=spec.caches,
                 compiler=path, compiler_version=version, cflags=tuple(flags),
                 openmp=openmp, name=name)

@@ -9,7 +9,9 @@ so tuning for a board reads the board's numbers. Tuning records store the target
 (``to_json``, with its name) so a log says which CPU its timings belong to.
 
 Map: ``Target`` (fields and validation, ``host``/``from_name``/``resolve``, queries, JSON,
-``describe``); ``CompilerNotFoundError`` (no usable compiler: the message names the fix).
+comparing: ``same_cpu``/``label``/``which_cpu``, ``describe``); ``describe_cpu_text`` (a
+CPU without a compiler, in the same words); ``CompilerNotFoundError`` (no usable
+compiler: the message names the fix).
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from typing import Any
 
 from tvmlite.checks import check_int
 from tvmlite.ir.dtypes import BUFFER_DTYPES, ITEMSIZE
-from tvmlite.target.detect import (_ARCHES, DEFAULT_CACHE_LINE_BYTES, CompilerNotFoundError,
-                                   _cpu_ghz, _fmt_bytes, detect_host)
+from tvmlite.target.detect import (ARCHES, DEFAULT_CACHE_LINE_BYTES, CompilerNotFoundError,
+                                   cpu_ghz, detect_host, fmt_bytes, isa_vector_registers)
 from tvmlite.target.named import (NAMED_TARGETS, TARGET_NAMES, fma_latency_pipes,
                                   named_target_fields,
                                   unknown_name_message)
 
-__all__ = ["Target", "CompilerNotFoundError", "TARGET_NAMES"]
+__all__ = ["Target", "CompilerNotFoundError", "TARGET_NAMES", "describe_cpu_text"]
 
 _FEATURE_RE = re.compile(r"^[a-z0-9_]+$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]{0,64}$")
@@ -59,8 +61,8 @@ class Target:
 
     def __post_init__(self) -> None:
         # Validate here, not only in from_json, so no invalid Target can exist.
-        if self.arch not in _ARCHES:
-            raise ValueError(f"Target.arch={self.arch!r} is not supported: use one of {_ARCHES}")
+        if self.arch not in ARCHES:
+            raise ValueError(f"Target.arch={self.arch!r} is not supported: use one of {ARCHES}")
         feats = self.features if isinstance(self.features, tuple) else (self.features,)
         bad = [f for f in feats if not isinstance(f, str) or not _FEATURE_RE.match(f)]
         if bad:
@@ -163,7 +165,7 @@ class Target:
         with AVX-512 (zmm0-31) and on AArch64 (v0-v31), 16 with AVX2/SSE (ymm0-15)."""
         if self.vector_register_count:
             return self.vector_register_count
-        return 32 if "avx512f" in self.features or self.arch == "aarch64" else 16
+        return isa_vector_registers(self.arch, self.features)
 
     @property
     def fma_latency_pipes(self) -> tuple[int, int]:
@@ -181,7 +183,7 @@ class Target:
         An estimate only (it assumes two full-width FMA units and the nominal clock from
         /proc/cpuinfo, 2.5 GHz if unknown); bench/peak.py measures the real number.
         """
-        return self.cores * self.vector_lanes(dtype) * 2 * 2 * _cpu_ghz()
+        return self.cores * self.vector_lanes(dtype) * 2 * 2 * cpu_ghz()
 
     # ------------------------------------------------------------------ serialization
     def to_json(self) -> dict[str, Any]:
@@ -234,24 +236,68 @@ class Target:
         canon = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
+    # ------------------------------------------------------------------ comparing
+    def same_cpu(self, other: Target) -> bool:
+        """Timings carry over between two targets of the same arch and CPU features."""
+        return self.arch == other.arch and self.features == other.features
+
+    def label(self) -> str:
+        """A short name for tables: the target's name if it has one (not "host", which
+        says nothing of another machine), else arch and widest ISA."""
+        if self.name and self.name != "host":
+            return self.name
+        for isa in ("avx512f", "avx2", "avx", "sse4_2", "sve", "neon", "asimd"):
+            if isa in self.features:
+                return f"{self.arch} {isa}"
+        return self.arch
+
+    def which_cpu(self, here: Target) -> str:
+        """Where this (logged) target is, seen from ``here``: ``"this CPU (x86_64
+        avx512f)"`` or ``"another CPU (x86_64 avx512f; it lacks amx_tile, has ...)"``:
+        two CPUs of one ISA family differ in their features."""
+        if self.same_cpu(here):
+            return f"this CPU ({self.label()})"
+        diff = []
+        for word, names in (("lacks", sorted(set(here.features) - set(self.features))),
+                            ("has", sorted(set(self.features) - set(here.features)))):
+            if names:
+                diff.append(f"{word} {', '.join(names[:4])}{', ...' if len(names) > 4 else ''}")
+        return f"another CPU ({self.label()}{'; it ' + ', '.join(diff) if diff else ''})"
+
+    # ------------------------------------------------------------------ describing
     def describe(self) -> str:
         """Multi-line human summary, as printed by ``tvmlite target``."""
-        caches = ", ".join(f"{n} {_fmt_bytes(b)}" for n, b in self.caches) or "unknown"
         named = NAMED_TARGETS.get(self.name)
         return "\n".join([
             f"target:    {self.name or '(unnamed)'}"
             + (f" -- {named.about}" if named else " -- this machine, detected"
                if self.name == "host" else ""),
-            f"arch:      {self.arch}",
-            f"features:  {' '.join(self.features) or '(none detected)'}",
-            f"vector:    {self.vector_bits} bits ({self.vector_lanes('float32')} x float32), "
-            f"{self.vector_registers} registers",
-            f"cores:     {self.cores}",
-            f"caches:    {caches} ({self.cache_line_bytes}-byte lines)",
+            *_cpu_lines(self.arch, self.features, self.vector_bits, self.vector_registers,
+                        self.cores, self.caches, self.cache_line_bytes),
             f"compiler:  {self.compiler} ({self.compiler_version})",
             f"openmp:    {'yes' if self.openmp else 'no (kernels run single-threaded)'}",
             f"cflags:    {' '.join(self.cflags)}",
         ])
+
+
+def _cpu_lines(arch: str, features: Any, vector_bits: int, registers: int, cores: int,
+               caches: Any, line_bytes: int | None, model: str = "") -> list:
+    """The CPU part of a description, one wording for a Target and a bare CPU."""
+    sizes = ", ".join(f"{n} {fmt_bytes(b)}" for n, b in caches) or "unknown"
+    return [f"arch:      {arch}" + (f" ({model})" if model else ""),
+            f"features:  {' '.join(features) or '(none detected)'}",
+            f"vector:    {vector_bits} bits ({vector_bits // 32} x float32), {registers} registers",
+            f"cores:     {cores}",
+            f"caches:    {sizes}" + (f" ({line_bytes}-byte lines)" if line_bytes else "")]
+
+
+def describe_cpu_text(cpu: dict[str, Any]) -> str:
+    """``detect.describe_cpu()``'s facts worded as ``Target.describe`` words them (what
+    ``tvmlite target`` prints when no compiler is found, so there is no Target)."""
+    return "\n".join(_cpu_lines(cpu["arch"], cpu["features"], cpu["vector_bits"],
+                                cpu["vector_registers"], cpu["cores"],
+                                tuple(cpu["caches"].items()), cpu.get("cache_line_bytes"),
+                                cpu.get("model", "")))
 
 
 def _replace(t: Target, **changes: Any) -> Target:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 
 import pytest
 
-from tvmlite.target.target import CompilerNotFoundError, Target
+from tvmlite.search.records.deploy import target_label, where_logged
+from tvmlite.search.records.record import target_matches
+from tvmlite.target.detect import describe_cpu
+from tvmlite.target.target import CompilerNotFoundError, Target, describe_cpu_text
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +109,31 @@ def test_describe_and_estimate(host: Target) -> None:
     assert host.peak_gflops_estimate() > 0
 
 
+def test_a_bare_cpu_is_described_in_the_targets_words(host: Target) -> None:
+    """Without a compiler there is no Target; the CPU lines read as in describe()."""
+    cpu = describe_cpu()
+    assert cpu["vector_registers"] == host.vector_registers and cpu["arch"] == host.arch
+    text = describe_cpu_text(cpu)
+    assert text.startswith(f"arch:      {host.arch} (")
+    assert text.splitlines()[1:] == host.describe().splitlines()[2:6]
+
+
+def test_same_cpu_label_and_which_cpu(host: Target) -> None:
+    more_cores = dataclasses.replace(host, cores=host.cores + 3)
+    other = dataclasses.replace(host, features=tuple(f for f in host.features if f != "fma"))
+    assert host.same_cpu(more_cores) and not host.same_cpu(other)
+    assert host.label() != "host" and host.label().startswith(host.arch)
+    assert Target.from_name("x86_64-avx2").label() == "x86_64-avx2"
+    assert dataclasses.replace(host, name="", features=()).label() == host.arch
+    assert host.which_cpu(more_cores) == f"this CPU ({host.label()})"
+    if "fma" in host.features:
+        assert other.which_cpu(host).endswith("; it lacks fma)")
+        assert host.which_cpu(other).endswith("; it has fma)")
+    # the old names in records still answer
+    assert target_matches(host, more_cores) and target_label(host) == host.label()
+    assert where_logged(host, host) == host.which_cpu(host)
+
+
 def test_missing_compiler_is_a_clear_error() -> None:
     with pytest.raises(CompilerNotFoundError, match="compiler=") as info:
         Target.host(compiler="/nonexistent/cc")
@@ -123,8 +152,8 @@ HASWELL = "processor\t: 0\nflags\t\t: fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx a
 
 
 def test_aarch64_cpuinfo_gives_neon_and_128_bit_vectors() -> None:
-    from tvmlite.target.detect import _cpuinfo_features, _normalize_arch, _vector_bits
-    assert _normalize_arch("arm64") == "aarch64"
+    from tvmlite.target.detect import _cpuinfo_features, normalize_arch, _vector_bits
+    assert normalize_arch("arm64") == "aarch64"
     features = _cpuinfo_features("aarch64", GRAVITON)
     assert "neon" in features and not any(f.startswith("avx") for f in features)
     assert _vector_bits(features) == 128
