@@ -1,7 +1,7 @@
 """Quickstart: the classic CPU GEMM schedule (schedules/recipes.py, written with
 the public te/schedule API): print its steps and loop nest, build, check, time.
 
-Run: python examples/quickstart.py [--size 512]
+Run: python examples/quickstart.py [--size 1024]
 """
 from __future__ import annotations
 
