@@ -1,4 +1,8 @@
-"""Elementwise operators of any rank (add, relu, bias_add) and the row softmax."""
+"""Elementwise operators of any rank (add, relu, bias_add) and the row softmax.
+
+The size-taking ops make placeholders and call the tensor-taking computes
+(``add_compute``, ``relu_compute``, ``softmax_compute``) that ``tvmlite.topi`` calls on
+the user's tensors."""
 from __future__ import annotations
 
 from typing import Any
@@ -21,7 +25,12 @@ def add(shape: Any, dtype: str = "float32") -> list[te.Tensor]:
     dtype_arg(op, dtype)
     A = te.placeholder(shape, dtype, name="A")
     B = te.placeholder(shape, dtype, name="B")
-    return [A, B, te.compute(shape, named(_axes(len(shape)), lambda *i: A[i] + B[i]), name=op)]
+    return [A, B, add_compute(A, B)]
+
+
+def add_compute(A: te.Tensor, B: te.Tensor, name: str = "add") -> te.Tensor:
+    """``A + B`` of two tensors of one shape."""
+    return te.compute(A.shape, named(_axes(len(A.shape)), lambda *i: A[i] + B[i]), name=name)
 
 
 def relu(shape: Any, dtype: str = "float32") -> list[te.Tensor]:
@@ -30,9 +39,14 @@ def relu(shape: Any, dtype: str = "float32") -> list[te.Tensor]:
     shape = shape_arg(op, shape)
     dtype_arg(op, dtype)
     A = te.placeholder(shape, dtype, name="A")
-    zero = te.const(0, dtype)
-    return [A, te.compute(shape, named(_axes(len(shape)), lambda *i: te.max(A[i], zero)),
-                          name=op)]
+    return [A, relu_compute(A)]
+
+
+def relu_compute(A: te.Tensor, name: str = "relu") -> te.Tensor:
+    """``max(A, 0)`` of a tensor of any rank."""
+    zero = te.const(0, A.dtype)
+    return te.compute(A.shape, named(_axes(len(A.shape)), lambda *i: te.max(A[i], zero)),
+                      name=name)
 
 
 def bias_add(shape: Any, axis: int = 1, dtype: str = "float32") -> list[te.Tensor]:
@@ -58,10 +72,15 @@ def softmax(N: int, M: int, dtype: str = "float32") -> list[te.Tensor]:
     N, M = size_arg(op, "N", N), positive(op, "M", M)
     dtype_arg(op, dtype, floats_only=True)
     data = te.placeholder((N, M), dtype, name="data")
+    return [data, softmax_compute(data)]
+
+
+def softmax_compute(data: te.Tensor, name: str = "softmax") -> te.Tensor:
+    """The softmax of each row of ``data`` (N, M), in the four stages of ``softmax``."""
+    N, M = data.shape
     k = te.reduce_axis((0, M), name="k")
     maxelem = te.compute((N,), lambda i: te.max(data[i, k], axis=k), name="maxelem")
     expv = te.compute((N, M), lambda i, j: te.exp(data[i, j] - maxelem[i]), name="expv")
     k2 = te.reduce_axis((0, M), name="k")
     expsum = te.compute((N,), lambda i: te.sum(expv[i, k2], axis=k2), name="expsum")
-    out = te.compute((N, M), lambda i, j: expv[i, j] / expsum[i], name=op)
-    return [data, out]
+    return te.compute((N, M), lambda i, j: expv[i, j] / expsum[i], name=name)

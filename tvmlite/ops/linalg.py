@@ -1,4 +1,8 @@
-"""Matrix products and norms: matmul, batch_matmul, dense (+bias, +relu), norm2."""
+"""Matrix products and norms: matmul, batch_matmul, dense (+bias, +relu), norm2.
+
+Each size-taking op makes its placeholders and calls the tensor-taking compute
+(``matmul_compute``, ``batch_matmul_compute``, ``dense_compute``), which ``tvmlite.topi``
+calls on the user's tensors: one definition of each compute."""
 from __future__ import annotations
 
 from tvmlite import te
@@ -12,9 +16,14 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32") -> list[te.Tensor]:
     dtype_arg(op, dtype)
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((K, N), dtype, name="B")
+    return [A, B, matmul_compute(A, B)]
+
+
+def matmul_compute(A: te.Tensor, B: te.Tensor, name: str = "C") -> te.Tensor:
+    """``C[i, j] = sum_k A[i, k] * B[k, j]`` of the tensors A (M, K) and B (K, N)."""
+    (M, K), (_, N) = A.shape, B.shape
     k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return [A, B, C]
+    return te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name=name)
 
 
 def batch_matmul(B: int, M: int, N: int, K: int, dtype: str = "float32") -> list[te.Tensor]:
@@ -24,10 +33,22 @@ def batch_matmul(B: int, M: int, N: int, K: int, dtype: str = "float32") -> list
     dtype_arg(op, dtype)
     lhs = te.placeholder((B, M, K), dtype, name="A")
     rhs = te.placeholder((B, K, N), dtype, name="B")
+    return [lhs, rhs, batch_matmul_compute(lhs, rhs)]
+
+
+def batch_matmul_compute(lhs: te.Tensor, rhs: te.Tensor, transpose_b: bool = False,
+                         name: str = "C") -> te.Tensor:
+    """``C[b, i, j] = sum_k lhs[b, i, k] * rhs[b, k, j]`` of lhs (B, M, K) and rhs
+    (B, K, N); with ``transpose_b`` rhs is (B, N, K), read ``rhs[b, j, k]`` (TOPI's
+    default layout)."""
+    B, M, K = lhs.shape
+    N = rhs.shape[1] if transpose_b else rhs.shape[2]
     k = te.reduce_axis((0, K), name="k")
-    out = te.compute((B, M, N), lambda b, i, j: te.sum(lhs[b, i, k] * rhs[b, k, j], axis=k),
-                     name="C")
-    return [lhs, rhs, out]
+    if transpose_b:
+        return te.compute((B, M, N), lambda b, i, j: te.sum(lhs[b, i, k] * rhs[b, j, k],
+                                                            axis=k), name=name)
+    return te.compute((B, M, N), lambda b, i, j: te.sum(lhs[b, i, k] * rhs[b, k, j], axis=k),
+                      name=name)
 
 
 def dense(N: int, K: int, M: int, dtype: str = "float32", bias: bool = False,
@@ -47,20 +68,31 @@ def dense(N: int, K: int, M: int, dtype: str = "float32", bias: bool = False,
             raise ValueError(f"{op}: {name} must be True or False, got {flag!r}")
     data = te.placeholder((N, K), dtype, name="data")
     weight = te.placeholder((M, K), dtype, name="weight")
-    k = te.reduce_axis((0, K), name="k")
-    out = te.compute((N, M), lambda i, j: te.sum(data[i, k] * weight[j, k], axis=k),
-                     name="dense")
     tensors = [data, weight]
+    b = None
     if bias:
         b = te.placeholder((M,), dtype, name="bias")
         tensors.append(b)
-        prev = out
-        out = te.compute((N, M), lambda i, j: prev[i, j] + b[j], name="bias_add")
+    out = dense_compute(data, weight, b)
     if relu:
         pre = out
         out = te.compute((N, M), lambda i, j: te.max(pre[i, j], te.const(0, dtype)),
                          name="relu")
     return tensors + [out]
+
+
+def dense_compute(data: te.Tensor, weight: te.Tensor, bias: te.Tensor | None = None
+                  ) -> te.Tensor:
+    """``dense[i, j] = sum_k data[i, k] * weight[j, k]`` of data (N, K) and weight (M, K),
+    then a "bias_add" stage adding ``bias[j]`` when a bias (M,) is given."""
+    N, K = data.shape
+    M = weight.shape[0]
+    k = te.reduce_axis((0, K), name="k")
+    out = te.compute((N, M), lambda i, j: te.sum(data[i, k] * weight[j, k], axis=k),
+                     name="dense")
+    if bias is None:
+        return out
+    return te.compute((N, M), lambda i, j: out[i, j] + bias[j], name="bias_add")
 
 
 def norm2(N: int, M: int, dtype: str = "float32") -> list[te.Tensor]:

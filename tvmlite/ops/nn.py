@@ -8,6 +8,10 @@ per spatial dimension; padding is symmetric. Convolutions pad in a separate "pad
 (only when some padding is non-zero); pools guard their reads with if_then_else inside
 the reduction instead, so no padded copy is made. Either way the out-of-range read sits
 in the branch that if_then_else does not select.
+
+conv2d_nchw, depthwise_conv2d_nchw and the pools call a tensor-taking compute
+(``conv2d_nchw_compute``, ``depthwise_conv2d_nchw_compute``, ``max_pool2d_compute``,
+``avg_pool2d_compute``) that ``tvmlite.topi`` calls on the user's tensors.
 """
 from __future__ import annotations
 
@@ -93,14 +97,27 @@ def conv2d_nchw(N: int, CI: int, H: int, W: int, CO: int, kernel: Any, stride: A
     OH, OW = out_size(op, "H", H, kh, sh, ph, dh), out_size(op, "W", W, kw, sw, pw, dw)
     data = te.placeholder((N, CI, H, W), dtype, name="data")
     weight = te.placeholder((CO, ci_g, kh, kw), dtype, name="weight")
+    return [data, weight, conv2d_nchw_compute(data, weight, (sh, sw), (ph, pw), (dh, dw),
+                                              groups, (OH, OW))]
+
+
+def conv2d_nchw_compute(data: te.Tensor, weight: te.Tensor, stride: tuple, padding: tuple,
+                        dilation: tuple, groups: int, out_hw: tuple) -> te.Tensor:
+    """The conv2d_nchw stage (and its "pad" stage) over the tensors data (N, CI, H, W) and
+    weight (CO, CI//groups, KH, KW); (stride, padding, dilation) per dimension and the
+    output size ``out_hw`` as ``conv2d_nchw`` checked them."""
+    op = "conv2d_nchw"
+    N, CI = data.shape[:2]
+    CO, ci_g, kh, kw = weight.shape
+    co_g = CO // groups
+    (sh, sw), (ph, pw), (dh, dw), (OH, OW) = stride, padding, dilation, out_hw
     padded = pad(data, (0, 0, ph, pw), "NCHW")
     rc = te.reduce_axis((0, ci_g), name="rc")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
-    out = te.compute((N, CO, OH, OW), lambda n, f, h, w: te.sum(
+    return te.compute((N, CO, OH, OW), lambda n, f, h, w: te.sum(
         padded[n, _in_channel(f, rc, ci_g, co_g, groups), window(h, sh, ry, dh),
                window(w, sw, rx, dw)] * weight[f, rc, ry, rx], axis=[rc, ry, rx]), name=op)
-    return [data, weight, out]
 
 
 def conv2d_nhwc(N: int, H: int, W: int, CI: int, CO: int, kernel: Any, stride: Any = 1,
@@ -148,6 +165,18 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, kernel: Any, stride: A
     m = multiplier
     data = te.placeholder((N, C, H, W), dtype, name="data")
     weight = te.placeholder((C, m, kh, kw), dtype, name="weight")
+    return [data, weight, depthwise_conv2d_nchw_compute(data, weight, (sh, sw), (ph, pw),
+                                                        (dh, dw), (OH, OW))]
+
+
+def depthwise_conv2d_nchw_compute(data: te.Tensor, weight: te.Tensor, stride: tuple,
+                                  padding: tuple, dilation: tuple, out_hw: tuple) -> te.Tensor:
+    """The depthwise_conv2d_nchw stage (and its "pad" stage) over data (N, C, H, W) and
+    weight (C, multiplier, KH, KW), arguments as ``depthwise_conv2d_nchw`` checked them."""
+    op = "depthwise_conv2d_nchw"
+    N, C = data.shape[:2]
+    _, m, kh, kw = weight.shape
+    (sh, sw), (ph, pw), (dh, dw), (OH, OW) = stride, padding, dilation, out_hw
     padded = pad(data, (0, 0, ph, pw), "NCHW")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
@@ -156,7 +185,7 @@ def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, kernel: Any, stride: A
         c, q = (f, 0) if m == 1 else (f // m, f % m)
         return te.sum(padded[n, c, window(h, sh, ry, dh), window(w, sw, rx, dw)]
                       * weight[c, q, ry, rx], axis=[ry, rx])
-    return [data, weight, te.compute((N, C * m, OH, OW), body, name=op)]
+    return te.compute((N, C * m, OH, OW), body, name=op)
 
 
 def depthwise_conv2d_nhwc(N: int, H: int, W: int, C: int, kernel: Any, stride: Any = 1,
@@ -233,7 +262,7 @@ class _Pool(NamedTuple):
 
 
 def _pool(op: str, N: Any, C: Any, H: Any, W: Any, kernel: Any, stride: Any, padding: Any,
-          layout: str, dtype: str, floats_only: bool) -> _Pool:
+          layout: str, dtype: str, floats_only: bool, data: te.Tensor | None = None) -> _Pool:
     N, C, H, W = _sizes(op, N=N, C=C, H=H, W=W)
     ks = tuple_arg(op, "kernel", kernel, 2)
     ss = tuple_arg(op, "stride", kernel if stride is None else stride, 2)
@@ -249,7 +278,8 @@ def _pool(op: str, N: Any, C: Any, H: Any, W: Any, kernel: Any, stride: Any, pad
     sizes = {"N": N, "C": C, "H": H, "W": W}
     in_shape = tuple(sizes[ch] for ch in layout)
     out_shape = tuple({**sizes, "H": OH, "W": OW}[ch] for ch in layout)
-    data = te.placeholder(in_shape, dtype, name="data")
+    if data is None:
+        data = te.placeholder(in_shape, dtype, name="data")
     return _Pool(data, out_shape, ks, ss, ps, (H, W), (layout.index("H"), layout.index("W")))
 
 
@@ -259,12 +289,36 @@ def max_pool2d(N: int, C: int, H: int, W: int, kernel: Any, stride: Any = None,
     dtype's lowest value, so it never wins."""
     op = "max_pool2d"
     pool = _pool(op, N, C, H, W, kernel, stride, padding, layout, dtype, floats_only=False)
+    return [pool.data, _max_pool(pool, layout)]
+
+
+def _pool_of(op: str, data: te.Tensor, kernel: Any, stride: Any, padding: Any, layout: str,
+             floats_only: bool) -> _Pool:
+    """A pool's checked arguments over an existing tensor ``data`` (its sizes read from
+    its shape in ``layout``)."""
+    if layout not in ("NCHW", "NHWC") or len(data.shape) != 4:
+        raise ValueError(f"{op}: data must be a 4-D tensor in layout 'NCHW' or 'NHWC', got "
+                         f"shape {data.shape} and layout {layout!r}")
+    sizes = dict(zip(layout, data.shape))
+    return _pool(op, sizes["N"], sizes["C"], sizes["H"], sizes["W"], kernel, stride, padding,
+                 layout, data.dtype, floats_only, data)
+
+
+def max_pool2d_compute(data: te.Tensor, kernel: Any, stride: Any = None, padding: Any = 0,
+                       layout: str = "NCHW") -> te.Tensor:
+    """The max_pool2d stage over the tensor ``data`` (arguments as ``max_pool2d``'s)."""
+    pool = _pool_of("max_pool2d", data, kernel, stride, padding, layout, floats_only=False)
+    return _max_pool(pool, layout)
+
+
+def _max_pool(pool: _Pool, layout: str) -> te.Tensor:
+    op, dtype = "max_pool2d", pool.data.dtype
     is_float = dtype.startswith("float")
     lowest = float(np.finfo(dtype).min) if is_float else int(np.iinfo(dtype).min)
     ry, rx = (te.reduce_axis((0, k), name=n) for n, k in zip(("ry", "rx"), pool.kernel))
     body = named(axis_names(layout), lambda *idx: te.max(pool.read(idx, ry, rx, lowest),
                                                         axis=[ry, rx]))
-    return [pool.data, te.compute(pool.out_shape, body, name=op)]
+    return te.compute(pool.out_shape, body, name=op)
 
 
 def avg_pool2d(N: int, C: int, H: int, W: int, kernel: Any, stride: Any = None,
@@ -277,6 +331,21 @@ def avg_pool2d(N: int, C: int, H: int, W: int, kernel: Any, stride: Any = None,
         raise ValueError(f"{op}: count_include_pad must be True or False, "
                          f"got {count_include_pad!r}")
     pool = _pool(op, N, C, H, W, kernel, stride, padding, layout, dtype, floats_only=True)
+    return [pool.data, _avg_pool(pool, layout, count_include_pad)]
+
+
+def avg_pool2d_compute(data: te.Tensor, kernel: Any, stride: Any = None, padding: Any = 0,
+                       layout: str = "NCHW", count_include_pad: bool = True) -> te.Tensor:
+    """The avg_pool2d stages over the tensor ``data`` (arguments as ``avg_pool2d``'s)."""
+    if not isinstance(count_include_pad, bool):
+        raise ValueError(f"avg_pool2d: count_include_pad must be True or False, "
+                         f"got {count_include_pad!r}")
+    pool = _pool_of("avg_pool2d", data, kernel, stride, padding, layout, floats_only=True)
+    return _avg_pool(pool, layout, count_include_pad)
+
+
+def _avg_pool(pool: _Pool, layout: str, count_include_pad: bool) -> te.Tensor:
+    op, dtype = "avg_pool2d", pool.data.dtype
     ry, rx = (te.reduce_axis((0, k), name=n) for n, k in zip(("ry", "rx"), pool.kernel))
     names = axis_names(layout)
     total = te.compute(pool.out_shape, named(names, lambda *idx: te.sum(
@@ -296,4 +365,4 @@ def avg_pool2d(N: int, C: int, H: int, W: int, kernel: Any, stride: Any = None,
         if count_include_pad or not any(pool.padding):
             return total[idx] / te.const(kh * kw, dtype)
         return total[idx] / te.cast(count(idx), dtype)
-    return [pool.data, te.compute(pool.out_shape, named(names, body), name=op)]
+    return te.compute(pool.out_shape, named(names, body), name=op)
