@@ -1,8 +1,8 @@
 """Sampling priors that read the target, and the pre-pack decision of a sketch.
 
 Each prior takes the CPU facts it depends on (vector lanes, vector registers, FMA
-latency x pipes from ``Target.fma_latency_pipes``), so no number is one CPU's: the
-README's section on how the template-free search departs from Ansor lists them.
+latency x pipes from ``Target.fma_latency_pipes``), so no number is one CPU's:
+docs/how-it-works.md ("The priors read the target") lists them.
 
 Map: decision helpers (``_decide``, ``_divisors``) · ``max_innermost`` · ``unroll_steps``
 · ``fma_block_floor`` · pre-packing (``apply_prepack``).

@@ -162,7 +162,7 @@ def target_args(c: argparse.ArgumentParser, runner: bool = True) -> None:
                        help="where candidates run: local (this machine, the default), qemu "
                        "(user-mode emulation of the target: checked for correctness, timings "
                        "emulated) or dask://HOST:PORT (the workers of a Dask cluster; see "
-                       "README: Measuring on many machines)")
+                       "docs/dask.md)")
 
 
 def resolve_target(args: argparse.Namespace) -> Any:

@@ -181,7 +181,7 @@ class Target:
         """A *paper* peak: cores * lanes * 2 (FMA) * 2 (FMA units) * GHz.
 
         An estimate only (it assumes two full-width FMA units and the nominal clock from
-        /proc/cpuinfo, 2.5 GHz if unknown); bench/peak.py measures the real number.
+        /proc/cpuinfo, 2.5 GHz if unknown); ``python -m bench peak`` measures the real number.
         """
         return self.cores * self.vector_lanes(dtype) * 2 * 2 * cpu_ghz()
 
