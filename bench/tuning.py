@@ -2,8 +2,9 @@
 method, then compare with numpy / PyTorch measured in the same run.
 
 ``python -m bench tune-template-free`` and ``python -m bench tune-templated``
-(bench/tune_template_free.py, bench/tune_templated.py) call ``main`` with their methods. For each operator it tunes up to ``--trials`` measurements per seed (logs in
-``--out``; an interrupted run resumes from them), then prints: the best GFLOP/s (the best record
+(bench/tune_template_free.py, bench/tune_templated.py) call ``main`` with their methods.
+For each operator it tunes up to ``--trials`` measurements per seed (logs in ``--out``;
+an interrupted run resumes from them), then prints: the best GFLOP/s (the best record
 rebuilt and re-timed in a fresh process, median of 25), its ratio to numpy (native
 OpenBLAS kernel) and to PyTorch CPU when installed, % of the measured FMA peak, the tuning
 wall time, the trials needed to reach 90% of the final best, and the search overhead (the
