@@ -6,9 +6,11 @@
 - ``templated/``: AutoTVM-style knobs, config spaces, templates and tuners;
 - ``template_free/``: Ansor-style sketches, evolution, ``SearchTask``, the task scheduler;
 - ``model/``: loop-nest features and the XGBoost cost model both searches share;
-- ``options.py`` (``TuningOptions``) and ``result.py`` (``Trial``, ``TuneResult``).
+- ``options.py`` (``TuningOptions``) and ``result.py`` (``Trial``, ``TuneResult``);
+- ``tuning.py``: the one tuning loop both searches run (``Proposer``, ``tune_loop``):
+  resume, budgets, early stopping, accounting and the best record of the log.
 
-The two searches never import each other. Names are imported on first use (PEP 562), so
+The two searches never import each other; both import ``tuning``. Names are imported on first use (PEP 562), so
 ``python -m tvmlite.search.measure.worker`` -- the measuring process, restarted after
 every crash -- starts without loading xgboost.
 """
@@ -21,9 +23,10 @@ _EXPORTS = {
     "MeasureInput": "measure.inputs", "MeasureResult": "measure.inputs",
     "MeasureErrorNo": "measure.inputs", "Measurer": "measure.measurer",
     "LocalBuilder": "measure.builder", "LocalRunner": "measure.runner",
-    "DaskRunner": "measure.dask_runner",
+    "DaskRunner": "measure.dask_runner", "MeasureConfig": "measure.protocol",
     "Workload": "records.workload", "Record": "records.record",
     "load_records": "records.record", "best_record": "records.record",
+    "best_valid": "records.record", "Proposer": "tuning", "tune_loop": "tuning",
     "replay": "records.deploy", "TuningOptions": "options", "Trial": "result",
     "TuneResult": "result", "SearchTask": "template_free.task",
     "TaskScheduler": "template_free.scheduler", "XGBModel": "model.cost_model",
@@ -36,7 +39,7 @@ _EXPORTS = {
 # sub-packages and the modules users reach as search.<name> (search.sketch.Rule, search.logs)
 _MODULES = {"templated": "templated", "template_free": "template_free", "measure": "measure",
             "records": "records", "model": "model", "sketch": "template_free.sketch",
-            "logs": "records.logs"}
+            "logs": "records.logs", "tuning": "tuning"}
 
 __all__ = sorted(_EXPORTS)
 

@@ -13,6 +13,7 @@ from tvmlite.search.measure.base_runner import Runner
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.measure.qemu_runner import QemuRunner
 from tvmlite.search.measure.measurer import Measurer
+from tvmlite.search.measure.protocol import MeasureConfig
 from tvmlite.search.measure.builder import LocalBuilder
 
 RUNNERS = ("local", "qemu")
@@ -84,11 +85,17 @@ class TuningOptions:
         if isinstance(self.runner, Runner):
             return self.runner
         if self.runner == "qemu":
-            return QemuRunner(timeout=max(self.run_timeout, 30.0),
-                              check_correctness=self.check_correctness,
-                              n_threads=self.n_threads, seed=self.seed)
-        return LocalRunner(number=self.number, repeat=self.repeat,
-                           min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,
-                           flush_cache=self.flush_cache,
-                           check_correctness=self.check_correctness,
-                           n_threads=self.n_threads, seed=self.seed)
+            return QemuRunner(config=MeasureConfig(
+                number=1, repeat=1, timeout=max(self.run_timeout, 30.0),
+                check_correctness=self.check_correctness, n_threads=self.n_threads,
+                seed=self.seed))
+        return LocalRunner(config=self.measure_config())
+
+    def measure_config(self) -> MeasureConfig:
+        """The measuring protocol these options describe (what ``make_runner`` gives the
+        local runner; a DaskRunner built from the command line takes the same)."""
+        return MeasureConfig(number=self.number, repeat=self.repeat,
+                             min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,
+                             flush_cache=self.flush_cache,
+                             check_correctness=self.check_correctness,
+                             n_threads=self.n_threads, seed=self.seed)

@@ -8,17 +8,26 @@ order, so the ``Measurer`` can append each record to the log the moment it exist
 runner with several machines can time several candidates at once. ``check_target`` is
 asked before any tuning starts, so a runner that cannot execute the target's code is
 refused up front instead of failing every candidate.
+
+How a candidate is measured -- the protocol -- is one ``MeasureConfig`` (protocol.py),
+the runner's ``config``, whichever runner it is. ``KernelRunner`` is the shared part of a
+runner that runs built kernels itself, one candidate at a time or several: a failed build
+keeps its error, the workload's reference is prepared once (``ReferenceCache``), a
+failure is a ``Verdict`` that becomes the candidate's error record. A new runner of that
+kind says only how to run a built kernel there; see its docstring.
 """
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Iterable, Iterator, Sequence
+import time
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence
 
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
+from tvmlite.search.measure.protocol import MeasureConfig, ReferenceCache, Verdict
 from tvmlite.errors import TvmliteError
 
-__all__ = ["Runner", "RunnerError"]
+__all__ = ["Runner", "RunnerError", "KernelRunner", "Stopwatch"]
 
 
 class RunnerError(TvmliteError, ValueError):
@@ -38,6 +47,24 @@ class Runner(abc.ABC):
     # (``iter_stream``). False (here): compiling would disturb the timing, so the two
     # take turns, a chunk at a time.
     times_elsewhere: bool = False
+    # the protocol when the constructor is given neither a config nor measuring arguments
+    DEFAULTS: ClassVar[MeasureConfig] = MeasureConfig()
+    config: MeasureConfig
+
+    def configure(self, config: MeasureConfig | None, measuring: Mapping[str, Any]) -> None:
+        """Set ``config``: ``config`` (else ``DEFAULTS``) with the old keyword arguments
+        in ``measuring`` replacing its fields, validated, errors naming this class."""
+        self.config = MeasureConfig.of(type(self).__name__, config, self.DEFAULTS, measuring)
+
+    # the protocol's fields, read as the runner's attributes (as before the config)
+    number = property(lambda self: self.config.number)
+    repeat = property(lambda self: self.config.repeat)
+    min_repeat_ms = property(lambda self: self.config.min_repeat_ms)
+    timeout = property(lambda self: self.config.timeout)
+    flush_cache = property(lambda self: self.config.flush_cache)
+    check_correctness = property(lambda self: self.config.check_correctness)
+    n_threads = property(lambda self: self.config.n_threads)
+    seed = property(lambda self: self.config.seed)
 
     @abc.abstractmethod
     def check_target(self, target: Any) -> None:
@@ -95,3 +122,84 @@ class Runner(abc.ABC):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class Stopwatch:
+    """A candidate's run time; ``restart`` leaves out what was not its own (waiting for
+    the cores, computing the workload's reference)."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def restart(self) -> None:
+        self.start = time.monotonic()
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.start
+
+
+class KernelRunner(Runner):
+    """The shared part of a runner that runs built kernels itself (this machine's
+    isolated worker, an emulator).
+
+    A subclass calls ``super().__init__(config, measuring)`` and implements:
+
+    - ``check_target(target)``: RunnerError if it cannot run the target's code;
+    - ``prepare_reference(workload, ref)``: from the workload's reference build, what
+      ``run_kernel`` needs to check a candidate (the expected outputs, or what its
+      measuring process needs to compute and keep them); raise Verdict if the reference
+      kernel fails (the workload's candidates then become UNKNOWN, with one message);
+    - ``run_kernel(inp, build, prepared, clock)``: check the built candidate against
+      ``prepared`` (None when ``config.check_correctness`` is off) and time it as
+      ``config`` says; return the costs, or raise Verdict with its error. ``clock``
+      measures the candidate's run time (``clock.restart()`` to leave time out).
+
+    Candidates run one at a time, in order (``iter_run``); a runner that may run several
+    at once (timings that mean nothing) overrides ``iter_run`` around
+    ``measure_candidate``.
+    """
+
+    def __init__(self, config: MeasureConfig | None, measuring: Mapping[str, Any],
+                 where: str = "") -> None:
+        self.configure(config, measuring)
+        self.references: ReferenceCache[Any] = ReferenceCache(self.prepare_reference, where)
+
+    @abc.abstractmethod
+    def prepare_reference(self, workload: Any, ref: BuildResult) -> Any:
+        """What ``run_kernel`` checks a candidate of ``workload`` against."""
+
+    @abc.abstractmethod
+    def run_kernel(self, inp: MeasureInput, build: BuildResult, prepared: Any,
+                   clock: Stopwatch) -> tuple[float, ...]:
+        """One candidate's costs (seconds per call, one per repeat), or Verdict."""
+
+    def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
+                 reference: Callable[[Any], BuildResult] | None = None
+                 ) -> Iterator[tuple[int, MeasureResult]]:
+        """Candidates one by one, in order. Failed builds keep their error; the rest are
+        checked against ``reference(workload)`` (if check_correctness) and timed."""
+        inputs, builds = self.checked_batch(inputs, builds, reference)
+        for i, (inp, b) in enumerate(zip(inputs, builds)):
+            yield i, self.measure_candidate(inp, b, reference)
+
+    def measure_candidate(self, inp: MeasureInput, build: BuildResult,
+                          reference: Callable[[Any], BuildResult] | None) -> MeasureResult:
+        """The result of one candidate: its build error, its Verdict, or its costs."""
+        if not build.ok:
+            return MeasureResult(error_no=build.error_no, error_msg=build.error_msg,
+                                 build_seconds=build.seconds)
+        clock = Stopwatch()
+        try:
+            prepared = self.references.get(inp.workload, reference) \
+                if self.check_correctness else None
+            clock.restart()        # the reference build is not this candidate's time
+            result = MeasureResult(costs=tuple(self.run_kernel(inp, build, prepared, clock)))
+        except Verdict as v:
+            result = MeasureResult(error_no=v.error_no, error_msg=str(v))
+        return MeasureResult(result.costs, result.error_no, result.error_msg,
+                             build_seconds=build.seconds, run_seconds=clock.seconds)
+
+    def close(self) -> None:
+        """Forget the references (a subclass also releases its processes and files)."""
+        self.references.clear()

@@ -16,6 +16,9 @@ what tuning needs on top:
   worker started with ``--resources measure=1`` times one candidate at a time. Workers
   that share a machine are each pinned to their own cores (``pin=True``), so they can time
   at once without timing each other.
+- **Any start order.** Scheduler, workers and tuning are started from three terminals in
+  any order: a runner that finds the scheduler without workers waits for one (up to
+  ``worker_timeout``, saying so once), and fails only when none came.
 - **Comparable records.** Every worker reports its target; only workers whose arch,
   features, vector width and cores equal the task's measure it. Others are named in a
   warning and not used; if none is left, ``check_target`` raises before any tuning starts.
@@ -41,17 +44,18 @@ except ImportError as _e:  # pragma: no cover -- the dask extra is not installed
     raise ImportError("search.DaskRunner needs Dask distributed: pip install "
                       "'tvmlite[dask]' (or pip install distributed)") from _e
 
+from tvmlite.checks import check_number
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.feeder import Feeder
 from tvmlite.search.measure.dask_worker import (START_TOPIC, Config, Job, describe_worker,
                                                 measure_job)
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
-from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.search.measure.protocol import MeasureConfig, ReferenceCache, Verdict
 from tvmlite.target.target import Target
 from tvmlite.errors import TvmliteWarning
 
-__all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE"]
+__all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE", "WORKER_TIMEOUT"]
 
 MEASURE = "measure"      # the Dask resource: candidates a worker may time at once
 RETRIES = 1              # another worker after the first death, then an error record
@@ -60,10 +64,18 @@ AHEAD = 4                # candidates submitted (or compiling) per worker: one b
 COMPARED = ("arch", "features", "vector_bits", "cores")
 _POLL = 5.0              # seconds without news before checking the workers are there
 _START = ("dask worker SCHEDULER --nthreads 1 --resources measure=1")
+WORKER_TIMEOUT = 60.0    # seconds a runner waits for a first worker (workers start slowly)
 
 
 class DaskWorkerWarning(TvmliteWarning):
-    """A Dask worker is not used (another target, no ``measure`` resource) or left."""
+    """A Dask worker is not used (another target, no ``measure`` resource) or left, or
+    the runner waits for a first worker to register."""
+
+
+def _with_library(workload: Any, ref: BuildResult) -> tuple[BuildResult, bytes]:
+    """A reference build and its library's bytes, as they travel to the workers."""
+    with open(ref.lib_path, "rb") as f:
+        return ref, f.read()
 
 
 def parse_address(text: str) -> str:
@@ -85,30 +97,40 @@ class DaskRunner(Runner):
     """Measures on a Dask cluster; see the module docstring.
 
     ``scheduler`` is an address (``dask://HOST:PORT``) or a ``distributed.Client`` (kept
-    open on ``close``). The measuring arguments are ``LocalRunner``'s and mean the same;
-    ``pin`` gives workers sharing a machine their own cores; ``connect_timeout`` bounds
-    reaching the scheduler. ``close`` disconnects; the runner reconnects when used again.
+    open on ``close``). ``config`` (a ``MeasureConfig``) is the measuring protocol, the
+    same as ``LocalRunner``'s (each worker's LocalRunner measures with it); the old
+    keyword arguments build it or replace its fields. ``pin`` gives workers sharing a
+    machine their own cores; ``connect_timeout`` bounds reaching the scheduler;
+    ``worker_timeout`` is how long to wait for a worker when the scheduler has none yet
+    (scheduler, workers and tuning may be started in any order), once per connection
+    check, with a warning that it waits. ``close`` disconnects; the runner reconnects when
+    used again.
     """
 
     emulated = False
     times_elsewhere = True   # the workers time; the client compiles the next chunk meanwhile
 
-    def __init__(self, scheduler: Any, number: int = 3, repeat: int = 3,
-                 min_repeat_ms: float = 0.0, timeout: float = 10.0, flush_cache: bool = False,
-                 check_correctness: bool = True, n_threads: int | None = None, seed: int = 0,
-                 pin: bool = True, connect_timeout: float = 10.0):
-        params = dict(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
-                      timeout=timeout, flush_cache=flush_cache,
-                      check_correctness=check_correctness, n_threads=n_threads, seed=seed)
-        LocalRunner(**params)   # the same checks, the same messages
+    def __init__(self, scheduler: Any, number: int | None = None, repeat: int | None = None,
+                 min_repeat_ms: float | None = None, timeout: float | None = None,
+                 flush_cache: bool | None = None, check_correctness: bool | None = None,
+                 n_threads: int | None = None, seed: int | None = None, pin: bool = True,
+                 connect_timeout: float = 10.0, worker_timeout: float = WORKER_TIMEOUT, *,
+                 config: MeasureConfig | None = None):
+        given = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
+                 "timeout": timeout, "flush_cache": flush_cache,
+                 "check_correctness": check_correctness, "n_threads": n_threads, "seed": seed}
+        self.configure(config, {k: v for k, v in given.items() if v is not None})
         if not isinstance(pin, bool):
             raise ValueError(f"DaskRunner(pin={pin!r}): use True or False")
-        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)) \
-                or connect_timeout <= 0:
-            raise ValueError(f"DaskRunner(connect_timeout={connect_timeout!r}): use a "
-                             f"positive number of seconds")
-        self.params, self.pin, self.connect_timeout = params, pin, float(connect_timeout)
-        self.check_correctness = bool(check_correctness)
+        check_number(connect_timeout, "DaskRunner(connect_timeout=...) in seconds", 0,
+                     lo_open=True)
+        check_number(worker_timeout, "DaskRunner(worker_timeout=...) in seconds (how long "
+                                     "to wait for a first worker)", 0)
+        self.pin, self.connect_timeout = pin, float(connect_timeout)
+        self.worker_timeout = float(worker_timeout)
+        self._warned_waiting = False
+        self._references: ReferenceCache[tuple[BuildResult, bytes]] = \
+            ReferenceCache(_with_library)
         if isinstance(scheduler, distributed.Client):
             self._client: Any = scheduler
             self._own_client = False
@@ -123,14 +145,18 @@ class DaskRunner(Runner):
         self._known: dict[str, str] = {}       # address -> "" (usable) or why not
         self._inbox: queue.Queue | None = None
         self._watched: set[str] = set()       # worker addresses whose topic we follow
-        self._references: dict[str, tuple[BuildResult, bytes]] = {}
+
+    @property
+    def params(self) -> dict:
+        """The measuring protocol as keyword arguments (``config.to_json()``)."""
+        return self.config.to_json()
 
     def replace(self, **params: Any) -> "DaskRunner":
         """A runner on the same cluster and connection with other measuring arguments."""
-        twin = DaskRunner(self._client if self._client is not None else self.address,
-                          **{**self.params, **params}, pin=self.pin,
-                          connect_timeout=self.connect_timeout)
-        return twin
+        return DaskRunner(self._client if self._client is not None else self.address,
+                          config=self.config, pin=self.pin,
+                          connect_timeout=self.connect_timeout,
+                          worker_timeout=self.worker_timeout, **params)
 
     @property
     def dashboard_link(self) -> str | None:
@@ -189,6 +215,8 @@ class DaskRunner(Runner):
         drop those gone, re-split shared machines' cores."""
         client = self._connect()
         info = client.scheduler_info(n_workers=-1)["workers"]
+        if not info and self.worker_timeout > 0:
+            info = self._wait_for_workers(client)
         new = [a for a in info if a not in self._known]
         if new:
             described = client.run(describe_worker, workers=new, on_error="return")
@@ -215,9 +243,25 @@ class DaskRunner(Runner):
                 f"no Dask worker of {self.name} can measure for this target ("
                 f"{self._target.arch} {' '.join(self._target.features)}, "
                 f"{self._target.vector_bits}-bit vectors, {self._target.cores} cores)"
-                + (f": {reasons}" if reasons else ": the scheduler has no workers")
+                + (f": {reasons}" if reasons else
+                   f": the scheduler has no workers (waited {self.worker_timeout:g}s)")
                 + f". Start workers of that target with `{_START}`")
         self._split_cores()
+
+    def _wait_for_workers(self, client: Any) -> dict:
+        """The scheduler's workers once there is one, waiting up to ``worker_timeout``
+        (saying so once); {} when none came."""
+        if not self._warned_waiting:
+            self._warned_waiting = True
+            warnings.warn(f"{self.name}: the Dask scheduler at {self.address} has no workers "
+                          f"yet; waiting up to {self.worker_timeout:g}s for one "
+                          f"(DaskRunner(worker_timeout=...)). Start workers with "
+                          f"`{_START}`", DaskWorkerWarning, stacklevel=5)
+        try:
+            client.wait_for_workers(1, timeout=self.worker_timeout)
+        except TimeoutError:
+            return {}
+        return client.scheduler_info(n_workers=-1)["workers"]
 
     def _unusable(self, desc: dict, resources: dict) -> str:
         """Why a worker must not measure this target ('' when it may)."""
@@ -287,33 +331,27 @@ class DaskRunner(Runner):
             feeder.stop()
 
     def _job(self, inp: MeasureInput, build: BuildResult,
-             reference: Callable[[Any], BuildResult] | None) -> Job | None:
-        """What travels to a worker for one candidate (None for a failed build)."""
+             reference: Callable[[Any], BuildResult] | None) -> Job | MeasureResult:
+        """What travels to a worker for one candidate, or its result at once: a failed
+        build's error, or UNKNOWN when the workload's reference cannot be built."""
         if not build.ok:
-            return None
+            return MeasureResult(error_no=build.error_no, error_msg=build.error_msg,
+                                 build_seconds=build.seconds)
+        ref, ref_lib = None, b""
+        if self.check_correctness:
+            try:    # the reference build and its library bytes, once per workload
+                ref, ref_lib = self._references.get(inp.workload, reference)
+            except Verdict as v:
+                return MeasureResult(error_no=v.error_no, error_msg=str(v),
+                                     build_seconds=build.seconds)
         with open(build.lib_path, "rb") as f:
             lib = f.read()
-        ref, ref_lib = self._reference(inp.workload, reference)
         return Job(inp, build, lib, ref, ref_lib)
-
-    def _reference(self, workload: Any, reference: Callable[[Any], BuildResult] | None
-                   ) -> tuple[BuildResult | None, bytes]:
-        """The reference build of ``workload`` and its library bytes (once per workload)."""
-        if not self.check_correctness:
-            return None, b""
-        if workload.key not in self._references:
-            ref = reference(workload)
-            data = b""
-            if isinstance(ref, BuildResult) and ref.ok:
-                with open(ref.lib_path, "rb") as f:
-                    data = f.read()
-            self._references[workload.key] = (ref, data)
-        return self._references[workload.key]
 
     def _run_jobs(self, inbox: queue.Queue, feeder: "Feeder"
                   ) -> Iterator[tuple[int, MeasureResult]]:
         client = self._client
-        config = Config(tuple(sorted(self.params.items())), tuple(sorted(self.cores.items())))
+        config = Config(self.config, tuple(sorted(self.cores.items())))
         jobs: dict[int, Job] = {}
         live: dict[str, int] = {}          # task key -> candidate position
         futures: dict[str, Any] = {}
@@ -346,11 +384,9 @@ class DaskRunner(Runner):
                     continue
                 if kind == "job":
                     i, job, build = msg
-                    if job is None:
+                    if isinstance(job, MeasureResult):    # nothing to send to a worker
                         feeder.want(1)
-                        yield i, MeasureResult(error_no=build.error_no,
-                                               error_msg=build.error_msg,
-                                               build_seconds=build.seconds)
+                        yield i, job
                         continue
                     if not self.workers:
                         raise RunnerError(

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+from tvmlite.search.measure.protocol import MeasureConfig
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.target.target import CompilerNotFoundError, Target
 
@@ -42,10 +43,15 @@ START_TOPIC = "tvmlite-measure-start"   # event a worker logs when it starts a c
 
 @dataclass(frozen=True)
 class Config:
-    """How to measure (``LocalRunner``'s keyword arguments) and where: the cores each
-    worker address measures on (absent: not pinned)."""
-    params: tuple          # sorted (name, value) pairs of LocalRunner's arguments
+    """How to measure (the client's ``MeasureConfig``) and where: the cores each worker
+    address measures on (absent: not pinned)."""
+    measure: MeasureConfig = MeasureConfig()
     cores: tuple = ()      # ((worker address, (cpu, ...)), ...)
+
+    @property
+    def params(self) -> tuple:
+        """The protocol as sorted (name, value) pairs (LocalRunner's keyword arguments)."""
+        return tuple(sorted(self.measure.to_json().items()))
 
     def cores_of(self, address: str) -> tuple[int, ...] | None:
         return dict(self.cores).get(address)
@@ -88,16 +94,16 @@ def _lib_dir() -> str:
 
 
 def _runner(config: Config, cores: tuple[int, ...] | None) -> LocalRunner:
-    key = (config.params, cores)
+    key = (config.measure, cores)
     if key not in _RUNNERS:
         for old in _RUNNERS.values():    # another tuning's settings: free its process
             old.close()
         _RUNNERS.clear()
-        params = dict(config.params)
-        if cores and params.get("n_threads") is None:
-            params["n_threads"] = len(cores)   # OpenMP's default would be the machine's
+        measure = config.measure
+        if cores and measure.n_threads is None:   # OpenMP's default would be the machine's
+            measure = dataclasses.replace(measure, n_threads=len(cores))
         # pinned to this worker's cores, and locking only those while it times
-        _RUNNERS[key] = LocalRunner(cores=cores or None, **params)
+        _RUNNERS[key] = LocalRunner(cores=cores or None, config=measure)
     return _RUNNERS[key]
 
 

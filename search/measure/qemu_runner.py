@@ -14,8 +14,9 @@ anything, candidates run ``n_parallel`` at a time and are yielded as they finish
 The correctness reference is the unscheduled build of the same compute, *built for the
 same target and run by the same harness under the same emulator* on the same seeded
 inputs -- not computed on the host. The target's own numerics (its libm's expf/tanhf,
-FMA contraction by its compiler, NEON's rounding) are then on both sides of the
-comparison, so a tolerance never has to absorb the difference between two machines'
+NEON's rounding) are then on both sides of the comparison (the reference is compiled
+without FMA contraction, see reference.py; a candidate's contractions are within the
+tolerance), so a tolerance never has to absorb the difference between two machines'
 math libraries, and the check needs nothing of the host but the emulator: the same
 harness and reference check run unchanged on a board or on a remote runner.
 
@@ -30,7 +31,6 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable, Iterator, Sequence
 
@@ -38,17 +38,17 @@ from tvmlite.codegen_c import CompileError
 from tvmlite.codegen_c.harness import (EmulatorNotFoundError, HarnessError, build_harness,
                                        emulator_prefix, pack_slots, read_outputs,
                                        run_harness)
-from tvmlite.search.measure.base_runner import Runner, RunnerError
+from tvmlite.checks import check_int
+from tvmlite.search.measure.base_runner import KernelRunner, RunnerError, Stopwatch
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
-from tvmlite.search.measure.worker import mismatch
+from tvmlite.search.measure.protocol import (REFERENCE_TIMEOUT_MIN, MeasureConfig, Verdict,
+                                             check_tolerances)
 from tvmlite.target.named import CROSS_COMPILERS
-from tvmlite.testing.check import reduction_length, tolerance
-from tvmlite.errors import TvmliteError
+from tvmlite.testing.check import mismatch
 
-__all__ = ["QemuRunner", "qemu_command"]
-
-REFERENCE_TIMEOUT_MIN = 300.0
+# REFERENCE_TIMEOUT_MIN stays importable from here (defined in protocol.py)
+__all__ = ["QemuRunner", "qemu_command", "REFERENCE_TIMEOUT_MIN"]
 
 
 def qemu_command(arch: str, sysroot: str | None = None) -> list[str]:
@@ -61,34 +61,30 @@ def qemu_command(arch: str, sysroot: str | None = None) -> list[str]:
         raise RunnerError(f"the qemu runner cannot run {arch} code here: {e}") from None
 
 
-class QemuRunner(Runner):
+class QemuRunner(KernelRunner):
     """Runs candidates in the C harness under qemu user mode; see the module docstring.
 
-    ``number``/``repeat``/``min_repeat_ms`` are as LocalRunner's (default: one call, one
-    repeat: emulated times say nothing of speed); ``timeout`` bounds each candidate's
-    emulated check and timing; ``n_parallel`` candidates run at once (default: this
-    machine's CPUs); ``sysroot`` overrides ``/usr/<triplet>``."""
+    ``config`` (a ``MeasureConfig``) is the protocol, as LocalRunner's (default: one call,
+    one repeat, a 60 s timeout: emulated times say nothing of speed, so ``flush_cache``
+    is ignored); the old keyword arguments build it or replace its fields. ``timeout``
+    bounds each candidate's emulated check and timing; ``n_parallel`` candidates run at
+    once (default: this machine's CPUs); ``sysroot`` overrides ``/usr/<triplet>``."""
 
     emulated = True
+    DEFAULTS = MeasureConfig(number=1, repeat=1, timeout=60.0)
 
-    def __init__(self, number: int = 1, repeat: int = 1, min_repeat_ms: float = 0.0,
-                 timeout: float = 60.0, check_correctness: bool = True,
-                 n_threads: int | None = None, seed: int = 0, n_parallel: int | None = None,
-                 sysroot: str | None = None):
-        for name, val, low in (("number", number, 1), ("repeat", repeat, 1), ("seed", seed, 0)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < low:
-                raise ValueError(f"QemuRunner({name}={val!r}): use an int >= {low}")
-        for name, val in (("n_threads", n_threads), ("n_parallel", n_parallel)):
-            if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < 1):
-                raise ValueError(f"QemuRunner({name}={val!r}): use a positive int or None")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"QemuRunner(timeout={timeout!r}): use a positive number of seconds")
-        if isinstance(min_repeat_ms, bool) or not isinstance(min_repeat_ms, (int, float)) \
-                or min_repeat_ms < 0:
-            raise ValueError(f"QemuRunner(min_repeat_ms={min_repeat_ms!r}): use a number >= 0")
-        self.number, self.repeat, self.min_repeat_ms = number, repeat, float(min_repeat_ms)
-        self.timeout, self.check_correctness = float(timeout), bool(check_correctness)
-        self.n_threads, self.seed, self.sysroot = n_threads, seed, sysroot
+    def __init__(self, number: int | None = None, repeat: int | None = None,
+                 min_repeat_ms: float | None = None, timeout: float | None = None,
+                 check_correctness: bool | None = None, n_threads: int | None = None,
+                 seed: int | None = None, n_parallel: int | None = None,
+                 sysroot: str | None = None, *, config: MeasureConfig | None = None):
+        given = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
+                 "timeout": timeout, "check_correctness": check_correctness,
+                 "n_threads": n_threads, "seed": seed}
+        super().__init__(config, {k: v for k, v in given.items() if v is not None})
+        check_int(n_parallel, "QemuRunner(n_parallel=...) (None: one per CPU)", 1,
+                  allow_none=True)
+        self.sysroot = sysroot
         self.n_parallel = n_parallel or max(1, len(os.sched_getaffinity(0))
                                             if hasattr(os, "sched_getaffinity") else 1)
         self.name = "qemu"
@@ -96,7 +92,6 @@ class QemuRunner(Runner):
         self._prefix: list[str] = []
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._harnesses: dict[tuple, str] = {}
-        self._refs: dict[str, tuple | str] = {}    # workload key -> (outputs, tols) or error
         self._lock = threading.Lock()
 
     # -- the seam ----------------------------------------------------------------------
@@ -113,6 +108,7 @@ class QemuRunner(Runner):
         self._prefix = qemu_command(target.arch, self.sysroot)
         self._target = target
         self.name = f"qemu-{target.arch}"
+        self.references.where = f"under {self._prefix[0]}"
 
     def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
                  reference: Callable[[Any], BuildResult] | None = None
@@ -125,10 +121,13 @@ class QemuRunner(Runner):
         inputs, builds = self.checked_batch(inputs, builds, reference)
         if self.check_correctness:
             for inp, b in zip(inputs, builds):
-                if b.ok and inp.workload.key not in self._refs:
-                    self._refs[inp.workload.key] = self._reference(inp.workload, reference)
+                if b.ok:
+                    try:
+                        self.references.get(inp.workload, reference)
+                    except Verdict:
+                        pass     # each candidate of the workload gets the message
         with ThreadPoolExecutor(self.n_parallel) as pool:
-            futures = {pool.submit(self._run_one, inp, b): i
+            futures = {pool.submit(self.measure_candidate, inp, b, reference): i
                        for i, (inp, b) in enumerate(zip(inputs, builds))}
             for fut in as_completed(futures):
                 yield futures[fut], fut.result()
@@ -137,7 +136,7 @@ class QemuRunner(Runner):
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-        self._refs.clear()
+        super().close()
 
     # -- pieces ------------------------------------------------------------------------
     def _dir(self) -> str:
@@ -164,62 +163,40 @@ class QemuRunner(Runner):
                            prefix=self._prefix, seed=self.seed, outputs_dir=outputs_dir,
                            number=self.number, repeat=repeat,
                            min_repeat_ms=self.min_repeat_ms, threads=self.n_threads,
-                           slow_seconds=self.timeout / 4, timeout=timeout,
+                           slow_seconds=self.config.slow_seconds, timeout=timeout,
                            packs=tuple(build.packs))
 
-    def _reference(self, workload: Any, reference: Callable[[Any], BuildResult]
-                   ) -> tuple | str:
-        """(expected outputs, tolerances), or why the workload cannot be checked."""
-        ref = reference(workload)
-        if not isinstance(ref, BuildResult) or not ref.ok:
-            why = ref.error_msg if isinstance(ref, BuildResult) else f"got {ref!r}"
-            return (f"the reference (unscheduled) build of workload {workload.key} failed, "
-                    f"so no candidate of it can be checked: {why}")
+    def prepare_reference(self, workload: Any, ref: BuildResult) -> tuple:
+        """(expected outputs, tolerances), computed under the emulator; Verdict if the
+        reference kernel fails there."""
         out = self._dir()
         try:
-            self._harness_run(ref, out, 0, max(10 * self.timeout, REFERENCE_TIMEOUT_MIN))
+            self._harness_run(ref, out, 0, self.config.reference_timeout)
             expected = read_outputs(out, ref.args)
         except (HarnessError, CompileError, OSError, ValueError) as e:
-            return (f"the reference (unscheduled) kernel of workload {workload.key} failed "
-                    f"under {self._prefix[0]}, so no candidate of it can be checked: {e}")
-        length = reduction_length(workload.tensors)
-        return expected, [tolerance(a.dtype, length) for a in ref.args if a.is_output]
+            raise Verdict(MeasureErrorNo.UNKNOWN, str(e)) from None
+        return expected, check_tolerances(workload, ref)
 
-    def _run_one(self, inp: MeasureInput, build: BuildResult) -> MeasureResult:
-        if not build.ok:
-            return MeasureResult(error_no=build.error_no, error_msg=build.error_msg,
-                                 build_seconds=build.seconds)
-        start = time.monotonic()
-        error_no, msg, costs = MeasureErrorNo.NO_ERROR, "", ()
+    def run_kernel(self, inp: MeasureInput, build: BuildResult, prepared: tuple | None,
+                   clock: Stopwatch) -> tuple[float, ...]:
+        """Check against ``prepared`` and time one candidate in the harness."""
         try:
-            ref = self._refs.get(inp.workload.key) if self.check_correctness else None
-            if isinstance(ref, str):
-                raise _Verdict(MeasureErrorNo.UNKNOWN, ref)
             out = self._dir()
-            res = self._harness_run(build, out if ref else None, self.repeat, self.timeout)
-            if ref:
+            res = self._harness_run(build, out if prepared else None, self.repeat,
+                                    self.timeout)
+            if prepared:
                 got = read_outputs(out, build.args)
                 names = [a.name for a in build.args if a.is_output]
-                for name, g, w, (rtol, atol) in zip(names, got, ref[0], ref[1]):
+                for name, g, w, (rtol, atol) in zip(names, got, *prepared):
                     bad = mismatch(name, g, w, rtol, atol)
                     if bad:
-                        raise _Verdict(MeasureErrorNo.WRONG_ANSWER, bad)
+                        raise Verdict(MeasureErrorNo.WRONG_ANSWER, bad)
                 shutil.rmtree(out, ignore_errors=True)
-            costs = res.costs
-        except _Verdict as v:
-            error_no, msg = v.error_no, str(v)
         except HarnessError as e:
             error_no = {"timeout": MeasureErrorNo.RUN_TIMEOUT,
                         "crash": MeasureErrorNo.RUNTIME_CRASH}.get(e.kind,
                                                                     MeasureErrorNo.RUNTIME_CRASH)
-            msg = f"under {self._prefix[0]}: {e}"
+            raise Verdict(error_no, f"under {self._prefix[0]}: {e}") from None
         except (CompileError, OSError, ValueError) as e:
-            error_no, msg = MeasureErrorNo.UNKNOWN, f"the harness could not run: {e}"
-        return MeasureResult(costs, error_no, msg, build_seconds=build.seconds,
-                             run_seconds=time.monotonic() - start)
-
-
-class _Verdict(TvmliteError):
-    def __init__(self, error_no: MeasureErrorNo, msg: str):
-        super().__init__(msg)
-        self.error_no = error_no
+            raise Verdict(MeasureErrorNo.UNKNOWN, f"the harness could not run: {e}") from None
+        return tuple(res.costs)

@@ -34,27 +34,24 @@ import sys
 import tempfile
 import time
 import weakref
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from tvmlite.checks import check_int, check_number
-from tvmlite.search.measure.base_runner import Runner, RunnerError
+from tvmlite.search.measure.base_runner import KernelRunner, RunnerError, Stopwatch
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.core_lock import CoreLock, usable_cores
-from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+from tvmlite.search.measure.protocol import (REFERENCE_TIMEOUT_FACTOR, REFERENCE_TIMEOUT_MIN,
+                                             SLOW_FRACTION, MeasureConfig, Verdict,
+                                             check_tolerances)
 from tvmlite.target.target import Target
-from tvmlite.testing.check import reduction_length, tolerance
 from tvmlite.errors import TvmliteError
 
-__all__ = ["LocalRunner"]
+# the protocol's constants stay importable from here (defined in protocol.py)
+__all__ = ["LocalRunner", "REFERENCE_TIMEOUT_FACTOR", "REFERENCE_TIMEOUT_MIN", "SLOW_FRACTION"]
 
 _START_TIMEOUT = 60.0        # a worker start on a loaded machine; not a candidate's time
 _STDERR_TAIL = 10            # lines of the worker's stderr quoted when it dies
 _MIN_FLUSH_BYTES = 64 << 20
-
-
-REFERENCE_TIMEOUT_FACTOR = 10    # the reference may run this many candidate timeouts
-REFERENCE_TIMEOUT_MIN = 300.0    # seconds, at least
-SLOW_FRACTION = 4                # a first call longer than timeout / 4 is timed once only
 
 
 def worker_env(environ: Mapping[str, str], cores: Sequence[int] | None = None,
@@ -206,29 +203,32 @@ def _kill(proc: subprocess.Popen, stderr: Any) -> None:
         f.close()
 
 
-class LocalRunner(Runner):
+class LocalRunner(KernelRunner):
     """Measures built candidates in an isolated worker; see the module docstring.
 
-    ``number`` calls make one repeat (``min_repeat_ms`` raises it until a repeat lasts
-    that long); a result has ``repeat`` costs in seconds per call. ``timeout`` bounds
-    each candidate's check and timing. ``flush_cache`` evicts the caches before each
-    repeat; ``n_threads`` sets the kernel's OpenMP threads; ``seed`` picks the inputs.
+    ``config`` (a ``MeasureConfig``) is the measuring protocol: ``number`` calls make one
+    repeat (``min_repeat_ms`` raises it until a repeat lasts that long); a result has
+    ``repeat`` costs in seconds per call. ``timeout`` bounds each candidate's check and
+    timing. ``flush_cache`` evicts the caches before each repeat; ``n_threads`` sets the
+    kernel's OpenMP threads; ``seed`` picks the inputs. The same names as keyword
+    arguments (``LocalRunner(number=10)``) build the config, or replace its fields (one
+    left at None keeps the config's value).
+
     ``cores`` pins the worker to those cores (``os.sched_setaffinity``, one OpenMP thread
     per core unless ``n_threads``), e.g. ``cores=(1,), n_threads=1`` for one worker per
     core; the runner then locks only those cores while it executes (see core_lock.py).
     Default: the worker may use every core of this process, and locks them all.
     """
 
-    def __init__(self, number: int = 3, repeat: int = 3, min_repeat_ms: float = 0.0,
-                 timeout: float = 10.0, flush_cache: bool = False,
-                 check_correctness: bool = True, n_threads: int | None = None, seed: int = 0,
-                 cores: Sequence[int] | None = None):
-        for name, val, low in (("number", number, 1), ("repeat", repeat, 1), ("seed", seed, 0)):
-            check_int(val, f"LocalRunner({name}=...)", low)
-        check_int(n_threads, "LocalRunner(n_threads=...) (None: OpenMP's default, all cores)",
-                  1, allow_none=True)
-        check_number(min_repeat_ms, "LocalRunner(min_repeat_ms=...)", 0)
-        check_number(timeout, "LocalRunner(timeout=...) in seconds", 0, lo_open=True)
+    def __init__(self, number: int | None = None, repeat: int | None = None,
+                 min_repeat_ms: float | None = None, timeout: float | None = None,
+                 flush_cache: bool | None = None, check_correctness: bool | None = None,
+                 n_threads: int | None = None, seed: int | None = None,
+                 cores: Sequence[int] | None = None, *, config: MeasureConfig | None = None):
+        given = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
+                 "timeout": timeout, "flush_cache": flush_cache,
+                 "check_correctness": check_correctness, "n_threads": n_threads, "seed": seed}
+        super().__init__(config, {k: v for k, v in given.items() if v is not None})
         if cores is not None:
             allowed = set(usable_cores())
             if isinstance(cores, (str, bytes)) or not hasattr(cores, "__iter__") \
@@ -240,12 +240,8 @@ class LocalRunner(Runner):
             cores = tuple(sorted(set(cores)))
         self.cores = cores
         self._lock = CoreLock(cores if cores is not None else usable_cores())
-        self.number, self.repeat, self.min_repeat_ms = number, repeat, float(min_repeat_ms)
-        self.timeout, self.flush_cache = float(timeout), bool(flush_cache)
-        self.check_correctness, self.n_threads, self.seed = bool(check_correctness), n_threads, seed
         self._worker: _Worker | None = None
         self._ref_dir: tempfile.TemporaryDirectory | None = None
-        self._checks: dict[str, dict | str] = {}   # workload key -> check request or error
         self._refs_ready: set[str] = set()
         self._flush_bytes: int | None = None
 
@@ -264,16 +260,6 @@ class LocalRunner(Runner):
                 f"{host.arch}; use an emulated runner (--runner qemu) or a runner on a "
                 f"machine of that target")
 
-    def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
-                 reference: Callable[[Any], BuildResult] | None = None
-                 ) -> Iterator[tuple[int, MeasureResult]]:
-        """Candidates one by one, in order (timing needs the cores to itself). Failed
-        builds keep their error; the rest are checked against ``reference(workload)``
-        (if check_correctness) and timed."""
-        inputs, builds = self.checked_batch(inputs, builds, reference)
-        for i, (inp, b) in enumerate(zip(inputs, builds)):
-            yield i, self._run_one(inp, b, reference)
-
     @property
     def worker_pid(self) -> int | None:
         """The live worker's pid (None before the first candidate or after close)."""
@@ -287,49 +273,40 @@ class LocalRunner(Runner):
         if self._ref_dir is not None:
             self._ref_dir.cleanup()
             self._ref_dir = None
-        self._checks.clear()
+        super().close()
         self._refs_ready.clear()
 
     # -- one candidate -----------------------------------------------------------------
-    def _run_one(self, inp: MeasureInput, build: BuildResult,
-                 reference: Callable[[Any], BuildResult] | None) -> MeasureResult:
-        if not build.ok:
-            return MeasureResult(error_no=build.error_no, error_msg=build.error_msg,
-                                 build_seconds=build.seconds)
-        start = time.monotonic()
-        try:
-            check = self._check(inp.workload, reference) if self.check_correctness else None
-            worker = self._live_worker()
-            with self._lock:   # waiting for another process's timing is not ours either
-                start = time.monotonic()   # the reference build is not this candidate's time
-                if check is not None and check["ref"]["path"] not in self._refs_ready:
-                    # the reference can be slow on big shapes; it runs once per workload
-                    ref_deadline = time.monotonic() + max(
-                        REFERENCE_TIMEOUT_FACTOR * self.timeout, REFERENCE_TIMEOUT_MIN)
-                    self._compute_reference(inp.workload, check, worker, ref_deadline)
-                    worker = self._live_worker()
-                    start = time.monotonic()
-                deadline = time.monotonic() + self.timeout
-                reply = self._ask(worker, self._request(build, check), deadline)
-            result = MeasureResult(costs=tuple(reply["costs"]))
-        except _Verdict as v:
-            result = MeasureResult(error_no=v.error_no, error_msg=str(v))
-        return MeasureResult(result.costs, result.error_no, result.error_msg,
-                             build_seconds=build.seconds, run_seconds=time.monotonic() - start)
+    def run_kernel(self, inp: MeasureInput, build: BuildResult, prepared: dict | None,
+                   clock: Stopwatch) -> tuple[float, ...]:
+        """Check (against ``prepared``, the check part of the request) and time one
+        candidate in the worker, under the core lock."""
+        worker = self._live_worker()
+        with self._lock:   # waiting for another process's timing is not ours either
+            clock.restart()
+            if prepared is not None and prepared["ref"]["path"] not in self._refs_ready:
+                # the reference can be slow on big shapes; it runs once per workload
+                deadline = time.monotonic() + self.config.reference_timeout
+                self._compute_reference(inp.workload, prepared, worker, deadline)
+                worker = self._live_worker()
+                clock.restart()
+            deadline = time.monotonic() + self.timeout
+            reply = self._ask(worker, self._request(build, prepared), deadline)
+        return tuple(reply["costs"])
 
     def _ask(self, worker: _Worker, msg: dict, deadline: float) -> dict:
-        """The worker's reply, or a _Verdict: RUN_TIMEOUT, RUNTIME_CRASH, or its error."""
+        """The worker's reply, or a Verdict: RUN_TIMEOUT, RUNTIME_CRASH, or its error."""
         try:
             reply = worker.request(msg, deadline)
         except _WorkerGone as gone:
             self._worker = None
             if gone.timed_out:
-                raise _Verdict(MeasureErrorNo.RUN_TIMEOUT,
+                raise Verdict(MeasureErrorNo.RUN_TIMEOUT,
                                f"ran longer than timeout={self.timeout}s (check and timing); "
                                f"the worker was killed") from None
-            raise _Verdict(MeasureErrorNo.RUNTIME_CRASH, str(gone)) from None
+            raise Verdict(MeasureErrorNo.RUNTIME_CRASH, str(gone)) from None
         if "error" in reply:
-            raise _Verdict(MeasureErrorNo.parse(reply["error"]), reply["msg"])
+            raise Verdict(MeasureErrorNo.parse(reply["error"]), reply["msg"])
         return reply
 
     def _live_worker(self) -> _Worker:
@@ -338,7 +315,7 @@ class LocalRunner(Runner):
                 self._worker = _Worker(self.cores, self.n_threads)
             except (_WorkerGone, OSError) as e:
                 self._worker = None
-                raise _Verdict(MeasureErrorNo.UNKNOWN, f"the measuring worker (python -m "
+                raise Verdict(MeasureErrorNo.UNKNOWN, f"the measuring worker (python -m "
                                f"tvmlite.search.measure.worker) did not start: {e}") from None
         return self._worker
 
@@ -349,29 +326,14 @@ class LocalRunner(Runner):
                 "check": check, "seed": self.seed, "number": self.number,
                 "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
                 "flush_bytes": self._flush() if self.flush_cache else 0,
-                "slow_seconds": self.timeout / SLOW_FRACTION,
+                "slow_seconds": self.config.slow_seconds,
                 "n_threads": self.n_threads}
 
     # -- the reference ---------------------------------------------------------------------
-    def _check(self, workload: Any, reference: Callable[[Any], BuildResult]) -> dict:
-        """The check part of a request for ``workload`` (built once per workload), or a
-        _Verdict UNKNOWN when its reference cannot be built."""
-        key = workload.key
-        if key not in self._checks:
-            self._checks[key] = self._make_check(workload, reference)
-        check = self._checks[key]
-        if isinstance(check, str):
-            raise _Verdict(MeasureErrorNo.UNKNOWN, check)
-        return check
-
-    def _make_check(self, workload: Any, reference: Callable[[Any], BuildResult]) -> dict | str:
-        ref = reference(workload)
-        if not isinstance(ref, BuildResult) or not ref.ok:
-            why = ref.error_msg if isinstance(ref, BuildResult) else f"got {ref!r}"
-            return (f"the reference (unscheduled) build of workload {workload.key} failed, "
-                    f"so no candidate of it can be checked: {why}")
-        length = reduction_length(workload.bound().tensors if getattr(workload, "sizes", None)
-                                  else workload.tensors)
+    def prepare_reference(self, workload: Any, ref: BuildResult) -> dict:
+        """The check part of a request for ``workload``: where the worker keeps the
+        reference outputs, how to compute them, the tolerances. Nothing runs yet: the
+        worker computes them on the first candidate, under the core lock."""
         if self._ref_dir is None:
             sweep_stale_reference_dirs()
             self._ref_dir = tempfile.TemporaryDirectory(prefix=f"{_REF_PREFIX}{os.getpid()}-")
@@ -380,7 +342,7 @@ class LocalRunner(Runner):
                         "lib": ref.lib_path, "decl": ref.decl, "kernel": ref.kernel,
                         "args": [a.to_json() for a in ref.args], "seed": self.seed,
                         "sizes": list(ref.sizes)},
-                "tol": [tolerance(a.dtype, length) for a in ref.args if a.is_output]}
+                "tol": check_tolerances(workload, ref)}
 
     def _compute_reference(self, workload: Any, check: dict, worker: _Worker,
                            deadline: float) -> None:
@@ -388,11 +350,8 @@ class LocalRunner(Runner):
         the reference's, so it marks the whole workload UNKNOWN."""
         try:
             self._ask(worker, {"op": "reference", "ref": check["ref"]}, deadline)
-        except _Verdict as v:
-            self._checks[workload.key] = (f"the reference (unscheduled) kernel of workload "
-                                          f"{workload.key} failed, so no candidate of it can "
-                                          f"be checked: {v.error_no.name}: {v}")
-            raise _Verdict(MeasureErrorNo.UNKNOWN, self._checks[workload.key]) from None
+        except Verdict as v:
+            raise self.references.fail(workload, f"{v.error_no.name}: {v}") from None
         self._refs_ready.add(check["ref"]["path"])
 
     def _flush(self) -> int:
@@ -406,10 +365,3 @@ class LocalRunner(Runner):
             self._flush_bytes = max(2 * l3, _MIN_FLUSH_BYTES)
         return self._flush_bytes
 
-
-class _Verdict(TvmliteError):
-    """A candidate's error: its MeasureErrorNo and message."""
-
-    def __init__(self, error_no: MeasureErrorNo, msg: str):
-        super().__init__(msg)
-        self.error_no = error_no

@@ -5,7 +5,8 @@ lines with it: one request on stdin, one reply on stdout. Kernels run here, not 
 tuner, so a kernel that crashes or hangs takes down only this process (the runner sees
 EOF or its deadline and starts a new one), and so timing never shares a process with
 numpy BLAS calls or the tuner's threads, which slow kernels down (PEERS.md). It imports
-only numpy, cffi and the loader, so a restart after a crash is quick; it never calls BLAS.
+only numpy, cffi, the loader and the comparison of ``tvmlite.testing.check`` (not its
+interpreter), so a restart after a crash is quick; it never calls BLAS.
 
 Requests (``args`` are ArgSpec JSON dicts, ``ref`` names a reference)::
 
@@ -33,13 +34,17 @@ import time
 
 import numpy as np
 
-from tvmlite.runtime.arrays import asaligned, full
+from tvmlite.runtime.arrays import full
 from tvmlite.codegen_c.loader import load_library
 from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE
 from tvmlite.errors import TvmliteError
+# the comparison, the inputs and the sentinel of the tests' checks (light to import)
+from tvmlite.testing.check import INT_SENTINEL, mismatch, seeded_arrays
+
+__all__ = ["make_inputs", "blank_outputs", "mismatch", "measure", "reference", "handle",
+           "INT_SENTINEL"]
 
 CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
-INT_SENTINEL = -123456   # what unwritten integer outputs hold (as in tvmlite.testing)
 MAX_NUMBER = 1 << 24
 _REFS: dict[str, tuple[list, list]] = {}   # ref path prefix -> (inputs, outputs)
 _REFS_KEPT = 4
@@ -50,19 +55,10 @@ MIN_COST = 1e-9  # seconds; records need positive costs
 
 
 def make_inputs(args: list[dict], seed: int) -> list[np.ndarray]:
-    """Seeded inputs, the same arrays as ``tvmlite.testing.random_inputs``: floats
-    uniform in [-1, 1), integers in [-8, 8), 64-byte aligned (not imported from there: it
-    would load the interpreter and the references)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for a in args:
-        if a["is_output"]:
-            continue
-        if a["dtype"].startswith("float"):
-            out.append(asaligned(rng.uniform(-1.0, 1.0, a["shape"]), a["dtype"]))
-        else:
-            out.append(asaligned(rng.integers(-8, 8, a["shape"], dtype=a["dtype"])))
-    return out
+    """Seeded inputs, the same arrays as ``tvmlite.testing.random_inputs``
+    (``seeded_arrays``): floats uniform in [-1, 1), integers in [-8, 8), 64-byte aligned."""
+    return seeded_arrays([(a["shape"], a["dtype"]) for a in args if not a["is_output"]],
+                         seed)
 
 
 def blank_outputs(args: list[dict]) -> list[np.ndarray]:
@@ -146,27 +142,6 @@ def reference(req: dict) -> tuple[list, list]:
         del _REFS[next(iter(_REFS))]
     _REFS[prefix] = (inputs, outputs)
     return inputs, outputs
-
-
-def mismatch(name: str, got: np.ndarray, want: np.ndarray, rtol: float,
-             atol: float) -> str | None:
-    """None if ``got`` matches ``want``; else how many elements differ and by how much.
-    NaN in ``got`` where ``want`` has a number (an unwritten element) is a mismatch."""
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(g - w)
-        bad = ~(err <= atol + rtol * np.abs(w))
-    bad &= ~(np.isnan(g) & np.isnan(w))
-    bad &= ~((g == w) & np.isinf(w))
-    n_bad = int(bad.sum())
-    if not n_bad:
-        return None
-    n_nan = int((np.isnan(g) & ~np.isnan(w)).sum())
-    finite = err[bad & np.isfinite(err)]
-    worst = f", max abs error {finite.max():.6g}" if finite.size else ""
-    nan = f" ({n_nan} NaN/unwritten)" if n_nan else ""
-    return (f"output {name}: {n_bad} of {bad.size} elements wrong{nan}{worst} "
-            f"(rtol={rtol:g}, atol={atol:g})")
 
 
 def flush_cache(nbytes: int) -> None:

@@ -3,10 +3,20 @@ references of the operator library (``references.py``), an interpreter of any co
 (``interpreter.py``), and ``check_schedule`` / tolerances (``check.py``)."""
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from tvmlite.testing.check import (assert_allclose, check_module, check_schedule, random_inputs,
                                    reduction_length, reference, tolerance)
-from tvmlite.testing.interpreter import evaluate_te
 from tvmlite.testing.references import REFERENCES
+
+
+def __getattr__(name: str) -> Any:
+    """``evaluate_te`` on first use (PEP 562): the interpreter imports scipy, and the
+    measuring worker, which imports ``check.mismatch``, must start without it."""
+    if name == "evaluate_te":
+        return importlib.import_module("tvmlite.testing.interpreter").evaluate_te
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["assert_allclose", "check_module", "check_schedule", "random_inputs",
            "reduction_length", "reference", "tolerance", "evaluate_te", "REFERENCES"]

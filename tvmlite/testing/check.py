@@ -8,24 +8,38 @@ measurement (a mismatch there is a WRONG_ANSWER record, not a crash).
 - ``check_module`` / ``check_schedule``: run a kernel on seeded inputs against a numpy
   function; outputs start as NaN so unwritten elements fail.
 - ``random_inputs``, ``reduction_length``, ``tolerance``, ``assert_allclose``.
+- ``mismatch`` / ``mismatches``: the output comparison (NaN matches only NaN, an infinity
+  only the same infinity) -- the one measurement uses: the measuring worker imports this
+  module, so it loads nothing heavy (``evaluate_te`` and its scipy come on first use).
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from tvmlite import te
 from tvmlite.runtime.arrays import asaligned, full
-from tvmlite.testing.interpreter import evaluate_te
 from tvmlite.testing.references import REFERENCES
 from tvmlite.runtime.module import build
 from tvmlite.ops import OPS
 
-__all__ = ["reference", "evaluate_te", "random_inputs", "check_module", "check_schedule",
-           "reduction_length", "tolerance", "assert_allclose"]
+__all__ = ["reference", "random_inputs", "seeded_arrays", "check_module",
+           "check_schedule", "reduction_length", "tolerance", "assert_allclose",
+           "mismatch", "mismatches", "INT_SENTINEL"]
+
+INT_SENTINEL = -123456   # what an integer output holds before the kernel writes it
+
+
+def __getattr__(name: str) -> Any:
+    """``evaluate_te`` on first use (PEP 562): the interpreter imports scipy, which the
+    measuring worker, importing this module for ``mismatch``, must not pay for."""
+    if name == "evaluate_te":
+        return importlib.import_module("tvmlite.testing.interpreter").evaluate_te
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def reference(op_name: str, inputs: Sequence[np.ndarray], **op_args: Any) -> np.ndarray:
@@ -62,15 +76,23 @@ def random_inputs(tensors: Sequence[te.Tensor], seed: int = 0, low: float = -1.0
                   high: float = 1.0) -> list[np.ndarray]:
     """Seeded random arrays for the placeholders among ``tensors``, in their order:
     floats uniform in [low, high), integers uniform in [-8, 8); 64-byte aligned."""
+    return seeded_arrays([(t.shape, t.dtype) for t in tensors
+                          if isinstance(t.op, te.PlaceholderOp)], seed, low, high)
+
+
+def seeded_arrays(specs: Iterable[tuple[Sequence[int], str]], seed: int = 0,
+                  low: float = -1.0, high: float = 1.0) -> list[np.ndarray]:
+    """One seeded random array per ``(shape, dtype)``, in order, from one generator:
+    floats uniform in [low, high), integers uniform in [-8, 8); 64-byte aligned. The
+    inputs of every check, in the tests and in measurement alike."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for t in tensors:
-        if not isinstance(t.op, te.PlaceholderOp):
-            continue
-        if t.dtype.startswith("float"):
-            arrays.append(asaligned(rng.uniform(low, high, t.shape), t.dtype))
+    for shape, dtype in specs:
+        shape = tuple(shape)
+        if dtype.startswith("float"):
+            arrays.append(asaligned(rng.uniform(low, high, shape), dtype))
         else:
-            arrays.append(asaligned(rng.integers(-8, 8, t.shape, dtype=t.dtype)))
+            arrays.append(asaligned(rng.integers(-8, 8, shape, dtype=dtype)))
     return arrays
 
 
@@ -90,7 +112,7 @@ def check_module(mod: Any, tensors: Sequence[te.Tensor], ref_fn: Callable[..., A
             a = next(inputs)
             ins.append(a)
         else:
-            a = full(t.shape, np.nan if t.dtype.startswith("float") else -123456, t.dtype)
+            a = full(t.shape, np.nan if t.dtype.startswith("float") else INT_SENTINEL, t.dtype)
             outs.append(a)
         arrays.append(a)
     mod(*arrays)
@@ -149,17 +171,48 @@ def assert_allclose(actual: np.ndarray, desired: np.ndarray, dtype: str | None =
     if actual.shape != desired.shape:
         raise AssertionError(f"shape mismatch: actual {actual.shape}, desired {desired.shape}")
     rtol, atol = tolerance(dtype or str(desired.dtype), reduction_length)
-    a, d = actual.astype(np.float64), desired.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        err = np.abs(a - d)
-        bad = ~(err <= atol + rtol * np.abs(d))
-    bad &= ~(np.isnan(a) & np.isnan(d))
-    bad &= ~((a == d) & np.isinf(d))  # same infinity
+    bad = mismatches(actual, desired, rtol, atol)
     if not bad.any():
         return
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(actual.astype(np.float64) - desired.astype(np.float64))
     where = np.where(bad, np.nan_to_num(err, nan=np.inf), -1.0)
     idx = np.unravel_index(int(np.argmax(where)), where.shape) if where.ndim else ()
     raise AssertionError(
         f"{int(bad.sum())} of {bad.size} elements differ (rtol={rtol:g}, atol={atol:g}); "
         f"max abs error {err[idx]:.6g} at index {tuple(int(i) for i in idx)}: "
         f"actual {actual[idx]!r}, desired {desired[idx]!r}")
+
+
+def mismatches(actual: np.ndarray, desired: np.ndarray, rtol: float,
+               atol: float) -> np.ndarray:
+    """Where ``actual`` does not match ``desired`` (a boolean array of their shape):
+    ``|actual - desired| > atol + rtol * |desired|``, compared in float64; NaN matches
+    only NaN (so a NaN left in an unwritten output fails), an infinity only the same
+    infinity. The one comparison of every check."""
+    a = np.asarray(actual).astype(np.float64)
+    d = np.asarray(desired).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~(np.abs(a - d) <= atol + rtol * np.abs(d))
+    bad &= ~(np.isnan(a) & np.isnan(d))
+    bad &= ~((a == d) & np.isinf(d))
+    return bad
+
+
+def mismatch(name: str, got: np.ndarray, want: np.ndarray, rtol: float,
+             atol: float) -> str | None:
+    """None if output ``name`` matches (``mismatches``); else how many elements differ,
+    how many are NaN (unwritten) and the largest finite error: a WRONG_ANSWER message."""
+    bad = mismatches(got, want, rtol, atol)
+    n_bad = int(bad.sum())
+    if not n_bad:
+        return None
+    g, w = np.asarray(got).astype(np.float64), np.asarray(want).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(g - w)
+    n_nan = int((np.isnan(g) & ~np.isnan(w)).sum())
+    finite = err[bad & np.isfinite(err)]
+    worst = f", max abs error {finite.max():.6g}" if finite.size else ""
+    nan = f" ({n_nan} NaN/unwritten)" if n_nan else ""
+    return (f"output {name}: {n_bad} of {bad.size} elements wrong{nan}{worst} "
+            f"(rtol={rtol:g}, atol={atol:g})")

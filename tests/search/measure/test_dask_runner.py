@@ -62,7 +62,19 @@ def cluster():
         warnings.simplefilter("ignore")   # Dask's own notes about ports and memory
         cl = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                       resources={"measure": 1}, dashboard_address=None)
+    with distributed.Client(cl.scheduler_address, set_as_default=False) as client:
+        _wait_workers(client, 2)      # no test races the workers' start
     yield cl
+    cl.close()
+
+
+@pytest.fixture
+def empty_scheduler():
+    """A scheduler without workers (each test starts its own, or none)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cl = distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=None)
+    yield cl.scheduler_address
     cl.close()
 
 
@@ -228,6 +240,52 @@ def test_no_matching_worker_is_an_error_before_tuning(cluster, builder, tmp_path
     assert not (tmp_path / "log.jsonl").exists()
 
 
+def test_a_runner_started_before_its_worker_waits_for_it_then_measures(
+        empty_scheduler, workload, builder):
+    """Scheduler, tuning, then worker, as from three terminals: the runner says once that
+    it waits (naming the address and the timeout) and measures once the worker is there."""
+    runner = DaskRunner(empty_scheduler, number=1, repeat=1, worker_timeout=120.0)
+    checked: list = []
+    worker = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        thread = threading.Thread(target=lambda: checked.append(
+            runner.check_target(builder.target) or "ok"))
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not any("waiting up to 120s" in str(w.message) for w in caught):
+            assert time.monotonic() < deadline and thread.is_alive(), "the runner did not wait"
+            time.sleep(0.1)
+        try:     # only now, with the runner waiting, does a worker start
+            worker = _start_worker(empty_scheduler, os.sched_getaffinity(0),
+                                   "--resources", "measure=1")
+            thread.join(150)
+            assert checked == ["ok"] and len(runner.workers) == 1
+            (res,) = runner.run([MeasureInput(workload, ())],
+                                builder.build([MeasureInput(workload, ())]),
+                                builder.build_reference)
+            assert res.ok
+        finally:
+            runner.close()
+            if worker is not None:
+                worker.terminate()
+                worker.wait(30)
+    waits = [str(w.message) for w in caught if w.category is DaskWorkerWarning]
+    assert len(waits) == 1 and empty_scheduler.split("://")[1] in waits[0]
+
+
+def test_a_runner_without_workers_fails_after_its_worker_timeout(empty_scheduler, builder):
+    runner = DaskRunner(empty_scheduler, worker_timeout=1.0)
+    start = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RunnerError, match=r"no Dask worker .*: the scheduler has no "
+                                              r"workers \(waited 1s\)\. Start workers"):
+            runner.check_target(builder.target)
+    assert time.monotonic() - start >= 1.0
+    assert any("waiting up to 1s" in str(w.message) for w in caught)
+
+
 def test_unreachable_scheduler_is_a_clear_error_naming_the_address(builder):
     with socket.socket() as s:      # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -348,5 +406,5 @@ def test_a_candidate_whose_worker_dies_twice_is_an_error_record(cluster, workloa
 def test_tuning_options_take_a_runner_name_or_object_and_nothing_else():
     with pytest.raises(ValueError, match="TuningOptions.runner must be one of local, qemu or a Runner"):
         search.TuningOptions(runner="dask://127.0.0.1:8786")
-    with pytest.raises(ValueError, match=r"LocalRunner\(repeat=\.\.\.\) must be a positive int, got 0"):
+    with pytest.raises(ValueError, match=r"DaskRunner\(repeat=\.\.\.\) must be a positive int, got 0"):
         DaskRunner("dask://127.0.0.1:8786", repeat=0)
