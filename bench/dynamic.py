@@ -10,7 +10,8 @@ numpy (GMM only: numpy has no convolution) and PyTorch.
    never among the dynamic task's tuned sizes, a static SearchTask with ``trials // 8``;
 3. in one fresh process per contender kind, at every evaluation size: (a) the dispatching
    kernel rebuilt from the dynamic log, (b) the best exact kernel of that size, (c) numpy
-   (OpenBLAS; GMM only) and PyTorch (``$TVMLITE_TORCH_PYTHON``, else this python; its
+   (OpenBLAS; GMM only) and PyTorch (``--torch-python``: default ``$TVMLITE_TORCH_PYTHON``,
+   else this python; its
    conv2d in channels_last, our NHWC) -- all in the same run, median of repeats.
 
 Prints a table (GFLOP/s and the ratios a/b and a/numpy per size, their median and
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     import tvmlite
     from tvmlite import search
     from tvmlite.search.template_free.dynamic import representative_sizes
-    p = bench_args.parser("dynamic", __doc__, trials=96, out=HERE / "out" / "dynamic")
+    p = bench_args.parser("dynamic", __doc__, trials=96, out=HERE / "out" / "dynamic",
+                          torch_python=True)
     p.add_argument("--op", choices=sorted(OPS), default="gmm")
     p.add_argument("--lo", type=int, default=1)
     p.add_argument("--hi", type=int, default=1024)
@@ -186,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         npy = peers.time_numpy("matmul", np_shapes(m), threads) if np_shapes else {}
         gn = flops / npy["seconds"] / 1e9 if "seconds" in npy else float("nan")
         t_op, t_shapes, t_kw, t_cl = torch_case(m)
-        tch = peers.time_torch(t_op, t_shapes, threads, t_kw, channels_last=t_cl)
+        tch = peers.time_torch(t_op, t_shapes, threads, t_kw, python=args.torch_python,
+                               channels_last=t_cl)
         gt = flops / tch["seconds"] / 1e9 if "seconds" in tch else float("nan")
         torch_version = tch.get("version", torch_version)
         ab.append(ga / gb)

@@ -90,7 +90,8 @@ def main(argv: list[str] | None, methods: tuple[str, str], doc: str | None,
          out_name: str, name: str) -> int:
     """``methods``: (the method the benchmark is about, the baseline it is compared with
     at equal trials, e.g. ("xgb", "random")); ``name``: the benchmark's name."""
-    parser = bench_args.parser(name, doc, trials=1000, seeds=1, out=HERE / "out" / out_name)
+    parser = bench_args.parser(name, doc, trials=1000, seeds=1, out=HERE / "out" / out_name,
+                               torch_python=True)
     parser.add_argument("--ops", nargs="+", choices=sorted(OPS), default=["gmm", "conv"])
     parser.add_argument("--baseline-seeds", type=int, default=0,
                         help=f"{methods[1]} runs (seeds), compared at equal trials")
@@ -118,7 +119,8 @@ def main(argv: list[str] | None, methods: tuple[str, str], doc: str | None,
         if np_peer:
             t = peers.time_numpy(np_peer[0], np_peer[1], threads)
             peer["numpy"] = flops / t["seconds"] / 1e9 if "seconds" in t else None
-        t = peers.time_torch(torch_peer[0], torch_peer[1], threads, torch_peer[2])
+        t = peers.time_torch(torch_peer[0], torch_peer[1], threads, torch_peer[2],
+                             python=a.torch_python)
         peer["torch"] = flops / t["seconds"] / 1e9 if "seconds" in t else None
         peer["torch_version"] = t.get("version", t.get("error", ""))
         report["peers"][op] = peer
