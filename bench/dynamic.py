@@ -11,8 +11,8 @@ numpy (GMM only: numpy has no convolution) and PyTorch.
 3. in one fresh process per contender kind, at every evaluation size: (a) the dispatching
    kernel rebuilt from the dynamic log, (b) the best exact kernel of that size, (c) numpy
    (OpenBLAS; GMM only) and PyTorch (``--torch-python``: default ``$TVMLITE_TORCH_PYTHON``,
-   else this python; its
-   conv2d in channels_last, our NHWC) -- all in the same run, median of repeats.
+   else this python; its conv2d in channels_last, our NHWC) -- all in the same run,
+   median of repeats.
 
 Prints a table (GFLOP/s and the ratios a/b and a/numpy per size, their median and
 minimum) and the two tuning times, and writes them to ``<out>/results.md`` and
