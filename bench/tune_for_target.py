@@ -65,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     host_peak = peak.measure_peak(Target.host(), seconds=0.5, runs=3).gflops
     g_ours = flops / ours["seconds"] / 1e9 if "seconds" in ours else 0.0
     g_np = flops / numpy["seconds"] / 1e9 if "seconds" in numpy else 0.0
-    print(f"\nGMM {n}^3, --target {a.target} ({' '.join(f for f in target.cflags if f.startswith('-m'))}), "
-          f"{threads} threads")
-    print(f"  trials:   {len(curve)} in {wall:.0f} s (budget {a.trials} trials / {a.minutes:g} min)")
+    flags = " ".join(f for f in target.cflags if f.startswith("-m"))
+    print(f"\nGMM {n}^3, --target {a.target} ({flags}), {threads} threads")
+    print(f"  trials:   {len(curve)} in {wall:.0f} s (budget {a.trials} trials / "
+          f"{a.minutes:g} min)")
     print(f"  tvmlite:  {g_ours:.1f} GFLOP/s (best record rebuilt for {a.target}, re-timed in a "
           f"fresh process; logged best {curve[-1][2] if curve else 0:.1f})")
     print(f"  numpy:    {g_np:.1f} GFLOP/s (native OpenBLAS kernel, this host's ISA)"
@@ -75,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  peak:     {target_peak:.1f} GFLOP/s fp32 FMA with {a.target}'s flags, "
           f"{host_peak:.1f} with this host's (-march=native); tvmlite at "
           f"{100 * g_ours / target_peak:.0f}% of the target's")
-    flags = " ".join(f for f in target.cflags if f.startswith("-m"))
     results.write(a.out / "results.md", f"GMM {n}^3 tuned for --target {a.target} on this host", [
         Table(("contender", "GFLOP/s", "x numpy", "% of the target's peak", "note"), (
             ("tvmlite", g_ours, g_ours / g_np if g_np else None, 100 * g_ours / target_peak,

@@ -15,6 +15,7 @@ goes to ``<out>/results.md`` and ``results.json`` (bench/results.py).
 """
 from __future__ import annotations
 
+import inspect
 import time
 from pathlib import Path
 
@@ -40,9 +41,8 @@ OPS = {
 def _task(op: str, method: str):
     name, args, kwargs, _, _ = OPS[op]
     if method.endswith("-templated"):
-        from tvmlite.search.templated.task import create
-        import inspect
         from tvmlite.ops import OPS as LIB
+        from tvmlite.search.templated.task import create
         named = inspect.signature(LIB[name]).bind(*args, **kwargs)
         named.apply_defaults()
         return create(name, dict(named.arguments))

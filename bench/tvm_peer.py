@@ -101,8 +101,8 @@ def conv1d(N: int, L: int, CI: int, CO: int, kernel: int, stride: int, padding: 
     padded = _pad(data, (0, padding, 0))
     rc = te.reduce_axis((0, CI), name="rc")
     rl = te.reduce_axis((0, kernel), name="rl")
-    out = te.compute((N, OL, CO), lambda n, l, f: te.sum(
-        padded[n, _window(l, stride, rl), rc] * weight[rl, rc, f], axis=[rc, rl]),
+    out = te.compute((N, OL, CO), lambda n, x, f: te.sum(
+        padded[n, _window(x, stride, rl), rc] * weight[rl, rc, f], axis=[rc, rl]),
         name="conv1d")
     return [data, weight, out]
 
