@@ -26,7 +26,7 @@ from tvmlite.cli.progress import Progress
 from tvmlite.search.records.record import iter_records, load_records
 from tvmlite.search.measure.measurer import check_log_path
 from tvmlite.search.templated.task import TEMPLATES
-from tvmlite.cli.compare import make_tuner, templated_task
+from tvmlite.search.compare import make_tuner, templated_task
 from tvmlite.search.template_free.task import SearchTask
 from tvmlite.ops import OPS
 
