@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-from tvmlite.cli.args import (LIBRARY_ERRORS, UsageError, _existing_log, _options, _positive_int,
-                              _seconds, _seed, make_runner, parse_params, parse_value,
-                              resolve_target, signature, target_args)
+from tvmlite.cli.args import (LIBRARY_ERRORS, UsageError, existing_log, make_runner,
+                              non_negative_int, parse_params, parse_value, positive_int,
+                              positive_seconds, resolve_target, signature, target_args,
+                              tuning_options)
 from tvmlite.cli.explain import add_explain_command
 from tvmlite.cli.tune import cmd_tune, tune_summary
 from tvmlite.schedule.schedule import Schedule
@@ -66,8 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "in tuning records; with --peak, plus a 'peak' entry)")
     c.add_argument("--peak", action="store_true", help="measure the fp32 FMA peak of this "
                    "CPU (takes seconds) and cache it for tuning summaries")
-    c.add_argument("--peak-seconds", type=_seconds, default=1.0, help="seconds per peak run")
-    c.add_argument("--peak-runs", type=_positive_int, default=5, help="peak runs (median)")
+    c.add_argument("--peak-seconds", type=positive_seconds,
+                   default=0.25, help="seconds per peak run")
+    c.add_argument("--peak-runs", type=positive_int, default=8, help="peak runs (the best "
+                   "is the peak)")
     target_args(c, runner=False)
     c.add_argument("--bandwidth", action="store_true", help="measure the read bandwidth of "
                    "each cache level and memory (codegen_c/stream.c) and cache it for explain")
@@ -84,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sketches + evolution (default) or the operator's template")
     c.add_argument("--tuner", choices=("xgb", "ga", "random", "grid"),
                    help="templated tuner (default xgb)")
-    c.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
+    c.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     c.add_argument("--resume", action="store_true", help="continue a tuning already in "
                    "--log: its records count toward --trials and are not measured again")
     c.add_argument("--const", action="append", default=[], metavar="INPUT",
@@ -103,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("op", metavar="OP", help="an operator with a template")
     c.add_argument("params", nargs="*", metavar="KEY=VALUE")
     _tuning_args(c)
-    c.add_argument("--seeds", type=_positive_int, default=3, help="runs per method (default 3)")
+    c.add_argument("--seeds", type=positive_int, default=3, help="runs per method (default 3)")
     c.add_argument("--out", required=True, metavar="DIR")
     c.add_argument("--tuner", choices=("xgb", "ga", "random", "grid"), default="xgb",
                    help="templated tuner (default xgb)")
@@ -113,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     logsub = log.add_subparsers(dest="log_command", metavar="SUBCOMMAND", required=True)
     c = command(logsub, "show", cmd_log_show, "a table of a log's records")
     c.add_argument("log", metavar="LOG")
-    c.add_argument("--limit", type=_positive_int, metavar="N")
+    c.add_argument("--limit", type=positive_int, metavar="N")
     c = command(logsub, "best", cmd_log_best, "the fastest record per workload and CPU")
     c.add_argument("log", metavar="LOG")
     c = command(logsub, "merge", cmd_log_merge, "append the records of logs to OUT (no "
@@ -127,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = command(sub, "show", cmd_show, "a record's loop nest (default: the best) or its C")
     c.add_argument("log", metavar="LOG")
     which = c.add_mutually_exclusive_group()
-    which.add_argument("--index", type=_positive_int, metavar="N",
+    which.add_argument("--index", type=positive_int, metavar="N",
                        help="the record on line N (as `tvmlite log show` numbers them)")
     which.add_argument("--workload", metavar="KEY", help="the best record of this workload "
                        "(a key prefix or a workload name)")
@@ -138,15 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _tuning_args(c: argparse.ArgumentParser) -> None:
-    c.add_argument("--trials", type=_positive_int, required=True, metavar="N",
+    c.add_argument("--trials", type=positive_int, required=True, metavar="N",
                    help="measurements per run (a resumed log's records count)")
-    c.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="per candidate: "
+    c.add_argument("--timeout", type=positive_seconds, metavar="SECONDS", help="per candidate: "
                    "limit of its build and of its run (default 30 s build, 10 s run)")
     c.add_argument("--quiet", action="store_true", help="no progress, only the summary")
-    c.add_argument("--population", type=_positive_int, metavar="P", help="advanced: "
+    c.add_argument("--population", type=positive_int, metavar="P", help="advanced: "
                    "candidates per round (evolution population; GA population / XGB plan "
                    "size); small values make quick test runs")
-    c.add_argument("--batch", type=_positive_int, metavar="B", help="advanced: "
+    c.add_argument("--batch", type=positive_int, metavar="B", help="advanced: "
                    "measurements per round (default 64)")
     c.add_argument("--no-pretrained", action="store_true", help="start the cost model cold "
                    "instead of from the shipped pretrained one")
@@ -214,7 +217,7 @@ def _target_without_compiler(args: argparse.Namespace, err: Exception) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     target = resolve_target(args)
-    log = _existing_log(args.log)
+    log = existing_log(args.log)
     runner = make_runner(args.runner, number=1, repeat=1, timeout=60.0)
     if runner is None and args.runner == "qemu":
         from tvmlite.search.options import TuningOptions
@@ -261,7 +264,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   f"{len(run.trials)} trial(s) in {run.seconds:.1f}s", file=sys.stderr)
     try:
         result = compare(args.op, kwargs, args.trials, args.seeds, args.out, args.tuner,
-                         _options(args), args.population, on_trial, on_run,
+                         tuning_options(args), args.population, on_trial, on_run,
                          target=resolve_target(args))
     except KeyboardInterrupt:
         print(f"\ninterrupted: the runs so far are logged in {args.out}; compare starts "
@@ -278,12 +281,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 # -- log and show ------------------------------------------------------------------------------
 
 def cmd_log_show(args: argparse.Namespace) -> int:
-    print(logs.show(_existing_log(args.log), args.limit))
+    print(logs.show(existing_log(args.log), args.limit))
     return 0
 
 
 def cmd_log_best(args: argparse.Namespace) -> int:
-    records = logs.best(_existing_log(args.log))
+    records = logs.best(existing_log(args.log))
     print(f"{'workload':<28} {'GFLOP/s':>10} {'mean ms':>11}  {'tuner':<14} target")
     for r in records:
         print(f"{r.workload.name + ' ' + r.workload.key[:8]:<28} {r.gflops:10.3f} "
@@ -295,13 +298,13 @@ def cmd_log_best(args: argparse.Namespace) -> int:
 
 
 def cmd_log_merge(args: argparse.Namespace) -> int:
-    n = logs.merge([_existing_log(p) for p in args.inputs], args.out)
+    n = logs.merge([existing_log(p) for p in args.inputs], args.out)
     print(f"appended {n} new record(s) to {args.out}")
     return 0
 
 
 def cmd_log_distill(args: argparse.Namespace) -> int:
-    n = logs.distill(_existing_log(args.log), args.out)
+    n = logs.distill(existing_log(args.log), args.out)
     print(f"wrote {n} best record(s) (one per workload and CPU) to {args.out}")
     return 0
 
@@ -317,7 +320,7 @@ def _pick_record(log: str, index: int | None, workload: str | None) -> tuple[int
 
 def cmd_show(args: argparse.Namespace) -> int:
     import tvmlite
-    line, rec = _pick_record(_existing_log(args.log), args.index, args.workload)
+    line, rec = _pick_record(existing_log(args.log), args.index, args.workload)
     wl, target = rec.workload, resolve_target(args)
     s = Schedule.from_steps(wl.outputs, rec.steps)
     outcome = f"{rec.gflops:.2f} GFLOP/s, {rec.mean_cost * 1e3:.4g} ms" if rec.result.ok \

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tvmlite.cli.args import (_KEY, UsageError, _options, dynamic_params, parse_params,
-                              resolve_target)
+from tvmlite.cli.args import (IDENTIFIER, UsageError, dynamic_params, parse_params,
+                              resolve_target, tuning_options)
 from tvmlite.search.records.explain import bound_line
 from tvmlite.target import peak as peaks
 from tvmlite.search.measure.inputs import MeasureInput
@@ -35,7 +35,7 @@ from tvmlite.ops import OPS
 def _load_function(spec: str) -> Callable[..., Any]:
     """FUNCTION of FILE.py, imported from its path (the file runs: it is the user's)."""
     path, colon, name = spec.rpartition(":")
-    if not colon or not path or not _KEY.match(name):
+    if not colon or not path or not IDENTIFIER.match(name):
         raise UsageError(f"--workload {spec!r}: write FILE.py:FUNCTION, e.g. "
                          "my_ops.py:my_conv")
     file = Path(path)
@@ -181,7 +181,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     task, tuner = _task(args)
     workload = task.workload
     _check_log(args.log, workload, args.resume)
-    options = _options(args, args.seed)
+    options = tuning_options(args, args.seed)
     with options.make_runner() as runner:   # a runner that cannot run the target stops here
         runner.check_target(task.target)
     progress = Progress(args.trials, sys.stderr, "quiet" if args.quiet else None,
@@ -272,21 +272,9 @@ def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -
         lines.append(f"peak:     not measurable here: {target.name or target.arch} runs only "
                      "under emulation on this machine")
     elif dtype in ("float32", "float64"):
-        measured = peaks.cached_peak(target)
-        if measured is None:   # once per machine (cached): a spec-sheet guess misleads
-            try:
-                measured = peaks.measure_peak(target, seconds=0.5, runs=3)
-            except (OSError, RuntimeError, ValueError):
-                measured = None
-        scale = 1.0 if dtype == "float32" else 0.5
-        if measured is not None:
-            peak, how = measured.gflops * scale, \
-                "measured under load" if measured.under_load else "measured"
-        else:
-            peak, how = target.peak_gflops_estimate(dtype), \
-                "estimated; `tvmlite target --peak` measures it"
-        share = peaks.share_of_peak(best.gflops, peak, f"this CPU's {dtype} peak")
-        lines.append(f"peak:     {share} ({peak:.1f} GFLOP/s, {how})")
+        # at the peak within its noise; above it, the cached peak is raised to this figure
+        verdict = peaks.judge_kernel(best.gflops, target, dtype)
+        lines.append("peak:     " + verdict.text(f"this CPU's {dtype} peak"))
     lines.append(f"bound:    {bound_line(best, target)} (`tvmlite explain {shlex.quote(log)}`)")
     base = _time_unscheduled(workload, target, options)
     if base.ok:

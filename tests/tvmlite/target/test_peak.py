@@ -1,7 +1,11 @@
 """The measured peak: the FMA loop fits the target's register file (no spill in its object
 code on AVX2 or AVX-512), is checked against a GEMM timed in the same run, a peak
-measured under load is marked and never replaces a quiet one, and a share above 100% of
-the peak is reported as a measurement problem."""
+measured under load is marked, never replaces a quiet one and is measured again by the
+next process; the peak is the best of its runs, an upper estimate held against the
+theoretical peak: a kernel within its noise is at the peak, above it the probe read low
+(the cache is raised), and only a figure above the theoretical peak is a measurement
+problem. Apart from the tests that compile or time the loop itself, the runs and the
+clock are injected: no test here times anything to judge it."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,6 +23,8 @@ import pytest
 import tvmlite
 from tvmlite.schedules.recipes import gemm_packed
 from tvmlite.target import peak as peaks
+from tvmlite.target.peak_bound import (MAX_NOISE, MIN_NOISE, NOMINAL_HEADROOM, Clock,
+                                       Verdict, max_clock, run_noise, theoretical_gflops)
 from tvmlite.target.target import Target
 
 HOST = Target.host()
@@ -130,10 +136,158 @@ def test_the_peak_on_a_16_register_target_is_checked_against_a_gemm_in_the_same_
     assert statistics.median(ratios) >= 0.75, (fma, gemm)
 
 
-def test_a_share_above_100_percent_is_a_measurement_problem():
+def test_a_share_at_most_the_peak_is_a_share_and_above_it_is_read_against_the_bounds():
     assert peaks.share_of_peak(50.0, 200.0, "the peak") == "25.00% of the peak"
-    text = peaks.share_of_peak(120.0, 114.0, "this CPU's float32 peak")
-    assert "MEASUREMENT PROBLEM" in text and "%" not in text
+    assert peaks.share_of_peak(0.5, 200.0, "the peak") == "0.25% of the peak"
+    # the Zen 4 Quickstart: 216.6 on a probe that read 215.2 is a kernel at the peak
+    at = Verdict(216.6, 215.2, MIN_NOISE, 700.0, "measured")
+    assert at.kind == "at_peak" and at.at_peak
+    assert at.text("this CPU's float32 peak") == \
+        "at this CPU's float32 peak (216.6 of 215.2 GFLOP/s, measured)"
+    assert "MEASUREMENT PROBLEM" not in peaks.share_of_peak(216.6, 215.2, "the peak")
+    assert Verdict(210.0, 215.2, MIN_NOISE).kind == "at_peak"    # within the noise below
+    assert Verdict(205.0, 215.2, MIN_NOISE).kind == "share"
+    # above the probe's noise, below the theoretical peak: the probe read low
+    low = Verdict(226.4, 215.2, MIN_NOISE, 700.0)
+    assert low.kind == "peak_low" and low.at_peak and "probe read low" in low.text()
+    # above the theoretical peak: the only measurement problem
+    bad = Verdict(750.0, 215.2, MIN_NOISE, 700.0)
+    assert bad.kind == "impossible" and not bad.at_peak
+    assert bad.text().startswith("MEASUREMENT PROBLEM") and "700.0" in bad.text()
+    # no clock: nothing to check a figure far above the probe against
+    unchecked = Verdict(260.0, 215.2, MIN_NOISE, None)
+    assert unchecked.kind == "unchecked" and "no clock" in unchecked.text()
+    assert Verdict(1.0, 0.0).kind == "unknown"
+
+
+def test_the_noise_is_the_probes_spread_within_bounds():
+    assert run_noise([100.0, 99.5, 99.8]) == MIN_NOISE
+    assert run_noise([100.0, 94.0]) == pytest.approx(0.06)
+    assert run_noise([100.0, 50.0]) == MAX_NOISE
+    # a 6% spread widens "at the peak" to 6% above it
+    assert Verdict(105.0, 100.0, run_noise([100.0, 94.0]), 300.0).kind == "at_peak"
+    assert Verdict(105.0, 100.0, MIN_NOISE, 300.0).kind == "peak_low"
+
+
+def test_a_theoretical_peak_below_the_measured_one_bounds_nothing():
+    """The clock read is then not the one the CPU ran at (a nominal cpu MHz)."""
+    v = Verdict(450.0, 400.0, MIN_NOISE, 330.0)
+    assert v.bound is None and v.kind == "unchecked"
+
+
+def test_the_max_clock_is_cpufreqs_else_cpuinfos_else_unknown(tmp_path):
+    for cpu, khz in (("cpu0", "3500000"), ("cpu1", "5100000\n"), ("cpufreq", "9")):
+        d = tmp_path / "sys" / cpu / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "cpuinfo_max_freq").write_text(khz)
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\ncpu MHz\t\t: 2596.1\nprocessor\t: 1\n"
+                    "cpu MHz\t\t: 3100.0\n")
+    assert max_clock(tmp_path / "sys", info) == Clock(5.1, True)
+    assert max_clock(tmp_path / "none", info) == Clock(3.1, False)
+    assert max_clock(tmp_path / "none", tmp_path / "missing") is None
+    assert Clock(3.1, False).bound_ghz == pytest.approx(3.1 * NOMINAL_HEADROOM)
+
+
+def test_the_theoretical_peak_reads_the_target():
+    for isa in ("avx2", "avx512"):
+        t = isa_target(isa)
+        _, pipes = t.fma_latency_pipes
+        lanes = t.vector_lanes("float32")
+        assert theoretical_gflops(t, "float32", Clock(5.0, True)) == \
+            pytest.approx(t.cores * pipes * lanes * 2 * 5.0)
+        assert theoretical_gflops(t, "float64", Clock(5.0, True)) == \
+            pytest.approx(t.cores * pipes * lanes * 5.0)
+        assert theoretical_gflops(t, "float32", None) is None
+
+
+def fake_probe(monkeypatch, fma, gemm=(), load=0.0):
+    """Replace the timed child by these runs; returns the list of its calls."""
+    calls = []
+
+    def run(target, threads, seconds, runs, with_gemm):
+        calls.append((threads, seconds, runs))
+        return list(fma), list(gemm), load
+    monkeypatch.setattr(peaks, "_run_child", run)
+    return calls
+
+
+def test_the_peak_is_the_best_of_its_runs(monkeypatch, tmp_path):
+    fake_probe(monkeypatch, [200.0, 215.2, 205.0], [190.0, 205.0])
+    p = peaks.measure_peak(HOST, cache_file=tmp_path / "peak.json")
+    assert p.gflops == p.fma_gflops == 215.2 and p.gemm_gflops == 205.0
+    assert p.noise == pytest.approx((215.2 - 200.0) / 215.2)
+    assert peaks.cached_peak(HOST, tmp_path / "peak.json") == p
+
+
+def test_judge_kernel_at_the_peak_leaves_the_cache(monkeypatch, tmp_path):
+    cache = tmp_path / "peak.json"
+    fake_probe(monkeypatch, [215.0, 215.2, 214.9])
+    peaks.measure_peak(HOST, cache_file=cache)
+    v = peaks.judge_kernel(216.6, HOST, cache_file=cache, theoretical=700.0)
+    assert v.kind == "at_peak" and v.how == "measured"
+    assert peaks.cached_peak(HOST, cache).gflops == 215.2
+    half = peaks.judge_kernel(108.3, HOST, "float64", cache_file=cache, theoretical=350.0)
+    assert half.kind == "at_peak" and half.peak == pytest.approx(107.6)
+
+
+def test_judge_kernel_above_the_noise_raises_the_cached_peak(monkeypatch, tmp_path):
+    cache = tmp_path / "peak.json"
+    fake_probe(monkeypatch, [215.2, 214.0])
+    peaks.measure_peak(HOST, cache_file=cache)
+    v = peaks.judge_kernel(226.4, HOST, cache_file=cache, theoretical=700.0)
+    assert v.kind == "peak_low"
+    raised = peaks.cached_peak(HOST, cache)
+    assert raised.gflops == 226.4 and raised.raised_from == 215.2
+    assert any("raised from the probe's 215.2" in n for n in raised.notes())
+    # now the kernel is at the (raised) peak, and a float64 figure raises it in fp32 units
+    assert peaks.judge_kernel(226.4, HOST, cache_file=cache, theoretical=700.0).kind == \
+        "at_peak"
+    peaks.judge_kernel(120.0, HOST, "float64", cache_file=cache, theoretical=350.0)
+    assert peaks.cached_peak(HOST, cache).gflops == 240.0
+    assert peaks.cached_peak(HOST, cache).raised_from == 215.2
+
+
+def test_judge_kernel_above_the_theoretical_peak_or_unchecked_leaves_the_cache(
+        monkeypatch, tmp_path):
+    cache = tmp_path / "peak.json"
+    fake_probe(monkeypatch, [215.2])
+    peaks.measure_peak(HOST, cache_file=cache)
+    bad = peaks.judge_kernel(800.0, HOST, cache_file=cache, theoretical=700.0)
+    assert bad.kind == "impossible" and "MEASUREMENT PROBLEM" in bad.text()
+    unknown = peaks.judge_kernel(300.0, HOST, cache_file=cache, theoretical=None)
+    assert unknown.kind == "unchecked"
+    assert peaks.cached_peak(HOST, cache).gflops == 215.2
+
+
+def test_judge_kernel_without_a_peak_uses_the_estimate(monkeypatch, tmp_path):
+    calls = fake_probe(monkeypatch, [1.0])
+    v = peaks.judge_kernel(10.0, HOST, cache_file=tmp_path / "peak.json", measure=False,
+                           theoretical=None)
+    assert not calls and v.peak == HOST.peak_gflops_estimate() and "estimated" in v.how
+
+
+def test_a_cached_peak_under_load_is_measured_again_once(monkeypatch, tmp_path):
+    cache = tmp_path / "peak.json"
+    loaded = peaks.Peak(150.0, HOST.cores, (150.0, 120.0), 1.0, 150.0, None, 24, 1.0)
+    peaks._store(HOST, loaded, cache)
+    # still under load: the higher of the two loaded figures is kept, and not re-measured
+    calls = fake_probe(monkeypatch, [140.0], load=1.0)
+    assert peaks.cached_peak(HOST, cache) == loaded and len(calls) == 1
+    assert peaks.cached_peak(HOST, cache) == loaded and len(calls) == 1
+    # a later process (a fresh memo) measures a quiet figure, which replaces it
+    monkeypatch.setattr(peaks, "_MEASURED", set())
+    calls = fake_probe(monkeypatch, [210.0, 205.0], load=0.0)
+    quiet = peaks.cached_peak(HOST, cache)
+    assert len(calls) == 1 and quiet.gflops == 210.0 and not quiet.under_load
+    assert peaks.cached_peak(HOST, cache) == quiet and len(calls) == 1
+    # a process that measured the peak itself does not measure it again on reading it
+    monkeypatch.setattr(peaks, "_MEASURED", set())
+    calls = fake_probe(monkeypatch, [100.0], load=2.0)
+    other = tmp_path / "other.json"
+    peaks.measure_peak(HOST, cache_file=other)
+    assert peaks.cached_peak(HOST, other).under_load and len(calls) == 1
+    assert peaks.cached_peak(HOST, cache, remeasure=False) == quiet
 
 
 def test_a_peak_under_load_is_marked_and_does_not_replace_a_quiet_one(tmp_path):
@@ -155,7 +309,7 @@ def test_a_peak_under_load_is_marked_and_does_not_replace_a_quiet_one(tmp_path):
     assert peaks.cached_peak(HOST, cache) == quiet    # the quiet peak stays
     cache.unlink()
     peaks._store(HOST, loaded, cache)                 # alone, it is cached with its mark
-    again = peaks.cached_peak(HOST, cache)
+    again = peaks.cached_peak(HOST, cache, remeasure=False)
     assert again.under_load and json.loads(cache.read_text())[HOST.key()]["under_load"]
 
 
