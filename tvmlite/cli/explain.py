@@ -3,6 +3,7 @@ of a log (or the record on line N) and what to change in its schedule.
 
 With ``TVMLITE_LOG=fallbacks`` in the environment (read by ``commands.main`` only), the
 scalar fallbacks and spill warning of the kernel are printed to stderr as it is built.
+Argument parsing and printing only: the explaining is ``tvmlite.explain.record``'s.
 """
 from __future__ import annotations
 
@@ -10,14 +11,10 @@ import argparse
 import sys
 from typing import Any
 
-from tvmlite.cli.args import UsageError, _existing_log, _positive_int
+from tvmlite.cli.args import UsageError, existing_log, positive_int
+from tvmlite.explain.record import explain_record, record_warnings
 from tvmlite.search.records import logs
-from tvmlite.codegen_c import compile_shared
 from tvmlite.target.target import Target
-from tvmlite.search.records.explain import explain
-from tvmlite.schedule.schedule import Schedule
-from tvmlite.runtime.module import generate_c
-from tvmlite.explain.report import build_warnings
 
 
 def add_explain_command(sub: Any, command: Any) -> None:
@@ -30,22 +27,19 @@ def add_explain_command(sub: Any, command: Any) -> None:
     c.add_argument("log", metavar="LOG")
     c.add_argument("--workload", metavar="NAME", help="the best record of this workload (a "
                    "name or a key prefix); needed when the log holds several")
-    c.add_argument("--record", type=_positive_int, metavar="N", help="the record on line N "
+    c.add_argument("--record", type=positive_int, metavar="N", help="the record on line N "
                    "(as `tvmlite log show` numbers them) instead of the best")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     try:
-        line, rec = logs.pick_record(_existing_log(args.log), args.workload, args.record)
+        line, rec = logs.pick_record(existing_log(args.log), args.workload, args.record)
     except logs.RecordChoiceError as e:
         raise UsageError(str(e)) from None
     target = Target.host()
     if getattr(args, "log_fallbacks", False):
-        wl = rec.workload
-        func, source, _ = generate_c(Schedule.from_steps(wl.outputs, rec.steps),
-                                     list(wl.tensors), target, wl.name)
-        for text in build_warnings(func, source, compile_shared(source, target), target):
+        for text in record_warnings(rec, target):
             print(f"tvmlite: fallback: {text}", file=sys.stderr)
     print(f"# line {line} of {args.log}")
-    print(explain(rec, target))
+    print(explain_record(rec, target))
     return 0

@@ -3,10 +3,24 @@ attainable and measured GFLOP/s) and findings (scalar fallbacks, register pressu
 spills, parallel work, unrolling, recomputation), each with what to try.
 
 ``explain_schedule(s, tensors, ...)`` explains a schedule; ``Module.explain()`` a built
-kernel; ``search.explain(record)`` a tuning record; ``tvmlite explain LOG`` the best
-record of a log."""
+kernel; ``explain_record(record)`` (``record.py``; also ``search.explain``) a tuning
+record; ``tvmlite explain LOG`` the best record of a log. This package is the one home
+of that logic: ``search.records.explain`` and ``tvmlite.cli.explain`` only call it.
+
+``record.py`` builds kernels through ``runtime.module``, which imports ``report`` as it
+loads, so its names are imported on first use (PEP 562), as ``tvmlite.search``'s are."""
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from tvmlite.explain.report import Explanation, build_warnings, explain_schedule
 
-__all__ = ["Explanation", "build_warnings", "explain_schedule"]
+_RECORD = ("bound_line", "explain_record", "record_warnings")
+__all__ = ["Explanation", "build_warnings", "explain_schedule", *_RECORD]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RECORD:
+        return getattr(importlib.import_module(".record", __name__), name)
+    raise AttributeError(f"module 'tvmlite.explain' has no attribute {name!r}")

@@ -7,9 +7,14 @@ object code for spills, then builds the roofline (``roofline.py``, bytes by
 ``traffic.py``) and the findings (``findings.py``). ``Explanation`` prints as the report
 ``tvmlite explain`` shows; ``build_warnings`` are the lines ``build(..., explain=True)``
 and ``TVMLITE_LOG=fallbacks`` print as a kernel is built.
+
+A kernel measured at what its bound allows (``Roofline.at_bound``) has nothing left to
+fix: the report says so first, and what would otherwise be faults (a register block over
+the register file, stack accesses) are shown as facts, without advice.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -28,6 +33,7 @@ from tvmlite.passes.pipeline import loop_nest, lower
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.target import bandwidth as bandwidths
 from tvmlite.target import peak as peaks
+from tvmlite.target.peak_bound import MIN_NOISE, theoretical_gflops
 from tvmlite.target.target import Target
 
 COMPULSORY = 1.25   # memory bytes within this factor of the arguments' bytes: compulsory
@@ -47,29 +53,43 @@ class Explanation:
     def one_line(self) -> str:
         return self.roofline.one_line()
 
+    @property
+    def at_bound(self) -> bool:
+        """It runs at what its bound allows (``Roofline.at_bound``): nothing to fix."""
+        return self.roofline.at_bound
+
     def __str__(self) -> str:
         head = f"explain {self.name}" + (f" ({self.source})" if self.source else "")
-        lines = [head, "", "roofline:", *("  " + x for x in self.roofline.lines()), "",
-                 f"=> {self.one_line()}", "", "findings (! = to fix, - = fact):"]
+        lines = [head, ""]
+        if self.at_bound:
+            lines += [f"=> {self.one_line()}: it runs at what its bound allows, so nothing "
+                      "in its schedule needs fixing; the findings below are facts", ""]
+        lines += ["roofline:", *("  " + x for x in self.roofline.lines()), "",
+                  f"=> {self.one_line()}", "", "findings (! = to fix, - = fact):"]
         lines += [str(f) for f in self.findings] or ["  none"]
         return "\n".join(lines)
 
 
-def _peak(target: Target, dtype: str, peak: float | None, measure: bool) -> tuple[float, str]:
+def _peak(target: Target, dtype: str, peak: float | None, measure: bool
+          ) -> tuple[float, str, float]:
+    """(peak GFLOP/s in ``dtype``, where it came from, its noise)."""
     scale = 0.5 if dtype == "float64" else 1.0
     if peak is not None:
-        return float(peak) * scale, "given"
+        return float(peak) * scale, "given", MIN_NOISE
     got = peaks.cached_peak(target)
     if got is None and measure:
         try:
-            got = peaks.measure_peak(target, seconds=0.5, runs=3)
+            got = peaks.measure_peak(target)
         except (OSError, RuntimeError, ValueError):
             got = None
     if got is not None:
         return got.gflops * scale, (f"fp32 FMA peak measured by codegen_c/peak.c, "
-                                    f"{got.threads} bound threads" +
-                                    (", halved for float64" if scale < 1 else ""))
-    return target.peak_gflops_estimate(dtype), "estimated from the spec; `tvmlite target --peak` measures it"
+                                    f"{got.threads} bound threads, best of "
+                                    f"{len(got.runs)} runs" +
+                                    (", raised by a kernel" if got.raised_from else "") +
+                                    (", halved for float64" if scale < 1 else "")), got.noise
+    return (target.peak_gflops_estimate(dtype),
+            "estimated from the spec; `tvmlite target --peak` measures it", MIN_NOISE)
 
 
 def _bandwidth(target: Target, bw: Any, measure: bool) -> Any:
@@ -114,7 +134,7 @@ def explain_schedule(s: Schedule, tensors: Sequence[Any], target: Target | None 
     executed = executed_flops(nest.body)
     flops = int(flops) if flops else max(1, executed)
     dtype = tensors[-1].dtype
-    peak_gf, peak_how = _peak(target, dtype, peak, measure)
+    peak_gf, peak_how, noise = _peak(target, dtype, peak, measure)
     bw = _bandwidth(target, bandwidth, measure)
     traffic = Traffic(nest.body, in_regs)
     levels = [Level("L1", l1_bytes(final.body, in_regs), bw.gbps("L1d") if bw else None)]
@@ -127,7 +147,7 @@ def explain_schedule(s: Schedule, tensors: Sequence[Any], target: Target | None 
             levels.append(Level(level, moved, bw.gbps(level) if bw else None))
     roof = Roofline(flops, tuple(levels), peak_gf, peak_how,
                     bw.describe() if bw else "not measured (`tvmlite explain` measures it)",
-                    seconds)
+                    seconds, noise, theoretical_gflops(target, dtype))
     findings = vector_findings(final.vector_decisions, lane)
     # a local buffer is worth keeping in registers when it leaves a quarter of the
     # register file to the operands (a 32-vector block on 32 registers spills anyway)
@@ -148,6 +168,8 @@ def explain_schedule(s: Schedule, tensors: Sequence[Any], target: Target | None 
                                 "an inlined or compute_at stage is evaluated more than once "
                                 "per element: compute_root it, or compute_at an outer loop"))
     findings += _roofline_findings(roof, final.args)
+    if roof.at_bound:     # at the peak: what would be faults are facts, with no advice
+        findings = [dataclasses.replace(f, fault=False, try_="") for f in findings]
     return Explanation(name, roof, tuple(findings), source)
 
 

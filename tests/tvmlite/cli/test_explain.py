@@ -1,9 +1,11 @@
 """`tvmlite explain` on a tiny tuning log end to end (tune 4 trials, then explain the best
 record, a chosen line, a chosen workload), TVMLITE_LOG=fallbacks, search.explain and
-the tuning summary's bound line."""
+the tuning summary's bound line; a record measured at the peak is said to be, with no
+advice."""
 import pytest
 
 from tvmlite import cli, search
+from tvmlite.explain import explain_record
 from tvmlite.search.records.explain import bound_line
 from tvmlite.search.records.logs import pick_record
 from tvmlite.search.records.record import load_records
@@ -76,6 +78,39 @@ def test_search_explain_takes_a_record(log):
     assert e.name == "matmul" and "GFLOP/s measured" in e.source
     with pytest.raises(TypeError, match="search.Record"):
         search.explain("mm.jsonl")
+    # the one home of the logic gives the same explanation
+    assert explain_record(rec, check_spills=False).one_line() == e.one_line()
+    with pytest.raises(TypeError, match="search.Record"):
+        explain_record("mm.jsonl")
+
+
+def test_a_record_at_the_peak_is_said_to_be_and_advised_nothing(log, capsys, monkeypatch):
+    """The Quickstart's case: the best record measured at the (injected, cached) peak.
+    explain says so first and shows register pressure and spills as facts."""
+    path, _ = log
+    monkeypatch.delenv("TVMLITE_LOG", raising=False)
+    line, best = pick_record(path)
+    target = Target.host()
+    huge = bandwidth.Bandwidth(tuple((lv, 1, 1e6) for lv in ("L1d", "L2", "L3", "memory")),
+                               target.cores, 0.0)
+    monkeypatch.setattr(bandwidth, "cached_bandwidth", lambda *a, **k: huge)
+    cache = peak.default_cache_file()
+    saved = cache.read_text()
+    try:
+        peak._store(target, peak.Peak(best.gflops / 1.005, target.cores, (best.gflops,), 0.0),
+                    cache)
+        e = search.explain(best)
+        assert e.roofline.bound == "compute" and e.at_bound and not e.faults
+        assert "at the peak (" in bound_line(best)
+        assert cli.main(["explain", str(path)]) == 0
+        out = capsys.readouterr().out
+    finally:
+        cache.write_text(saved)
+    lines = out.splitlines()
+    assert lines[3].startswith("=> compute-bound, at the peak (")
+    assert "nothing in its schedule needs fixing" in lines[3]
+    assert "try:" not in out and not any(x.startswith("! ") for x in lines)
+    assert "% of attainable" not in out
 
 
 def test_compare_report_names_the_bound_of_each_methods_best(log):

@@ -1,7 +1,8 @@
 """tvmlite.explain against hand-made kernels with one known fault each: a forced gather,
 a forced scalar select, a 40-accumulator register block on a 16-register target, a
 memory-bound elementwise op, a compute_at that recomputes its producer 9 times. Every
-kernel is also run and compared with numpy."""
+kernel is also run and compared with numpy. A kernel measured at its bound (an injected
+time) reads "at the peak" and has facts, not faults."""
 import dataclasses
 from types import SimpleNamespace
 
@@ -11,6 +12,7 @@ import pytest
 import tvmlite
 from tvmlite import te
 from tvmlite.explain import explain_schedule
+from tvmlite.explain.roofline import Level, Roofline
 from tvmlite.explain.traffic import Traffic
 from tvmlite.passes.pipeline import loop_nest
 from tvmlite.target.bandwidth import Bandwidth
@@ -261,3 +263,46 @@ def test_accumulating_into_memory_is_reported():
     check_module(tvmlite.build(s, [A, B, C]), [A, B, C], lambda a, b: a @ b, rtol=1e-4)
     (f,) = [f for f in kinds(explain(s, [A, B, C]), "registers") if "accumulation" in f.what]
     assert "into C go through memory" in f.what and "cache_write C" in f.try_
+
+
+# -- a kernel at its bound ------------------------------------------------------------------
+
+def roof(gflops, peak=215.2, theoretical=700.0, levels=()):
+    flops = 2 * 256 ** 3
+    return Roofline(flops, levels, peak, "given", "given", flops / gflops / 1e9,
+                    theoretical_gflops=theoretical)
+
+
+def test_the_roofline_caps_at_the_peak_and_says_why_above_it():
+    assert roof(150.0).one_line() == "compute-bound, 70% of attainable"
+    at = roof(216.6)
+    assert at.at_bound and at.one_line() == "compute-bound, at the peak (216.6 of 215.2 GFLOP/s)"
+    assert not any("101%" in x for x in at.lines())
+    low = roof(240.0)
+    assert low.at_bound and "read low" in low.one_line()
+    bad = roof(800.0)
+    assert not bad.at_bound and "MEASUREMENT PROBLEM" in bad.one_line()
+    assert "no clock" in roof(240.0, theoretical=None).one_line()
+    # a bandwidth bound caps the same way: within the noise it is "at attainable"
+    l2 = (Level("L2", 2 * 256 ** 3, 100.0),)       # 1 B/flop at 100 GB/s: 100 GFLOP/s
+    assert roof(101.0, levels=l2).one_line() == \
+        "L2-bound: 1 B/flop, at attainable (101.0 of 100.0 GFLOP/s)"
+    assert "above the roofline" in roof(150.0, levels=l2).one_line()
+
+
+def test_a_kernel_at_its_bound_has_facts_not_faults():
+    """The recomputing kernel, measured at what its roofline allows: its recompute fault
+    becomes a fact without advice, and the report says so before the roofline."""
+    s, args = faulty.recompute_9x(256, 9)
+    slow = explain(s, args, seconds=1e-3)
+    assert kinds(slow, "recompute") and not slow.at_bound
+    r = slow.roofline
+    e = explain(s, args, seconds=r.flops / (r.attainable_gflops * 1.01) / 1e9)
+    assert e.at_bound and not e.faults
+    assert all(not f.fault and not f.try_ for f in e.findings)
+    text = str(e)
+    assert "try:" not in text and "\n! " not in text
+    first = text.splitlines()[2]
+    assert first.startswith("=> ") and "nothing in its schedule needs fixing" in first
+    assert {f.kind for f in slow.findings if f.kind != "roofline"} <= \
+        {f.kind for f in e.findings}
