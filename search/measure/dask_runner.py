@@ -27,8 +27,9 @@ what tuning needs on top:
   yielded exactly once, whatever Dask does; the client alone writes the log (the
   ``Measurer``). The run goes on with the workers that remain, and a warning says how many.
 
-Map: ``parse_address`` · ``DaskRunner`` (connect, check_target and worker selection,
-iter_run and its fault handling).
+Map: ``DaskRunner`` (connect, check_target and worker selection, whose pure part --
+which worker may measure, on which cores -- is dask_cluster.py; iter_run and its fault
+handling).
 """
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ except ImportError as _e:  # pragma: no cover -- the dask extra is not installed
 from tvmlite.checks import check_number
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult
+from tvmlite.search.measure.dask_cluster import (COMPARED, MEASURE, START_COMMAND,
+                                                 parse_address, share_cores, unusable)
 from tvmlite.search.measure.feeder import Feeder
 from tvmlite.search.measure.dask_worker import (START_TOPIC, Config, Job, describe_worker,
                                                 measure_job)
@@ -55,15 +58,14 @@ from tvmlite.search.measure.protocol import MeasureConfig, ReferenceCache, Verdi
 from tvmlite.target.target import Target
 from tvmlite.errors import TvmliteWarning
 
-__all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE", "WORKER_TIMEOUT"]
+# parse_address, MEASURE and COMPARED stay importable from here (dask_cluster.py)
+__all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE", "COMPARED",
+           "WORKER_TIMEOUT"]
 
-MEASURE = "measure"      # the Dask resource: candidates a worker may time at once
 RETRIES = 1              # another worker after the first death, then an error record
 AHEAD = 4                # candidates submitted (or compiling) per worker: one being timed,
                          # the rest queued so a worker never waits for the client's compiles
-COMPARED = ("arch", "features", "vector_bits", "cores")
 _POLL = 5.0              # seconds without news before checking the workers are there
-_START = ("dask worker SCHEDULER --nthreads 1 --resources measure=1")
 WORKER_TIMEOUT = 60.0    # seconds a runner waits for a first worker (workers start slowly)
 
 
@@ -76,21 +78,6 @@ def _with_library(workload: Any, ref: BuildResult) -> tuple[BuildResult, bytes]:
     """A reference build and its library's bytes, as they travel to the workers."""
     with open(ref.lib_path, "rb") as f:
         return ref, f.read()
-
-
-def parse_address(text: str) -> str:
-    """``dask://HOST:PORT``, ``tcp://HOST:PORT`` or ``HOST:PORT`` -> the scheduler's
-    ``tcp://HOST:PORT``; ValueError naming the form otherwise."""
-    if not isinstance(text, str):
-        raise TypeError(f"DaskRunner(scheduler=...) must be an address string or a "
-                        f"distributed.Client, got {type(text).__name__}")
-    rest = text[len("dask://"):] if text.startswith("dask://") else \
-        text[len("tcp://"):] if text.startswith("tcp://") else text
-    host, colon, port = rest.rpartition(":")
-    if not colon or not host or "/" in rest or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"Dask scheduler address {text!r}: write dask://HOST:PORT, e.g. "
-                         f"dask://127.0.0.1:8786 (the port `dask scheduler` prints)")
-    return f"tcp://{host}:{port}"
 
 
 class DaskRunner(Runner):
@@ -173,7 +160,7 @@ class DaskRunner(Runner):
                 raise RunnerError(
                     f"cannot reach the Dask scheduler at {self.address} within "
                     f"{self.connect_timeout:g}s ({type(e).__name__}: {e}); start one there "
-                    f"with `dask scheduler` (and workers with `{_START}`), or fix the "
+                    f"with `dask scheduler` (and workers with `{START_COMMAND}`), or fix the "
                     f"address given as --runner dask://HOST:PORT") from None
             self._known.clear()
             self._watched.clear()
@@ -225,7 +212,7 @@ class DaskRunner(Runner):
                 if isinstance(desc, BaseException) or desc is None:
                     desc = {"error": f"it did not answer ({desc!r}); is tvmlite importable "
                                      f"there?", "target": None, "host": "?", "cpus": []}
-                why = self._unusable(desc, info[addr].get("resources") or {})
+                why = unusable(desc, info[addr].get("resources") or {}, self._target)
                 self._known[addr] = why
                 if why:
                     warnings.warn(f"{self.name}: not measuring on Dask worker {addr}: {why}",
@@ -245,7 +232,7 @@ class DaskRunner(Runner):
                 f"{self._target.vector_bits}-bit vectors, {self._target.cores} cores)"
                 + (f": {reasons}" if reasons else
                    f": the scheduler has no workers (waited {self.worker_timeout:g}s)")
-                + f". Start workers of that target with `{_START}`")
+                + f". Start workers of that target with `{START_COMMAND}`")
         self._split_cores()
 
     def _wait_for_workers(self, client: Any) -> dict:
@@ -256,49 +243,25 @@ class DaskRunner(Runner):
             warnings.warn(f"{self.name}: the Dask scheduler at {self.address} has no workers "
                           f"yet; waiting up to {self.worker_timeout:g}s for one "
                           f"(DaskRunner(worker_timeout=...)). Start workers with "
-                          f"`{_START}`", DaskWorkerWarning, stacklevel=5)
+                          f"`{START_COMMAND}`", DaskWorkerWarning, stacklevel=5)
         try:
             client.wait_for_workers(1, timeout=self.worker_timeout)
         except TimeoutError:
             return {}
         return client.scheduler_info(n_workers=-1)["workers"]
 
-    def _unusable(self, desc: dict, resources: dict) -> str:
-        """Why a worker must not measure this target ('' when it may)."""
-        if resources.get(MEASURE, 0) < 1:
-            return (f"it offers no '{MEASURE}' resource, so nothing would bound how many "
-                    f"candidates it times at once; start it with `{_START}`")
-        if desc.get("target") is None:
-            return desc.get("error") or "it reported no target"
-        theirs, ours = desc["target"], self._target.to_json()
-        diff = [f"{k} {theirs[k]!r} (the task's: {ours[k]!r})" for k in COMPARED
-                if theirs[k] != ours[k]]
-        return f"its target differs: {', '.join(diff)}" if diff else ""
-
     def _split_cores(self) -> None:
-        """Workers sharing a host each get an equal share of its CPUs, in address order;
-        a worker alone on its host is not pinned."""
+        """Pin workers that share a host to their share of its CPUs (``share_cores``);
+        those past one per CPU are not used, with a warning."""
         self.cores = {}
         if not self.pin:
             return
-        hosts: dict[str, list[str]] = {}
-        for addr, desc in sorted(self.workers.items()):
-            hosts.setdefault(desc["host"], []).append(addr)
-        for host, addrs in hosts.items():
-            if len(addrs) < 2:
-                continue
-            cpus = sorted({c for a in addrs for c in self.workers[a]["cpus"]})
-            per = len(cpus) // len(addrs)
-            if per == 0:
-                for extra in addrs[len(cpus):]:
-                    del self.workers[extra]
-                    self._known[extra] = (f"{len(addrs)} workers share host {host} and its "
-                                          f"{len(cpus)} CPU(s); one per CPU measures")
-                    warnings.warn(f"{self.name}: not measuring on Dask worker {extra}: "
-                                  f"{self._known[extra]}", DaskWorkerWarning, stacklevel=5)
-                addrs, per = addrs[:len(cpus)], 1
-            for i, addr in enumerate(addrs):
-                self.cores[addr] = tuple(cpus[i * per:(i + 1) * per])
+        self.cores, dropped = share_cores(self.workers)
+        for addr, why in dropped.items():
+            del self.workers[addr]
+            self._known[addr] = why
+            warnings.warn(f"{self.name}: not measuring on Dask worker {addr}: {why}",
+                          DaskWorkerWarning, stacklevel=5)
 
     # -- measuring -------------------------------------------------------------------------
     def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
@@ -392,7 +355,7 @@ class DaskRunner(Runner):
                         raise RunnerError(
                             f"no Dask worker of {self.name} that matches the target remains; "
                             f"the candidates not yet measured are not logged: start workers "
-                            f"(`{_START}`) and resume the tuning")
+                            f"(`{START_COMMAND}`) and resume the tuning")
                     jobs[i], deaths[i] = job, {}
                     submit(i)
                 elif kind == "end":
