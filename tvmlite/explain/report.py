@@ -86,7 +86,7 @@ def _peak(target: Target, dtype: str, peak: float | None, measure: bool
         return got.gflops * scale, (f"fp32 FMA peak measured by codegen_c/peak.c, "
                                     f"{got.threads} bound threads, best of "
                                     f"{len(got.runs)} runs" +
-                                    (", raised by a kernel" if got.raised_from else "") +
+                                    (", raised by a kernel" if got.raised_from is not None else "") +
                                     (", halved for float64" if scale < 1 else "")), got.noise
     return (target.peak_gflops_estimate(dtype),
             "estimated from the spec; `tvmlite target --peak` measures it", MIN_NOISE)

@@ -132,6 +132,7 @@ class Verdict:
         """The share, or what the figure means when it is not one, in one phrase."""
         g, p, kind = self.gflops, self.peak, self.kind
         how = f", {self.how}" if self.how else ""
+        probe = f"the probe's {p:.1f}" + (f" ({self.how})" if self.how else "")
         if kind == "unknown":
             return f"unknown share of {what} (no peak)"
         if kind == "share":
@@ -141,15 +142,15 @@ class Verdict:
         if kind == "at_peak":
             return f"at {what} ({g:.1f} of {p:.1f} GFLOP/s{how})"
         if kind == "peak_low":
-            return (f"at {what}: {g:.1f} GFLOP/s, above the {p:.1f} measured{how} by more "
-                    f"than its noise ({self.noise:.0%}) and below the theoretical "
-                    f"{self.bound:.1f}: the probe read low, this kernel's figure is the "
-                    f"new measured peak")
+            return (f"at {what}: {g:.1f} GFLOP/s, more than its noise ({self.noise:.0%}) "
+                    f"above {probe} and below the theoretical "
+                    f"{self.bound:.1f}: the probe read low, so this figure is the new "
+                    f"measured peak")
         if kind == "unchecked":
-            return (f"above {what}: {g:.1f} GFLOP/s, over the {p:.1f} measured{how} by "
-                    f"more than its noise ({self.noise:.0%}); the CPU reports no clock, so "
-                    f"no theoretical peak can check it: re-run `tvmlite target --peak` on "
-                    f"a quiet machine")
+            return (f"above {what}: {g:.1f} GFLOP/s, more than its noise ({self.noise:.0%}) "
+                    f"above {probe}; the CPU reports no clock, so no "
+                    f"theoretical peak can check it: re-run `tvmlite target --peak` on a "
+                    f"quiet machine")
         return (f"MEASUREMENT PROBLEM: {g:.1f} GFLOP/s is above this CPU's theoretical "
                 f"peak ({self.bound:.1f} GFLOP/s: cores x FMA pipes x lanes x 2 x clock), "
                 f"which cannot be: the time is wrong")
