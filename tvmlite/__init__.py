@@ -15,20 +15,23 @@ from tvmlite import ops, te
 from tvmlite.errors import TvmliteError, TvmliteWarning
 from tvmlite.passes.pipeline import lower
 from tvmlite.runtime.arrays import asaligned, empty
+from tvmlite.runtime.device import Device, cpu
 from tvmlite.runtime.module import Module, TimeResult, build
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.target.target import CompilerNotFoundError, Target
 
 __all__ = ["te", "ops", "empty", "asaligned", "lower", "build", "Module", "TimeResult", "Schedule", "ScheduleError",
-           "Target", "CompilerNotFoundError", "TvmliteError", "TvmliteWarning", "search", "schedules"]
+           "Target", "CompilerNotFoundError", "TvmliteError", "TvmliteWarning", "search", "schedules",
+           "cpu", "Device", "nd", "topi", "autotvm"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """``tvmlite.search`` and ``tvmlite.schedules`` on first use (PEP 562): the measuring
-    worker imports tvmlite and should not pay for the searches."""
-    if name in ("search", "schedules"):
+    """``tvmlite.search``, ``tvmlite.schedules`` and the TVM-named modules (``nd``,
+    ``topi``, ``autotvm``: aliases of ours) on first use (PEP 562): the measuring worker
+    imports tvmlite and should not pay for the searches."""
+    if name in ("search", "schedules", "nd", "topi", "autotvm"):
         import importlib
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tvmlite' has no attribute {name!r}")

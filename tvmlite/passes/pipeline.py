@@ -91,9 +91,14 @@ def check_args(s: Schedule, args: Sequence[Any]) -> list:
 
 
 def lower(s: Schedule, args: Sequence[Any], name: str = "default_function",
-          vector_bytes: int | None = None, debug: bool = False) -> LoweredFunc:
+          vector_bytes: int | None = None, debug: bool = False,
+          simple_mode: bool = False) -> LoweredFunc:
     """The loop IR of schedule ``s`` as a kernel taking ``args``, its vector loops cut into
-    ``vector_bytes``-wide vectors (None: this machine's)."""
+    ``vector_bytes``-wide vectors (None: this machine's). ``simple_mode`` is accepted for
+    code written for TVM (``tvm.lower(s, args, simple_mode=True)`` asks for print-friendly
+    output): ``str()`` of the result is already the plain loop nest, in either mode."""
+    if not isinstance(simple_mode, bool):
+        raise TypeError(f"lower(simple_mode=...) must be True or False, got {simple_mode!r}")
     ks, kargs, packs = _kernel_parts(s, args)
     func = _lower(ks, kargs, name, vector_bytes, debug, until="vectorize")
     if not packs:

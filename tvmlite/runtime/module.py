@@ -1,4 +1,5 @@
-"""``build()`` and the Module it returns: a compiled kernel callable on numpy arrays.
+"""``build()`` and the Module it returns: a compiled kernel callable on numpy arrays
+(or ``tvmlite.nd`` arrays: TVM's NDArray, unwrapped to the aligned numpy array it holds).
 
 The call checks every argument (count, ndarray, dtype, shape, C-contiguity,
 writability of outputs, no output overlapping another argument) before any pointer reaches C, so a wrong array is a clear
@@ -9,6 +10,7 @@ from __future__ import annotations
 import shutil
 import statistics
 import sys
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tvmlite.runtime.arrays import ALIGNMENT, empty, is_aligned
+from tvmlite.runtime.arrays import ALIGNMENT, empty, is_aligned, unwrap
+from tvmlite.runtime.device import check_device
 from tvmlite.passes.pipeline import LoweredFunc, lower
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.target.target import Target
@@ -68,6 +71,7 @@ class Module:
         self.outputs = tuple(outputs)
         self.schedule, self.tensors = schedule, tuple(tensors)   # for explain()
         self.name = func.name
+        self.entry_name = func.name   # TVM's name for the function a call runs
         self.ffi, self.lib = load_library(lib_path, decl)
         self._kernel = getattr(self.lib, self.name)
         self._timer = getattr(self.lib, f"{self.name}_time")
@@ -89,6 +93,7 @@ class Module:
                              f"{[p.input for p in self.packs] or 'no input'}, not {name!r}")
         p = next(p for p in self.packs if p.input == name)
         src, dst = p.func.args
+        array = unwrap(array)
         _check_array(array, src, {}, set())
         out = empty(tuple(dst.shape), dst.dtype)
         if fn(self.ffi.cast(CPTR[src.dtype], array.ctypes.data),
@@ -111,7 +116,7 @@ class Module:
     def run_packed(self, *arrays: Any) -> None:
         """Call the kernel itself: packed inputs already packed (``pack``), in the order
         of ``func.args``."""
-        self._run(self._pointers(arrays))
+        self._run(self._pointers([unwrap(a) for a in arrays]))
 
     # -- arguments ---------------------------------------------------------------
     def _pointers(self, arrays: Sequence[Any]) -> list:
@@ -162,7 +167,7 @@ class Module:
     def __call__(self, *arrays: Any) -> None:
         """Run on the original arrays; a pre-packed input is packed first (each call:
         for a deployment, ``pack`` once and ``run_packed``)."""
-        arrays = tuple(self._packed_arrays(arrays))   # kept alive for the call
+        arrays = tuple(self._packed_arrays([unwrap(a) for a in arrays]))   # alive for the call
         self._run(self._pointers(arrays))
 
     def _run(self, ptrs: list) -> None:
@@ -181,17 +186,37 @@ class Module:
         check_int(n, "set_num_threads: n", 1)
         getattr(self.lib, f"{self.name}_set_num_threads")(n)
 
-    def time_evaluator(self, number: int = 10, repeat: int = 3,
-                       min_repeat_ms: float = 0) -> Callable[..., TimeResult]:
+    def time_evaluator(self, func_name: str | None = None, dev: Any = None, number: int = 10,
+                       repeat: int | None = None, min_repeat_ms: float = 0,
+                       cooldown_interval_ms: float = 0,
+                       repeats_to_cooldown: int = 1) -> Callable[..., TimeResult]:
         """A function timing ``number`` calls per repeat in C; ``min_repeat_ms`` raises
         ``number`` until one repeat lasts at least that long. It takes the original
         arrays; pre-packed inputs are packed once before timing, so the time is the
-        kernel's alone (the packing runs once at load time)."""
-        for val, what in ((number, "number"), (repeat, "repeat")):
+        kernel's alone (the packing runs once at load time).
+
+        Both spellings work: ours, ``time_evaluator(number=10, repeat=3)``, and TVM's,
+        ``time_evaluator(mod.entry_name, dev, number=10, repeat=1, min_repeat_ms=0,
+        cooldown_interval_ms=0, repeats_to_cooldown=1)`` (``func_name`` must name this
+        kernel, ``dev`` a ``tvmlite.cpu()``; the sleep of ``cooldown_interval_ms`` after
+        every ``repeats_to_cooldown`` repeats lets a hot CPU cool down). ``repeat``
+        defaults to 3, or to TVM's 1 when ``func_name`` is given."""
+        if func_name is not None and func_name != self.entry_name:
+            raise ValueError(f"time_evaluator: this module runs {self.entry_name!r} (its "
+                             f"entry_name), not {func_name!r}")
+        check_device(dev, "time_evaluator")
+        if repeat is None:
+            repeat = 3 if func_name is None else 1
+        for val, what in ((number, "number"), (repeat, "repeat"),
+                          (repeats_to_cooldown, "repeats_to_cooldown")):
             check_int(val, f"time_evaluator: {what}", 1)
+        if isinstance(cooldown_interval_ms, bool) or not isinstance(
+                cooldown_interval_ms, (int, float)) or not 0 <= cooldown_interval_ms <= 60e3:
+            raise ValueError(f"time_evaluator: cooldown_interval_ms must be milliseconds in "
+                             f"[0, 60000], got {cooldown_interval_ms!r}")
 
         def evaluate(*arrays: Any) -> TimeResult:
-            arrays = tuple(self._packed_arrays(arrays))
+            arrays = tuple(self._packed_arrays([unwrap(a) for a in arrays]))
             ptrs = self._pointers(arrays)
             loose = [b.name for a, b in zip(arrays, self.func.args) if not is_aligned(a)]
             if loose:
@@ -210,11 +235,14 @@ class Module:
                     n = min(n * 2 if t <= 0 else max(n * 2, int(min_repeat_ms / (t * 1e3)) + 1),
                             1 << 24)
             out = []
-            for _ in range(repeat):
+            for r in range(repeat):
                 t = self._timer(*ptrs, n)
                 if t < 0:
                     raise MemoryError(f"kernel {self.name} could not allocate its buffers")
                 out.append(t)
+                if cooldown_interval_ms > 0 and (r + 1) % repeats_to_cooldown == 0 \
+                        and r + 1 < repeat:
+                    time.sleep(cooldown_interval_ms / 1e3)
             return TimeResult(tuple(out))
         return evaluate
 
@@ -257,8 +285,8 @@ class Module:
 def _check_array(a: Any, buf: Any, sizes: dict, outputs: Any) -> None:
     """A clear TypeError/ValueError unless ``a`` fits argument ``buf``."""
     if not isinstance(a, np.ndarray):
-        raise TypeError(f"argument {buf.name} must be a numpy.ndarray, "
-                        f"got {type(a).__name__}")
+        raise TypeError(f"argument {buf.name} must be a numpy.ndarray or a "
+                        f"tvmlite.nd.NDArray, got {type(a).__name__}")
     if a.dtype != NP_DTYPE[buf.dtype]:
         raise TypeError(f"argument {buf.name} must have dtype {buf.dtype}, got {a.dtype} "
                         f"(use .astype('{buf.dtype}'))")

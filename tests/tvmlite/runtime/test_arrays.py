@@ -48,3 +48,29 @@ def test_seeded_inputs_are_aligned_and_unchanged_in_value():
     assert is_aligned(a) and is_aligned(b)
     rng = np.random.default_rng(3)
     np.testing.assert_array_equal(a, rng.uniform(-1, 1, (33, 17)).astype("float32"))
+
+
+def test_nd_array_is_an_aligned_copy_with_tvms_accessors():
+    src = np.arange(12, dtype="float32").reshape(3, 4)
+    a = tvmlite.nd.array(src, tvmlite.cpu(0))
+    assert is_aligned(a.data) and a.shape == (3, 4) and a.dtype == "float32"
+    out = a.numpy()
+    out[0, 0] = 99                        # a copy, as TVM's numpy() is
+    assert a.data[0, 0] == 0 and np.array_equal(a.asnumpy(), src)
+    a.copyfrom(src * 2)
+    assert np.array_equal(a.numpy(), src * 2)
+    with pytest.raises(ValueError, match="copyfrom"):
+        a.copyfrom(np.zeros(3, "float32"))
+    e = tvmlite.nd.empty((5,), "int32")
+    assert e.shape == (5,) and e.dtype == "int32" and e.device == tvmlite.cpu()
+
+
+def test_devices_are_this_cpu_only():
+    from tvmlite.runtime.device import Device
+    assert tvmlite.cpu(0) == Device() and tvmlite.cpu(0).device_type == 1
+    with pytest.raises(ValueError, match="CPU only"):
+        Device("cuda")
+    with pytest.raises(ValueError):
+        tvmlite.cpu(-1)
+    with pytest.raises(TypeError, match="dev must be a tvmlite.cpu"):
+        tvmlite.nd.array(np.zeros(2), "cuda")

@@ -351,3 +351,38 @@ def test_exported_library_runs_from_c_without_python(tmp_path):
     assert float(got["checksum"]) == pytest.approx(want, rel=1e-5, abs=1e-4)
     assert float(got["first"]) == pytest.approx(float(c.ravel()[0]), rel=1e-5, abs=1e-6)
     assert float(got["last"]) == pytest.approx(float(c.ravel()[-1]), rel=1e-5, abs=1e-6)
+
+
+# -- TVM's spellings: entry_name, time_evaluator(func_name, dev, ...), nd arrays --------
+
+def test_time_evaluator_takes_tvms_signature_and_nd_arrays(mm):
+    mod, _ = mm
+    a, b, c = arrays()
+    dev = tvmlite.cpu(0)
+    na, nb, nc = (tvmlite.nd.array(x, dev) for x in (a, b, c))
+    res = mod.time_evaluator(mod.entry_name, dev, number=2)(na, nb, nc)
+    assert len(res.results) == 1                       # TVM's default repeat
+    np.testing.assert_allclose(nc.numpy(), mm_ref(a, b), rtol=1e-4, atol=1e-5)
+    res = mod.time_evaluator(mod.entry_name, dev, number=1, repeat=3,
+                             cooldown_interval_ms=1, repeats_to_cooldown=2)(na, nb, nc)
+    assert len(res.results) == 3
+
+
+@pytest.mark.parametrize("args, kw, err, match", [
+    (("nope",), {}, ValueError, "entry_name"),
+    ((), {"dev": "cpu"}, TypeError, "tvmlite.cpu"),
+    ((), {"cooldown_interval_ms": -1}, ValueError, "cooldown_interval_ms"),
+    ((), {"repeats_to_cooldown": 0}, ValueError, "repeats_to_cooldown"),
+])
+def test_time_evaluator_refuses_bad_tvm_arguments(mm, args, kw, err, match):
+    mod, _ = mm
+    with pytest.raises(err, match=match):
+        mod.time_evaluator(*args, **kw)
+
+
+def test_a_module_writes_an_nd_array_output_in_place(mm):
+    mod, _ = mm
+    a, b, _ = arrays()
+    c = tvmlite.nd.empty(mod.func.args[2].shape, "float32", tvmlite.cpu(0))
+    mod(tvmlite.nd.array(a), tvmlite.nd.array(b), c)
+    np.testing.assert_allclose(c.numpy(), mm_ref(a, b), rtol=1e-4, atol=1e-5)
