@@ -24,7 +24,7 @@ from tvmlite.errors import TvmliteError
 
 LIBRARY_ERRORS = (ValueError, TypeError, LookupError, OSError, CompileError,
                   CompilerNotFoundError)
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")   # a KEY of KEY=VALUE, a function name
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
 
 
@@ -59,7 +59,7 @@ def parse_params(pairs: Sequence[str], fn: Callable[..., Any], what: str,
     kwargs: dict = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
-        if not eq or not _KEY.match(key) or value == "":
+        if not eq or not IDENTIFIER.match(key) or value == "":
             raise UsageError(f"bad argument {pair!r}: write the arguments of {what} as "
                              f"KEY=VALUE, e.g. {_example(sig)}; the signature is {what}{sig}")
         if key in kwargs:
@@ -140,12 +140,15 @@ def _number(convert: Callable[[str], Any], what: str, lo: float, lo_open: bool =
     return parse
 
 
-_positive_int = _number(int, "a positive integer (e.g. 200)", 1)
-_seed = _number(int, "a non-negative integer", 0)
-_seconds = _number(float, "a positive number of seconds", 0, lo_open=True)
+# argparse types of the commands' options (trials, seeds, timeouts): a bad value is a
+# usage error naming what was expected
+positive_int = _number(int, "a positive integer (e.g. 200)", 1)
+non_negative_int = _number(int, "a non-negative integer", 0)
+positive_seconds = _number(float, "a positive number of seconds", 0, lo_open=True)
 
 
-def _existing_log(path: str) -> str:
+def existing_log(path: str) -> str:
+    """``path`` when it is a file; else a UsageError saying how to get a tuning log."""
     if not Path(path).is_file():
         raise UsageError(f"log {path!r} does not exist: pass the path of a tuning log "
                          "(`tvmlite tune ... --log FILE` writes one)")
@@ -203,7 +206,8 @@ def make_runner(spec: str | None, **measuring: Any) -> Any:
     return DaskRunner(spec, **measuring)
 
 
-def _options(args: argparse.Namespace, seed: int = 0) -> Any:
+def tuning_options(args: argparse.Namespace, seed: int = 0) -> Any:
+    """The TuningOptions of a tune or compare command's arguments, with its runner."""
     from dataclasses import replace
     options = _plain_options(args, seed)
     runner = make_runner(getattr(args, "runner", None), number=options.number,

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Sequence
 from tvmlite.checks import check_int
 from tvmlite.ir.expr import BinOp, Const, Reduce, TensorRead, Var, rebuild, substitute, walk
 from tvmlite.schedule.state import ScheduleError, Stage, State, fresh_stage
-from tvmlite.schedule.steps import Step, _taken_names, _unique, _untouched
+from tvmlite.schedule.steps import Step, check_untouched, taken_names, unique_name
 from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
 
 PACK_SCOPE = "pack"
@@ -70,7 +70,7 @@ class PrepackStep(Step):
             raise ScheduleError(f"stage {self.stage} is an output; prepack a copy of an input")
         if st.scope == PACK_SCOPE:
             raise ScheduleError(f"stage {self.stage} is already a pack stage")
-        _untouched(st, "prepack")
+        check_untouched(st, "prepack")
         if st.attach is not None:
             raise ScheduleError(f"stage {self.stage}: prepack must come before compute_at or "
                                 f"compute_inline of the stage (a pack stage runs outside)")
@@ -95,13 +95,13 @@ class PrepackStep(Step):
                                 f"divide dimension {self.dim} (extent {ext}); use one of "
                                 f"{divisors[:12]}")
         taken = {iv.name for iv in op.axis}
-        panel = _unique(f"{op.axis[self.dim].name}_panel", taken)
+        panel = unique_name(f"{op.axis[self.dim].name}_panel", taken)
         d_iv = op.axis[self.dim]
         value = BinOp("+", BinOp("*", Var(panel), Const(self.factor)), d_iv.var)
         axis = (IterVar(Var(panel), ext // self.factor, "spatial"),) + tuple(
             IterVar(iv.var, self.factor if d == self.dim else iv.extent, "spatial")
             for d, iv in enumerate(op.axis))
-        name = _unique(f"{src.name}_packed", _taken_names(state))
+        name = unique_name(f"{src.name}_packed", taken_names(state))
         new_op = ComputeOp(name, axis, substitute(op.body, {d_iv.name: value}), op.tag,
                            op.attrs)
         new = new_op.output(0)
@@ -142,7 +142,7 @@ class ConstantStep(Step):
         if not all(isinstance(d, int) for d in ph.shape):
             raise ScheduleError(f"constant {self.tensor}: a symbolic shape {ph.shape} cannot "
                                 f"be packed once at load time; declare a constant-size input")
-        name = _unique(f"{self.tensor}_packed", _taken_names(state))
+        name = unique_name(f"{self.tensor}_packed", taken_names(state))
         axis = tuple(IterVar(Var(f"ax{d}"), n, "spatial") for d, n in enumerate(ph.shape))
         src = ph.output(0)
         op = ComputeOp(name, axis, TensorRead(src, tuple(iv.var for iv in axis)))

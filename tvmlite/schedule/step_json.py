@@ -11,7 +11,8 @@ from typing import Any
 from tvmlite.schedule.state import ANNOTATIONS, ScheduleError
 from tvmlite.schedule.steps import (PRAGMAS, AnnotateStep, CacheReadStep, CacheWriteStep,
                                     ComputeAtStep, ComputeInlineStep, ComputeRootStep, FuseStep,
-                                    PragmaStep, ReorderStep, RfactorStep, SplitStep, _ident, _int)
+                                    PragmaStep, ReorderStep, RfactorStep, SplitStep, check_ident,
+                                    check_step_int)
 from tvmlite.schedule.prepack import ConstantStep, PrepackStep
 
 STEP_KINDS = {cls.kind: cls for cls in (
@@ -43,19 +44,20 @@ def step_from_json(d: Any):
             raise ScheduleError(f"step {kind}: missing key {f.name!r}")
         v = d[f.name]
         if f.name in _NAME_FIELDS:
-            v = _ident(v, f"step {kind}: {f.name}")
+            v = check_ident(v, f"step {kind}: {f.name}")
         elif f.name in _NAME_LIST_FIELDS:
             if not isinstance(v, list) or len(v) > 64:
                 raise ScheduleError(f"step {kind}: {f.name} must be a list of names")
-            v = tuple(_ident(x, f"step {kind}: {f.name}") for x in v)
+            v = tuple(check_ident(x, f"step {kind}: {f.name}") for x in v)
         elif f.name in ("factor", "nparts"):
-            v = None if v is None and kind != "prepack" else _int(v, f"step {kind}: {f.name}")
+            v = None if v is None and kind != "prepack" else \
+                check_step_int(v, f"step {kind}: {f.name}")
         elif f.name == "value":
-            v = _int(v, f"step {kind}: value", 0, 1 << 16)
+            v = check_step_int(v, f"step {kind}: value", 0, 1 << 16)
         elif f.name == "dim":
-            v = _int(v, f"step {kind}: dim", 0, 64)
+            v = check_step_int(v, f"step {kind}: dim", 0, 64)
         elif f.name == "factor_axis":
-            v = _int(v, f"step {kind}: factor_axis", 0, 64)
+            v = check_step_int(v, f"step {kind}: factor_axis", 0, 64)
         elif f.name in ("annotation", "scope", "key"):
             allowed = {"annotation": ANNOTATIONS, "scope": ("local", "global"),
                        "key": PRAGMAS}[f.name]

@@ -28,20 +28,24 @@ MAX_FACTOR = 1 << 30
 PRAGMAS = ("auto_unroll_max_step",)
 
 
-def _ident(value: Any, what: str) -> str:
+def check_ident(value: Any, what: str) -> str:
+    """``value`` if it is an identifier (a Step's names, from code or a log), else a
+    ScheduleError naming ``what``."""
     if not isinstance(value, str) or not IDENT.match(value):
         raise ScheduleError(f"{what} must be an identifier, got {value!r}")
     return value
 
 
-def _int(value: Any, what: str, lo: int = 1, hi: int = MAX_FACTOR) -> int:
+def check_step_int(value: Any, what: str, lo: int = 1, hi: int = MAX_FACTOR) -> int:
+    """``value`` if it is an int in ``[lo, hi]`` (a Step's factors and indices), else a
+    ScheduleError naming ``what``."""
     return check_int(value, what, lo, hi, error=ScheduleError)
 
 
 MAX_LOOP_NAME = 48  # generated loop names stay well inside IDENT's 64 characters
 
 
-def _unique(name: str, taken: set) -> str:
+def unique_name(name: str, taken: set) -> str:
     """``name``, made unique among ``taken``; a generated name that grew too long (deep
     splits, many fused loops) keeps its head and a digest of the rest, deterministically."""
     if len(name) > MAX_LOOP_NAME:
@@ -112,8 +116,8 @@ class SplitStep(Step):
         else:
             outer_ext, inner_ext = self.nparts, ceil_div(it.extent, self.nparts)  # type: ignore
         taken = st.all_iter_names()
-        outer = _unique(f"{self.iter}_outer", taken)
-        inner = _unique(f"{self.iter}_inner", taken | {outer})
+        outer = unique_name(f"{self.iter}_outer", taken)
+        inner = unique_name(f"{self.iter}_inner", taken | {outer})
         i = st.leaf_index(self.iter)
         leaves = st.leaves[:i] + (Iter(outer, outer_ext, it.kind), Iter(inner, inner_ext, it.kind)) \
             + st.leaves[i + 1:]
@@ -148,7 +152,7 @@ class FuseStep(Step):
                                 f"{list(self.iters)}")
         if any(it.annotation != "none" for it in its):
             raise ScheduleError(f"stage {self.stage}: annotate after fusing, not before")
-        name = _unique("_".join(self.iters) + "_fused", st.all_iter_names())
+        name = unique_name("_".join(self.iters) + "_fused", st.all_iter_names())
         fused = Iter(name, ext_prod(it.extent for it in its), its[0].kind)
         leaves = st.leaves[:pos[0]] + (fused,) + st.leaves[pos[-1] + 1:]
         rel = Fuse(tuple(self.iters), name)
@@ -231,7 +235,7 @@ class PragmaStep(Step):
         if self.key not in PRAGMAS:
             raise ScheduleError(f"stage {self.stage}: unknown pragma {self.key!r}; "
                                 f"supported: {PRAGMAS}")
-        _int(self.value, f"stage {self.stage}: pragma {self.key}", 0, 1 << 16)
+        check_step_int(self.value, f"stage {self.stage}: pragma {self.key}", 0, 1 << 16)
         leaves = tuple(replace(x, unroll_limit=self.value) if x.name == self.iter else x
                        for x in st.leaves)
         return state.with_stage(replace(st, leaves=leaves)), None
@@ -323,7 +327,9 @@ def _insert_before(state: State, name: str, new: Stage) -> State:
     return replace(state, stages=tuple(stages))
 
 
-def _taken_names(state: State) -> set:
+def taken_names(state: State) -> set:
+    """The tensor names in use in ``state`` (stages and placeholders): what a step that
+    adds a tensor (cache_write, cache_read, prepack) must not name it."""
     return {st.name for st in state.stages} | {p.name for p in state.placeholders}
 
 
@@ -335,7 +341,9 @@ def _rename_reads(op: ComputeOp, old: str, new: Tensor) -> ComputeOp:
     return ComputeOp(op.name, op.axis, go(op.body), op.tag, op.attrs)
 
 
-def _untouched(st: Stage, what: str) -> None:
+def check_untouched(st: Stage, what: str) -> None:
+    """A ScheduleError unless stage ``st`` is neither split, fused nor annotated: steps
+    that rebuild a stage (cache_write, prepack) must come first."""
     if st.relations or any(it.annotation != "none" for it in st.leaves):
         raise ScheduleError(f"stage {st.name}: {what} must come before splitting, fusing or "
                             f"annotating the stage")
@@ -353,9 +361,9 @@ class CacheWriteStep(Step):
         if self.scope not in ("local", "global"):
             raise ScheduleError(f"stage {self.stage}: cache_write scope must be 'local' or "
                                 f"'global', got {self.scope!r}")
-        _untouched(st, "cache_write")
+        check_untouched(st, "cache_write")
         op = st.op
-        name = _unique(f"{self.stage}_{self.scope}", _taken_names(state))
+        name = unique_name(f"{self.stage}_{self.scope}", taken_names(state))
         cache_op = ComputeOp(name, op.axis, op.body, op.tag, op.attrs)
         axis = tuple(IterVar(Var(iv.name), iv.extent, "spatial") for iv in op.axis)
         copy_op = ComputeOp(op.name, axis, cache_op.output(0)[tuple(iv.var for iv in axis)]
@@ -388,7 +396,7 @@ class CacheReadStep(Step):
             if r not in state.consumers(self.tensor):
                 raise ScheduleError(f"cache_read of {self.tensor}: stage {r} does not read it "
                                     f"(readers are {state.consumers(self.tensor)})")
-        name = _unique(f"{self.tensor}_{self.scope}", _taken_names(state))
+        name = unique_name(f"{self.tensor}_{self.scope}", taken_names(state))
         axis = tuple(IterVar(Var(f"ax{d}"), n, "spatial") for d, n in enumerate(src.shape))
         out = src.output(0)
         cache_op = ComputeOp(name, axis, out[tuple(iv.var for iv in axis)] if axis
@@ -430,7 +438,8 @@ class RfactorStep(Step):
         red = {iv.name: iv for iv in op.reduce_axis}
         if rel.parent not in red:
             raise ScheduleError(f"stage {self.stage}: {self.iter} does not come from a reduce axis")
-        _int(self.factor_axis, f"stage {self.stage}: rfactor factor_axis", 0, len(op.axis))
+        check_step_int(self.factor_axis, f"stage {self.stage}: rfactor factor_axis", 0,
+                       len(op.axis))
         k = red[rel.parent]
         outer_ext = st.leaf(rel.outer).extent
         inner_ext = st.leaf(rel.inner).extent
@@ -453,8 +462,8 @@ class RfactorStep(Step):
         rest = tuple(iv for iv in body.axes if iv.name != k.name)
         axis = list(op.axis)
         axis.insert(self.factor_axis, keep_iv)
-        taken = _taken_names(state)
-        rf_name = _unique(f"{self.stage}_rf", taken)
+        taken = taken_names(state)
+        rf_name = unique_name(f"{self.stage}_rf", taken)
         rf_op = ComputeOp(rf_name, tuple(axis), Reduce(body.combiner, src, (fold_iv,) + rest, where))
         r_iv = IterVar(Var(keep), ext[keep], "reduce")
         idx = [iv.var for iv in op.axis]
