@@ -256,3 +256,19 @@ def test_constant_step_round_trips_and_refuses_a_non_input():
     assert not any(st.kind == "constant" for st in packed.steps)   # already packed
     with pytest.raises(ScheduleError, match="'C': not an input"):
         declare_constants(wl.schedule(), ["C"])
+
+
+def test_a_plain_copy_pack_is_checked_under_qemu_and_exported_for_aarch64(both_logs, tmp_path):
+    from tvmlite.search.measure.qemu_runner import QemuRunner
+    from tvmlite.testing.cross import cross_unavailable
+    reason = cross_unavailable("aarch64-neon")
+    if reason:
+        pytest.skip(reason)
+    from tvmlite.search.records.record import TargetMismatchWarning
+    with QemuRunner() as runner, pytest.warns(TargetMismatchWarning):   # tuned on this CPU
+        # the qemu harness calls matmul_pack_B once, then checks the kernel on its output
+        report = replay(both_logs["plain"], tmp_path, target="aarch64-neon", runner=runner)
+    assert report.kernels and not report.skipped and report.checked_by == runner.name
+    head = (tmp_path / "matmul.h").read_text()
+    assert "int32_t matmul_pack_B(const float* B, float* B_packed);" in head
+    assert "int32_t matmul(const float* A, const float* B_packed, float* C);" in head
