@@ -92,8 +92,8 @@ class TuningOptions:
         return LocalRunner(config=self.measure_config())
 
     def measure_config(self) -> MeasureConfig:
-        """The measuring protocol these options describe (what ``make_runner`` gives the
-        local runner; a DaskRunner built from the command line takes the same)."""
+        """The measuring protocol these options describe: what ``make_runner`` gives the
+        local runner (the emulated one times one call once)."""
         return MeasureConfig(number=self.number, repeat=self.repeat,
                              min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,
                              flush_cache=self.flush_cache,
