@@ -41,7 +41,7 @@ MAX_STR = 256
 COMBINERS = ("sum", "max", "min")
 _NONFINITE = ("nan", "inf", "-inf")
 _INT_RANGE = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+HEX64 = re.compile(r"^[0-9a-f]{64}$")   # a workload key: a sha256 in hex
 _TAG = re.compile(r"^[A-Za-z0-9_.]{0,64}$")
 # The fields of each expression node kind, and which of them are sub-expressions.
 _FIELDS = {"const": ("dtype", "value"), "var": ("name",), "size": ("name",), "binop": ("op", "a", "b"),
@@ -61,13 +61,14 @@ class WorkloadError(TvmliteError, ValueError):
 
 # -- validation helpers -------------------------------------------------------------------
 
-def _short(v: Any) -> str:
+def short_repr(v: Any) -> str:
+    """``repr(v)`` cut to 40 characters: a value from an untrusted log, quoted in an error."""
     text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 @contextmanager
-def _at(where: str) -> Iterator[None]:
+def errors_at(where: str) -> Iterator[None]:
     """Turn the te constructors' ValueError/TypeError/IndexError into a WorkloadError
     that says where in the workload it happened."""
     try:
@@ -78,7 +79,8 @@ def _at(where: str) -> Iterator[None]:
         raise WorkloadError(f"{where}: {err}") from None
 
 
-def _keys(d: dict, expected: Sequence[str], where: str) -> None:
+def check_keys(d: dict, expected: Sequence[str], where: str) -> None:
+    """A WorkloadError at ``where`` unless ``d`` has exactly the ``expected`` keys."""
     missing = [k for k in expected if k not in d]
     extra = sorted(str(k)[:40] for k in d if k not in expected)
     if missing or extra:
@@ -91,7 +93,7 @@ def _dtype(v: Any, where: str, allow_bool: bool) -> str:
     allowed = DTYPES if allow_bool else DTYPES[:4]
     if v not in allowed:
         raise WorkloadError(f"{where}: dtype must be one of {', '.join(allowed)}, "
-                            f"got {_short(v)}")
+                            f"got {short_repr(v)}")
     return v
 
 
@@ -101,7 +103,7 @@ def _int(v: Any, where: str, lo: int, hi: int) -> int:
 
 def _list(v: Any, where: str, lo: int, hi: int) -> list:
     if not isinstance(v, list) or not lo <= len(v) <= hi:
-        raise WorkloadError(f"{where} must be a list of {lo} to {hi} entries, got {_short(v)}")
+        raise WorkloadError(f"{where} must be a list of {lo} to {hi} entries, got {short_repr(v)}")
     return v
 
 
@@ -145,7 +147,7 @@ def compute_json(tensors: Sequence[te.Tensor]) -> dict:
                 raise WorkloadError(f"{where}: expression nesting deeper than {MAX_DEPTH}")
             stack.extend((c, depth + 1) for c in children(node))
         if not _TAG.match(op.tag):
-            raise WorkloadError(f"{where}: tag {_short(op.tag)} must match {_TAG.pattern}")
+            raise WorkloadError(f"{where}: tag {short_repr(op.tag)} must match {_TAG.pattern}")
         out.append({"op": "compute", "name": op.name,
                     "axis": [[iv.name, _dim_out(iv.extent, where)] for iv in op.axis],
                     "body": _expr_json(op.body, index, where), "tag": op.tag})
@@ -180,7 +182,7 @@ def _expr_json(e: Expr, index: dict, where: str) -> dict:
             return {"node": "reduce", "combiner": c, "source": sub(s),
                     "axes": [[iv.name, iv.min, _dim_out(iv.extent, where)] for iv in axes],
                     "where": None if cond is None else sub(cond)}
-    raise WorkloadError(f"{where}: {type(e).__name__} {_short(e)} cannot appear in a compute")
+    raise WorkloadError(f"{where}: {type(e).__name__} {short_repr(e)} cannot appear in a compute")
 
 
 def _dim_out(d: Any, where: str) -> Any:
@@ -197,7 +199,7 @@ def _dim_in(v: Any, where: str, budget: _Budget) -> Any:
     e = _expr(v, [], where)
     if not is_size_expr(e) or isinstance(e, Const):
         raise WorkloadError(f"{where}: a symbolic dimension must be an integer expression of "
-                            f"sizes (te.var), got {_short(e)}")
+                            f"sizes (te.var), got {short_repr(e)}")
     return e
 
 
@@ -215,7 +217,7 @@ def read_compute(d: Any) -> tuple:
     """The kernel arguments of a compute JSON, each op validated before it is built."""
     if not isinstance(d, dict):
         raise WorkloadError(f"workload compute must be a JSON object, got {type(d).__name__}")
-    _keys(d, ("ops", "tensors"), "compute")
+    check_keys(d, ("ops", "tensors"), "compute")
     built: list[te.Tensor] = []
     budget = _Budget()
     for i, od in enumerate(_list(d["ops"], "compute: ops", 1, MAX_OPS)):
@@ -239,34 +241,34 @@ def _read_op(od: Any, i: int, built: list, budget: _Budget) -> te.Tensor:
     kind = od.get("op") if isinstance(od, dict) else None
     if kind == "placeholder":
         where = f"compute op {i} (placeholder)"
-        _keys(od, ("op", "name", "shape", "dtype"), where)
+        check_keys(od, ("op", "name", "shape", "dtype"), where)
         shape = _list(od["shape"], f"{where}: shape", 1, MAX_NDIM)
         dtype = _dtype(od["dtype"], where, allow_bool=False)
         shape = [_dim_in(x, f"{where}: shape", budget) for x in shape]
-        with _at(where):
+        with errors_at(where):
             return te.placeholder(te.check_shape(shape, "shape"), dtype, od["name"])
     if kind != "compute":
         raise WorkloadError(f"compute op {i}: must be an object with \"op\" placeholder or "
-                            f"compute, got {_short(od)}")
+                            f"compute, got {short_repr(od)}")
     where = f"compute op {i} (compute)"
-    _keys(od, ("op", "name", "axis", "body", "tag"), where)
-    with _at(where):
+    check_keys(od, ("op", "name", "axis", "body", "tag"), where)
+    with errors_at(where):
         name = te.check_name(od["name"], "name")
     where = f"compute op {i} ({name})"
     names, extents = [], []
     for ax in _list(od["axis"], f"{where}: axis", 1, MAX_NDIM):
         ax = _list(ax, f"{where}: axis entry", 2, 2)
-        with _at(where):
+        with errors_at(where):
             names.append(te.check_name(ax[0], "axis name"))
         extents.append(_dim_in(ax[1], f"{where}: axis extent", budget))
-    with _at(where):
+    with errors_at(where):
         extents = te.check_shape(extents, "axis extents")
     if len(set(names)) != len(names):
         raise WorkloadError(f"{where}: axis names repeat: {names}")
     if not isinstance(od["tag"], str) or not _TAG.match(od["tag"]):
-        raise WorkloadError(f"{where}: tag must match {_TAG.pattern}, got {_short(od['tag'])}")
+        raise WorkloadError(f"{where}: tag must match {_TAG.pattern}, got {short_repr(od['tag'])}")
     _check_tree(od["body"], where, budget)
-    with _at(where):
+    with errors_at(where):
         body = _expr(od["body"], built, where)
         if body.dtype == "bool":
             raise WorkloadError(f"{where}: a compute body cannot be bool; cast it to int32")
@@ -286,10 +288,10 @@ def _check_tree(body: Any, where: str, budget: _Budget) -> None:
             raise WorkloadError(f"{where}: expression nesting deeper than {MAX_DEPTH}")
         kind = node.get("node") if isinstance(node, dict) else None
         if not isinstance(kind, str) or kind not in _FIELDS:
-            what = f"kind {_short(kind)}" if isinstance(node, dict) else _short(node)
+            what = f"kind {short_repr(kind)}" if isinstance(node, dict) else short_repr(node)
             raise WorkloadError(f"{where}: unknown expression node {what}; node kinds are "
                                 f"{', '.join(_FIELDS)}")
-        _keys(node, ("node",) + _FIELDS[kind], f"{where}: {kind} node")
+        check_keys(node, ("node",) + _FIELDS[kind], f"{where}: {kind} node")
         kids = [node[k] for k in _CHILDREN.get(kind, ())]
         if kind == "reduce" and node["where"] is None:
             kids.pop()
@@ -309,7 +311,7 @@ def _expr(n: dict, built: list, where: str) -> Expr:
     def name(key: str, allowed: Sequence[str]) -> str:
         v = n[key]
         if not isinstance(v, str) or v not in allowed:
-            raise WorkloadError(f"{where}: unknown {kind} {key} {_short(v)}; known: "
+            raise WorkloadError(f"{where}: unknown {kind} {key} {short_repr(v)}; known: "
                                 f"{', '.join(allowed)}")
         return v
 
@@ -323,10 +325,11 @@ def _expr(n: dict, built: list, where: str) -> Expr:
         return Const(_const_in(n["value"], dtype, where), dtype)
     if kind == "var":
         if not isinstance(n["name"], str) or not te.IDENT.match(n["name"]):
-            raise WorkloadError(f"{where}: variable name {_short(n['name'])} is not an identifier")
+            raise WorkloadError(f"{where}: variable name {short_repr(n['name'])} is not an "
+                                "identifier")
         return Var(n["name"])
     if kind == "size":
-        with _at(where):
+        with errors_at(where):
             return te.var(n["name"])
     if kind == "binop":
         op = name("op", ARITH_OPS + LOGIC_OPS)
@@ -346,7 +349,7 @@ def _expr(n: dict, built: list, where: str) -> Expr:
     if kind == "read":
         t = n["tensor"]
         if not is_int(t, 0, len(built) - 1):
-            raise WorkloadError(f"{where}: read of op {_short(t)}: a read must name an earlier "
+            raise WorkloadError(f"{where}: read of op {short_repr(t)}: a read must name an earlier "
                                 f"op (0 to {len(built) - 1})")
         indices = tuple(_expr(x, built, where) for x in n["indices"])
         for x in indices:
@@ -362,7 +365,7 @@ def _expr(n: dict, built: list, where: str) -> Expr:
         lo = _int(lo, f"{where}: reduce axis min", -te.MAX_ELEMENTS, te.MAX_ELEMENTS)
         if isinstance(ext, dict):  # a symbolic extent; its tree was checked with the body
             ext = _dim_in(ext, f"{where}: reduce axis extent", _Budget())
-            with _at(where):
+            with errors_at(where):
                 axes.append(te.reduce_axis((lo, ext if lo == 0 else binop("+", ext, lo)), rname))
             continue
         ext = _int(ext, f"{where}: reduce axis extent", 1, te.MAX_ELEMENTS)
@@ -384,5 +387,5 @@ def _const_in(v: Any, dtype: str, where: str) -> Any:
             return v
     elif is_int(v, *_INT_RANGE[dtype]):
         return v
-    raise WorkloadError(f"{where}: {_short(v)} is not a valid {dtype} constant (floats: a "
+    raise WorkloadError(f"{where}: {short_repr(v)} is not a valid {dtype} constant (floats: a "
                         f"finite number or one of {_NONFINITE})")

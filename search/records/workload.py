@@ -21,13 +21,14 @@ from typing import Any, Sequence
 from tvmlite import te
 from tvmlite.ir.expr import ARITH_OPS, BinOp, Call, Expr, Reduce, Select, TensorRead, children
 from tvmlite.schedule.schedule import Schedule
-from tvmlite.schedule.state import _uniquify_names
+from tvmlite.schedule.state import uniquify_names
 from tvmlite.ir.symbolic import SizeVar, bind_extent
 from tvmlite.te.bind import bind_sizes, free_sizes
 
-from tvmlite.search.records.compute_json import (MAX_ARGS, MAX_NDIM, MAX_OPS, MAX_STR,
-                                                 WorkloadError, _HEX64, _at, _keys, _short,
-                                                 canonical, compute_json, read_compute)
+from tvmlite.search.records.compute_json import (HEX64, MAX_ARGS, MAX_NDIM, MAX_OPS, MAX_STR,
+                                                 WorkloadError, canonical, check_keys,
+                                                 compute_json, errors_at, read_compute,
+                                                 short_repr)
 from tvmlite.ops import OPS
 
 __all__ = ["Workload", "WorkloadError", "workload_key"]
@@ -45,15 +46,15 @@ class Workload:
     sizes: Any = None   # a dynamic workload measured at these sizes ({"M": 64}); see at()
 
     def __post_init__(self) -> None:
-        with _at("Workload"):
+        with errors_at("Workload"):
             te.check_name(self.name, "Workload.name")
         object.__setattr__(self, "args", _check_args(self.args))
         object.__setattr__(self, "tensors", tuple(self.tensors))
         if self.sizes is not None:
             object.__setattr__(self, "sizes", _check_sizes(self.sizes, self.size_names))
-        if not isinstance(self.key, str) or not _HEX64.match(self.key):
+        if not isinstance(self.key, str) or not HEX64.match(self.key):
             raise WorkloadError(f"Workload.key must be 64 lowercase hex digits (a sha256), "
-                                f"got {_short(self.key)}; build workloads with from_op, "
+                                f"got {short_repr(self.key)}; build workloads with from_op, "
                                 "from_tensors or from_json")
 
     # -- constructors ------------------------------------------------------------------
@@ -63,7 +64,7 @@ class Workload:
         defaults filled in, so ``args`` records every choice)."""
         fn = OPS.get(op_name) if isinstance(op_name, str) else None
         if fn is None:
-            raise WorkloadError(f"from_op: unknown operator {_short(op_name)}; known: "
+            raise WorkloadError(f"from_op: unknown operator {short_repr(op_name)}; known: "
                                 f"{', '.join(OPS)}")
         sig = inspect.signature(fn)
         try:
@@ -88,7 +89,7 @@ class Workload:
         would, so the key does not change when a schedule is made later."""
         tensors = _check_tensors(tensors)
         outputs = [t for t in tensors if isinstance(t.op, te.ComputeOp)]
-        _uniquify_names(te.collect_ops(outputs))
+        uniquify_names(te.collect_ops(outputs))
         text = canonical(compute_json(tensors))
         return cls(name, {} if args is None else args, tensors,
                    hashlib.sha256(text.encode()).hexdigest())
@@ -101,17 +102,17 @@ class Workload:
         sizes = d.get("sizes") if isinstance(d, dict) else None
         if isinstance(d, dict) and "sizes" in d:  # a dynamic workload at one size
             d = {k: v for k, v in d.items() if k != "sizes"}
-        _keys(d, ("name", "args", "key", "compute"), "workload")
-        with _at("workload"):
+        check_keys(d, ("name", "args", "key", "compute"), "workload")
+        with errors_at("workload"):
             te.check_name(d["name"], "name")
-        if not isinstance(d["key"], str) or not _HEX64.match(d["key"]):
+        if not isinstance(d["key"], str) or not HEX64.match(d["key"]):
             raise WorkloadError(f"workload: key must be 64 lowercase hex digits, "
-                                f"got {_short(d['key'])}")
+                                f"got {short_repr(d['key'])}")
         wl = cls.from_tensors(read_compute(d["compute"]), d["name"], d["args"])
         if sizes is not None:
             if not isinstance(sizes, dict):
                 raise WorkloadError(f"workload: sizes must be an object of name: int, got "
-                                    f"{_short(sizes)}")
+                                    f"{short_repr(sizes)}")
             wl = wl.at(sizes)
         if wl.key != d["key"]:
             raise WorkloadError(f"workload {d['name']}: key mismatch: the record says "
@@ -230,17 +231,17 @@ def _check_args(args: Any) -> dict:
     size ``(3, 3)``); lists become tuples."""
     if not isinstance(args, dict) or len(args) > MAX_ARGS:
         raise WorkloadError(f"workload args must be a dict of at most {MAX_ARGS} named "
-                            f"plain values, got {_short(args)}")
+                            f"plain values, got {short_repr(args)}")
     out = {}
     for k, v in args.items():
         if isinstance(v, SizeVar):   # a symbolic size argument is recorded by its name
             v = f"te.var({v.name})"
         if not isinstance(k, str) or not te.IDENT.match(k):
-            raise WorkloadError(f"workload args: name {_short(k)} is not an identifier")
+            raise WorkloadError(f"workload args: name {short_repr(k)} is not an identifier")
         if isinstance(v, (list, tuple)) and len(v) <= MAX_NDIM and all(map(_scalar_ok, v)):
             v = tuple(v)
         elif not _scalar_ok(v):
-            raise WorkloadError(f"workload args: {k}={_short(v)} is not a plain value "
+            raise WorkloadError(f"workload args: {k}={short_repr(v)} is not a plain value "
                                 "(int, finite float, str, bool, None, or a short tuple of them)")
         out[k] = v
     return out
@@ -250,10 +251,10 @@ def _check_sizes(sizes: Any, names: tuple) -> dict:
     """A value for every symbolic size of the compute (ints >= 1), in its order."""
     if not isinstance(sizes, dict) or set(sizes) != set(names):
         raise WorkloadError(f"workload sizes must give exactly the sizes {list(names)} of "
-                            f"the compute, got {_short(sizes)}")
+                            f"the compute, got {short_repr(sizes)}")
     for k, v in sizes.items():
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= te.MAX_ELEMENTS:
-            raise WorkloadError(f"workload sizes: {k}={_short(v)} must be an int in "
+            raise WorkloadError(f"workload sizes: {k}={short_repr(v)} must be an int in "
                                 f"[1, {te.MAX_ELEMENTS}]")
     return {n: int(sizes[n]) for n in names}
 
@@ -261,10 +262,10 @@ def _check_sizes(sizes: Any, names: tuple) -> dict:
 def _check_tensors(tensors: Any) -> tuple:
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise WorkloadError(f"tensors must be a non-empty list of te.Tensor (the kernel's "
-                            f"arguments), got {_short(tensors)}")
+                            f"arguments), got {short_repr(tensors)}")
     for t in tensors:
         if not isinstance(t, te.Tensor):
-            raise WorkloadError(f"tensors: {_short(t)} is not a te.Tensor")
+            raise WorkloadError(f"tensors: {short_repr(t)} is not a te.Tensor")
     if len({id(t.op) for t in tensors}) != len(tensors):
         raise WorkloadError("tensors: a tensor appears twice in the argument list")
     kinds = [isinstance(t.op, te.ComputeOp) for t in tensors]

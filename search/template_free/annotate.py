@@ -16,7 +16,7 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import State
 
 from tvmlite.search.template_free import dag
-from tvmlite.search.template_free.priors import _decide, unroll_steps
+from tvmlite.search.template_free.priors import decide, unroll_steps
 
 __all__ = ["annotate", "location_candidates", "SERIAL_PROB"]
 
@@ -63,9 +63,9 @@ def annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
         if st.name in placed or st.attach is not None or st.name in s.state.outputs:
             continue
         cands = location_candidates(s.state, st.name)
-        idx = _decide(decisions, f"at:{st.name}",
-                      lambda v, n=len(cands): is_int(v, 0, n - 1),
-                      lambda c=cands: _sample_location(c, rng))
+        idx = decide(decisions, f"at:{st.name}",
+                     lambda v, n=len(cands): is_int(v, 0, n - 1),
+                     lambda c=cands: _sample_location(c, rng))
         if cands[idx] == "inline":
             s[st.name].compute_inline()
         elif idx:
@@ -82,8 +82,8 @@ def annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
         if last.kind == "spatial" and last.extent > 1 and last.annotation == "none":
             s[st.name].vectorize(last.name)
         steps = unroll_steps(target.vector_registers)
-        step = _decide(decisions, f"unroll:{st.name}", lambda v: v in steps,
-                       lambda: rng.choice(steps))
+        step = decide(decisions, f"unroll:{st.name}", lambda v: v in steps,
+                      lambda: rng.choice(steps))
         st = s.state.stage(st.name)
         if step and st.leaves[0].annotation in ("none", "parallel"):
             s[st.name].pragma(st.leaves[0].name, "auto_unroll_max_step", step)
@@ -111,9 +111,9 @@ def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
                      if math.prod(it.extent for it in outer[:k]) >= 4 * target.cores), len(outer))
         return rng.choice(sorted({need, min(need + 1, len(outer))}))
 
-    k = _decide(decisions, f"parallel:{stage}",
-                lambda v: is_int(v, 0, len(outer)),
-                sample)
+    k = decide(decisions, f"parallel:{stage}",
+               lambda v: is_int(v, 0, len(outer)),
+               sample)
     if k == 0:
         return
     loops = [it.name for it in outer[:k]]

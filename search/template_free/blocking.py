@@ -48,7 +48,7 @@ from tvmlite.schedule.state import ScheduleError
 
 from tvmlite.search.template_free.annotate import location_candidates
 from tvmlite.search.template_free.loose import loose_choices
-from tvmlite.search.template_free.priors import (_divisors, fma_block_floor, max_innermost,
+from tvmlite.search.template_free.priors import (divisors, fma_block_floor, max_innermost,
                                                  unroll_steps)
 from tvmlite.search.template_free.sketch import (CacheRead, CacheWrite, FuseInto, Sketch,
                                                 realize, structure)
@@ -83,7 +83,7 @@ def blocked_decisions(workload: Any, sketch: Sketch, target: Any,
     def largest(it: Any, others: int, at_most: int, innermost: bool) -> int:
         """The largest legal factor of one level of ``it``'s tile, at most ``at_most``."""
         fit = (loose_choices(it.extent, others, innermost, registers, limit)
-               if it.name in symbolic else _divisors(it.extent // others))
+               if it.name in symbolic else divisors(it.extent // others))
         return max([d for d in fit if d <= at_most], default=1)
 
     vec, rows = spatial[-1], spatial[-2::-1]          # rows: innermost first

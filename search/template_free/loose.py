@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 
-from tvmlite.search.template_free.priors import MAX_INNERMOST, _divisors
+from tvmlite.search.template_free.priors import MAX_INNERMOST, divisors
 
 __all__ = ["LOOSE_COVER", "loose_options", "loose_choices", "sample_loose_factors"]
 
@@ -46,7 +46,7 @@ def loose_choices(extent: int, others: int, innermost: bool, registers: int,
     room = (LOOSE_COVER * extent - 1) // others
     fit = {d for d in loose_options(registers, innermost) if d <= room}
     if extent % others == 0:
-        fit |= set(_divisors(extent // others))
+        fit |= set(divisors(extent // others))
     return sorted(d for d in fit if not innermost or d <= limit) or [1]
 
 

@@ -4,7 +4,7 @@ Each prior takes the CPU facts it depends on (vector lanes, vector registers, FM
 latency x pipes from ``Target.fma_latency_pipes``), so no number is one CPU's:
 docs/how-it-works.md ("The priors read the target") lists them.
 
-Map: decision helpers (``_decide``, ``_divisors``) · ``max_innermost`` · ``unroll_steps``
+Map: decision helpers (``decide``, ``divisors``) · ``max_innermost`` · ``unroll_steps``
 · ``fma_block_floor`` · pre-packing (``apply_prepack``).
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ MIN_INNERMOST = 16         # max_innermost never goes below this (a reduce axis'
 PREPACK_PROB = 0.5         # share of sampled constant-input copies made once, outside
 
 
-def _decide(decisions: dict, key: str, valid: Callable[[Any], bool],
-            sample: Callable[[], Any]) -> Any:
+def decide(decisions: dict, key: str, valid: Callable[[Any], bool],
+           sample: Callable[[], Any]) -> Any:
     """The decision under ``key`` when ``valid``, else a fresh ``sample()`` written back."""
     value = decisions.get(key)
     if not valid(value):
@@ -30,7 +30,8 @@ def _decide(decisions: dict, key: str, valid: Callable[[Any], bool],
     return value
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in increasing order: the perfect tile sizes of an extent."""
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
@@ -62,7 +63,7 @@ def fma_block_floor(target: Any, registers: int) -> int:
 def _prepack_widths(extent: int, lanes: int, registers: int) -> list[int]:
     """Panel widths a pre-packed copy may take: divisors of its last dimension that are
     whole vectors of the target (else any divisor), at most ``max_innermost``."""
-    small = [d for d in _divisors(extent) if d <= max_innermost(lanes, registers)] or [extent]
+    small = [d for d in divisors(extent) if d <= max_innermost(lanes, registers)] or [extent]
     return [d for d in small if d % lanes == 0] or small
 
 
@@ -76,9 +77,9 @@ def apply_prepack(s: Schedule, action: Any, decisions: dict, rng: random.Random,
                 and action.stage in s.state.consumers(st.name))
     extent = copy.op.shape[-1]
     widths = _prepack_widths(extent, target.vector_lanes(copy.op.dtype), target.vector_registers)
-    width = _decide(decisions, f"prepack:{action.tensor}",
-                    lambda v: v == 0 or (is_int(v, 1, extent) and extent % v == 0),
-                    lambda: rng.choice(widths) if rng.random() < PREPACK_PROB else 0)
+    width = decide(decisions, f"prepack:{action.tensor}",
+                   lambda v: v == 0 or (is_int(v, 1, extent) and extent % v == 0),
+                   lambda: rng.choice(widths) if rng.random() < PREPACK_PROB else 0)
     if width:
         packed = s.prepack(s.tensor(copy.name), dim=len(copy.op.shape) - 1, factor=width)
         placed.add(packed.name)

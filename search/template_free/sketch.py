@@ -36,7 +36,7 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
 
 from tvmlite.search.template_free import dag
-from tvmlite.search.template_free.priors import (MAX_INNERMOST, _decide, _divisors,
+from tvmlite.search.template_free.priors import (MAX_INNERMOST, decide, divisors,
                                                  apply_prepack,
                                                  fma_block_floor, max_innermost, unroll_steps)
 from tvmlite.search.template_free.annotate import annotate
@@ -192,7 +192,7 @@ def sample_factors(extent: int, parts: int, rng: random.Random,
     the extent allows it, a multiple of ``multiple_of``."""
     rest, inner = extent, []
     for level in range(parts - 1):
-        options = _divisors(rest)
+        options = divisors(rest)
         if level == 0:
             options = [d for d in options if d <= max_innermost] or [1]
             options = [d for d in options if d % multiple_of == 0] or options
@@ -328,7 +328,7 @@ def _apply_fuse(s: Schedule, stage: str, consumer: str, decisions: dict,
                 rng: random.Random) -> None:
     producer = s.state.stage(stage)
     cons = s.state.stage(consumer)
-    level = _decide(decisions, f"fuse:{stage}", lambda v: v in (1, 2), lambda: rng.choice((1, 2)))
+    level = decide(decisions, f"fuse:{stage}", lambda v: v in (1, 2), lambda: rng.choice((1, 2)))
     outer: list[list[str]] = [[] for _ in range(level)]
     inner: list[str] = []
     spatial = [it for it in producer.roots if it.kind == "spatial"]
@@ -361,21 +361,21 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random,
     the reduction loops, vector inner)."""
     st = s.state.stage(stage)
     red = [it for it in st.roots if it.kind == "reduce"][-1]
-    factor = _decide(decisions, f"rfactor:{stage}",
-                     lambda v: is_int(v, 1, red.extent),
-                     lambda: rng.choice([d for d in _divisors(red.extent) if d <= 4096]))
+    factor = decide(decisions, f"rfactor:{stage}",
+                    lambda v: is_int(v, 1, red.extent),
+                    lambda: rng.choice([d for d in divisors(red.extent) if d <= 4096]))
     ko, ki = s[stage].split(red.name, factor=factor)
     rf = s.rfactor(s.tensor(stage), ki, 0)
     rf_stage = s.state.stage(rf.name)
     spatial = rf_stage.roots[0]
-    vec = _decide(decisions, f"rfvec:{stage}",
-                  lambda v: is_int(v, 1, limit) and factor % v == 0,
-                  lambda: rng.choice([d for d in _divisors(factor) if d <= limit]))
+    vec = decide(decisions, f"rfvec:{stage}",
+                 lambda v: is_int(v, 1, limit) and factor % v == 0,
+                 lambda: rng.choice([d for d in divisors(factor) if d <= limit]))
     outer, inner = s[rf.name].split(spatial.name, factor=vec)
     chunks = factor // vec
-    serial = _decide(decisions, f"rfser:{stage}",
-                     lambda v: is_int(v, 1, chunks) and chunks % v == 0,
-                     lambda: rng.choice(_divisors(chunks)))
+    serial = decide(decisions, f"rfser:{stage}",
+                    lambda v: is_int(v, 1, chunks) and chunks % v == 0,
+                    lambda: rng.choice(divisors(chunks)))
     reduces = [it.name for it in rf_stage.roots if it.kind == "reduce"]
     others = [it.name for it in rf_stage.roots[1:] if it.kind == "spatial"]
     # ``serial`` vector chunks inside the reduction: each thread then walks ``serial *

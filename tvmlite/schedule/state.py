@@ -123,13 +123,13 @@ class State:
 
 def initial_state(outputs: Sequence[Tensor]) -> State:
     ops = collect_ops(outputs)
-    _uniquify_names(ops)
+    uniquify_names(ops)
     stages = tuple(fresh_stage(op) for op in ops if isinstance(op, ComputeOp))
     placeholders = tuple(op for op in ops if isinstance(op, PlaceholderOp))
     return State(stages, placeholders, tuple(t.op.name for t in outputs))
 
 
-def _uniquify_names(ops: list) -> None:
+def uniquify_names(ops: list) -> None:
     """Stages are addressed by name; rename repeats deterministically (x, x_1, x_2)."""
     seen: set = set()
     for op in ops:
