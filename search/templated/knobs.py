@@ -6,7 +6,7 @@ its sizes, ReorderEntity permutes loops, AnnotateEntity unrolls/vectorizes them,
 OtherOptionEntity is a plain value). ``space.py`` builds knobs from ``define_*`` calls.
 
 Map: limits and SpaceError · entities · Knob · split enumeration and fallback · argument
-checks · ``_make_knob``.
+checks · ``make_knob``.
 """
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ class Knob:
     _index: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._index.update({_canon(e.value()): i for i, e in enumerate(self.entities)})
+        self._index.update({canonical_json(e.value()): i for i, e in enumerate(self.entities)})
 
     def __len__(self) -> int:
         return len(self.entities)
@@ -131,9 +131,9 @@ class Knob:
     def index_of(self, value: Any) -> int:
         """Which entity a JSON value (as ``to_json`` wrote it) names; SpaceError if none."""
         try:
-            return self._index[_canon(value)]
+            return self._index[canonical_json(value)]
         except (KeyError, TypeError, ValueError):
-            raise SpaceError(f"knob {self.name!r}: {_short(value)} is not one of its "
+            raise SpaceError(f"knob {self.name!r}: {short_repr(value)} is not one of its "
                              f"{len(self)} choices (the record was made by another version "
                              "of the template, or edited)") from None
 
@@ -152,16 +152,20 @@ class Knob:
         return [float(v) if num else float(i)]
 
 
-def _canon(value: Any) -> str:
+def canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON (sorted keys, no spaces, no NaN): knob values compared
+    and stored by their text."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def _short(v: Any) -> str:
+def short_repr(v: Any) -> str:
+    """``repr(v)`` cut to 60 characters, for error messages about template arguments."""
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _int_arg(v: Any, what: str, lo: int, hi: int | None = None) -> int:
+def check_space_int(v: Any, what: str, lo: int, hi: int | None = None) -> int:
+    """``v`` if it is an int in ``[lo, hi]``, else a SpaceError naming ``what``."""
     return check_int(v, what, lo, hi, error=SpaceError)
 
 
@@ -245,16 +249,19 @@ def _split_fallback(sizes: list[tuple], friendly: tuple[int, ...]) -> int:
     return min(range(len(sizes)), key=key)
 
 
-def _check_candidate_sizes(cands: Any, extent: int, parts: int, name: str) -> tuple:
+def check_candidate_sizes(cands: Any, extent: int, parts: int, name: str) -> tuple:
+    """``define_split(policy='candidates')``'s factor lists, checked against the axis's
+    ``extent`` and ``parts`` outputs (a SpaceError naming knob ``name`` otherwise)."""
     if not isinstance(cands, (list, tuple)) or not cands:
         raise SpaceError(f"define_split({name!r}, policy='candidates') needs candidates=, a "
                          f"non-empty list of factor lists, e.g. [[-1, 4], [-1, 8]]")
     out = []
     for c in cands:
         if not isinstance(c, (list, tuple)) or len(c) != parts:
-            raise SpaceError(f"define_split({name!r}): candidate {_short(c)} must be a list of "
+            raise SpaceError(f"define_split({name!r}): candidate {short_repr(c)} must be a list of "
                              f"{parts} factors (num_outputs), outermost first")
-        inner = [_int_arg(f, f"define_split({name!r}): factor in {_short(c)}", 1) for f in c[1:]]
+        inner = [check_space_int(f, f"define_split({name!r}): factor in {short_repr(c)}", 1)
+                 for f in c[1:]]
         outer = -(-extent // math.prod(inner))
         if c[0] != -1 and c[0] != outer:
             raise SpaceError(f"define_split({name!r}): candidate {list(c)} does not cover "
@@ -268,9 +275,10 @@ def _check_candidate_sizes(cands: Any, extent: int, parts: int, name: str) -> tu
 
 # -- the define_* API -------------------------------------------------------------------
 
-def _extent(axis: Any, schedule: Schedule | None, name: str) -> int:
+def axis_extent(axis: Any, schedule: Schedule | None, name: str) -> int:
+    """The extent ``define_split`` splits: an int, or an axis of ``schedule``."""
     if is_int(axis):
-        return _int_arg(axis, f"define_split({name!r}): axis extent", 1)
+        return check_space_int(axis, f"define_split({name!r}): axis extent", 1)
     if isinstance(axis, IterVar):
         return axis.extent
     if isinstance(axis, (LoopAxis, str)):
@@ -289,22 +297,24 @@ def _extent(axis: Any, schedule: Schedule | None, name: str) -> int:
                              "(s[T].split returns them) or the extent")
         return found[0]
     raise SpaceError(f"define_split({name!r}): axis must be an IterVar, a LoopAxis, a loop "
-                     f"name or an int extent, got {_short(axis)}")
+                     f"name or an int extent, got {short_repr(axis)}")
 
 
-def _axes_count(axes: Any, what: str, hi: int) -> int:
+def check_axes_count(axes: Any, what: str, hi: int) -> int:
+    """The number of ``axes`` (a list of 1 to ``hi`` loops), else a SpaceError."""
     if not isinstance(axes, (list, tuple)) or not 1 <= len(axes) <= hi:
-        raise SpaceError(f"{what}: axes must be a list of 1 to {hi} loops, got {_short(axes)}")
+        raise SpaceError(f"{what}: axes must be a list of 1 to {hi} loops, got {short_repr(axes)}")
     return len(axes)
 
 
-def _check_name(name: Any) -> None:
+def check_knob_name(name: Any) -> None:
+    """A SpaceError unless ``name`` is a non-empty string of at most 64 characters."""
     if not isinstance(name, str) or not name or len(name) > 64:
         raise SpaceError(f"a knob name must be a non-empty string of at most 64 characters, "
-                         f"got {_short(name)}")
+                         f"got {short_repr(name)}")
 
 
-def _make_knob(name: str, kind: str, d: tuple, friendly: tuple[int, ...]) -> Knob:
+def make_knob(name: str, kind: str, d: tuple, friendly: tuple[int, ...]) -> Knob:
     """Enumerate a definition's entities and pick its fallback (a split's innermost
     factor: the first of ``friendly`` that it has)."""
     if kind == "split":

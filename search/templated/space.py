@@ -27,9 +27,10 @@ from tvmlite.target.target import Target
 
 from tvmlite.search.templated.knobs import (ANNOTATE_POLICIES, MAX_ANNOTATE_AXES, MAX_SPLIT_OUTPUTS,
                                             AnnotateEntity, Knob, OtherOptionEntity, ReorderEntity,
-                                            SpaceError, SplitEntity, _axes_count, _canon,
-                                            _check_candidate_sizes, _check_name, _extent, _int_arg,
-                                            _make_knob, _short, vector_friendly)
+                                            SpaceError, SplitEntity, axis_extent, canonical_json,
+                                            check_axes_count, check_candidate_sizes,
+                                            check_knob_name, check_space_int, make_knob,
+                                            short_repr, vector_friendly)
 
 __all__ = ["SpaceError", "SplitEntity", "ReorderEntity", "AnnotateEntity",
            "OtherOptionEntity", "Knob", "ConfigSpace", "Config"]
@@ -50,35 +51,35 @@ class _Definer(abc.ABC):
         factorizations), "power2" (power-of-two inner factors, remainder outermost),
         "candidates" (explicit factor lists, ``-1`` outermost = the remainder).
         ``max_factor`` bounds the innermost factor."""
-        _check_name(name)
-        extent = _extent(axis, schedule, name)
-        parts = _int_arg(num_outputs, f"define_split({name!r}): num_outputs", 2,
-                         MAX_SPLIT_OUTPUTS)
+        check_knob_name(name)
+        extent = axis_extent(axis, schedule, name)
+        parts = check_space_int(num_outputs, f"define_split({name!r}): num_outputs", 2,
+                                MAX_SPLIT_OUTPUTS)
         if policy not in ("factors", "power2", "candidates"):
             raise SpaceError(f"define_split({name!r}): policy must be 'factors', 'power2' or "
-                             f"'candidates', got {_short(policy)}")
+                             f"'candidates', got {short_repr(policy)}")
         if (policy == "candidates") != (candidates is not None):
             raise SpaceError(f"define_split({name!r}): pass candidates= exactly when "
                              "policy='candidates'")
-        cands = _check_candidate_sizes(candidates, extent, parts, name) \
+        cands = check_candidate_sizes(candidates, extent, parts, name) \
             if policy == "candidates" else None
         if max_factor is not None:
-            _int_arg(max_factor, f"define_split({name!r}): max_factor", 1)
+            check_space_int(max_factor, f"define_split({name!r}): max_factor", 1)
         self._define(name, "split", ("split", extent, parts, policy, cands, max_factor))
 
     def define_reorder(self, name: str, axes: Sequence[Any], policy: str = "all",
                        candidates: Any = None) -> None:
         """Orders of ``axes``: "all" permutations (at most 720: beyond 6 axes a fixed
         sample, identity first) or "candidates" (lists of indices into ``axes``)."""
-        _check_name(name)
-        n = _axes_count(axes, f"define_reorder({name!r})", 64)
+        check_knob_name(name)
+        n = check_axes_count(axes, f"define_reorder({name!r})", 64)
         if policy == "all" and candidates is None:
             cands = None
         elif policy == "candidates" and isinstance(candidates, (list, tuple)) and candidates:
             cands = []
             for c in candidates:
                 if not isinstance(c, (list, tuple)) or sorted(c) != list(range(n)):
-                    raise SpaceError(f"define_reorder({name!r}): candidate {_short(c)} must "
+                    raise SpaceError(f"define_reorder({name!r}): candidate {short_repr(c)} must "
                                      f"be a permutation of 0..{n - 1} (indices into axes)")
                 cands.append(tuple(c))
             if len(set(cands)) != len(cands):
@@ -93,27 +94,27 @@ class _Definer(abc.ABC):
     def define_annotate(self, name: str, axes: Sequence[Any], policy: str) -> None:
         """Per-axis annotations: "unroll" (none|unroll each), "vectorize" (none|vec on the
         innermost axis), "try_unroll_vec" (none|unroll each, and vec on the innermost)."""
-        _check_name(name)
-        n = _axes_count(axes, f"define_annotate({name!r})", MAX_ANNOTATE_AXES)
+        check_knob_name(name)
+        n = check_axes_count(axes, f"define_annotate({name!r})", MAX_ANNOTATE_AXES)
         if policy not in ANNOTATE_POLICIES:
             raise SpaceError(f"define_annotate({name!r}): policy must be one of "
-                             f"{ANNOTATE_POLICIES}, got {_short(policy)}")
+                             f"{ANNOTATE_POLICIES}, got {short_repr(policy)}")
         self._define(name, "annotate", ("annotate", n, policy))
 
     def define_knob(self, name: str, values: Sequence[Any]) -> None:
         """A list of JSON-able values; the template reads ``cfg[name].val``. The first is
         the fallback."""
-        _check_name(name)
+        check_knob_name(name)
         if not isinstance(values, (list, tuple)) or not values:
             raise SpaceError(f"define_knob({name!r}): values must be a non-empty list, got "
-                             f"{_short(values)}")
+                             f"{short_repr(values)}")
         try:
-            canon = [_canon(v) for v in values]
+            canon = [canonical_json(v) for v in values]
         except (TypeError, ValueError):
             raise SpaceError(f"define_knob({name!r}): values must be plain JSON (numbers, "
-                             f"strings, bools, None, lists), got {_short(values)}") from None
+                             f"strings, bools, None, lists), got {short_repr(values)}") from None
         if len(set(canon)) != len(canon):
-            raise SpaceError(f"define_knob({name!r}): values repeat: {_short(values)}")
+            raise SpaceError(f"define_knob({name!r}): values repeat: {short_repr(values)}")
         self._define(name, "other", ("other", tuple(canon)))
 
 
@@ -140,7 +141,7 @@ class ConfigSpace(_Definer):
     def _define(self, name: str, kind: str, definition: tuple) -> None:
         old = self._knobs.get(name)
         if old is None:
-            self._knobs[name] = _make_knob(name, kind, definition, self._friendly)
+            self._knobs[name] = make_knob(name, kind, definition, self._friendly)
             self._sizes += (len(self._knobs[name]),)
         elif old.definition != definition:
             raise SpaceError(f"knob {name!r} is defined twice, differently: {old.definition} "
@@ -162,12 +163,12 @@ class ConfigSpace(_Definer):
         try:
             return self._knobs[name]
         except (KeyError, TypeError):
-            raise SpaceError(f"no knob named {_short(name)}: define it (cfg.define_...) before "
+            raise SpaceError(f"no knob named {short_repr(name)}: define it (cfg.define_...) before "
                              f"reading it; knobs are {list(self._knobs)}") from None
 
     def get(self, index: int) -> "Config":
         """The config at ``index`` in ``range(len(self))``."""
-        _int_arg(index, "ConfigSpace.get: index", 0, len(self) - 1)
+        check_space_int(index, "ConfigSpace.get: index", 0, len(self) - 1)
         choices = []
         for n in self._sizes:
             index, c = divmod(index, n)
@@ -180,7 +181,7 @@ class ConfigSpace(_Definer):
         if (not isinstance(choices, (list, tuple)) or len(choices) != len(sizes) or not all(
                 is_int(c, 0, n - 1) for c, n in zip(choices, sizes))):
             raise SpaceError(f"choices must be one entity index per knob, within "
-                             f"{list(sizes)}, got {_short(choices)}")
+                             f"{list(sizes)}, got {short_repr(choices)}")
         return Config(self, tuple(choices))
 
     def random_config(self, rng: Any) -> "Config":
@@ -255,15 +256,15 @@ class Config(_Definer):
         if not isinstance(d, dict) or set(d) != {"index", "knobs"} or \
                 not isinstance(d["knobs"], dict):
             raise SpaceError(f"a config must be {{'index': int, 'knobs': {{name: value}}}}, "
-                             f"got {_short(d)}")
+                             f"got {short_repr(d)}")
         names = list(space._knobs)
         if set(d["knobs"]) != set(names):
             raise SpaceError(f"config knobs {sorted(map(str, d['knobs']))[:8]} differ from the "
                              f"space's {names[:8]} (another version of the template?)")
         cfg = cls(space, tuple(space._knobs[n].index_of(d["knobs"][n]) for n in names))
         if d["index"] != cfg.index:
-            raise SpaceError(f"config index {_short(d['index'])} does not match its knob values "
-                             f"(index {cfg.index} in this space): the space has changed")
+            raise SpaceError(f"config index {short_repr(d['index'])} does not match its knob "
+                             f"values (index {cfg.index} in this space): the space has changed")
         return cfg
 
     def to_vector(self) -> list[float]:
@@ -281,6 +282,6 @@ class Config(_Definer):
         return hash((id(self.space), self.choices))
 
     def __repr__(self) -> str:
-        knobs = ", ".join(f"{k}={_short(v)}" for k, v in self.to_json()["knobs"].items())
+        knobs = ", ".join(f"{k}={short_repr(v)}" for k, v in self.to_json()["knobs"].items())
         tag = ", fallback" if self.is_fallback else ""
         return f"Config(#{self.index}{tag}: {knobs})"

@@ -13,7 +13,7 @@ import pytest
 
 from tvmlite import te
 from tvmlite.search.templated.knobs import (MAX_REORDER, AnnotateEntity, OtherOptionEntity,
-                                            ReorderEntity, SpaceError, SplitEntity, _make_knob,
+                                            ReorderEntity, SpaceError, SplitEntity, make_knob,
                                             vector_friendly)
 from tvmlite.target.target import Target
 from tvmlite.testing import check_schedule
@@ -26,7 +26,7 @@ FRIENDLY = vector_friendly(T512)
 
 def _split(extent, parts, policy="factors", candidates=None, max_factor=None,
            friendly=FRIENDLY):
-    return _make_knob("t", "split", ("split", extent, parts, policy, candidates, max_factor),
+    return make_knob("t", "split", ("split", extent, parts, policy, candidates, max_factor),
                       friendly)
 
 
@@ -69,11 +69,11 @@ def test_too_many_factorizations_ask_for_a_bound():
 
 
 def test_reorders_are_all_permutations_up_to_six_axes_and_a_fixed_sample_beyond():
-    knob = _make_knob("r", "reorder", ("reorder", 3, "all", None), FRIENDLY)
+    knob = make_knob("r", "reorder", ("reorder", 3, "all", None), FRIENDLY)
     assert sorted(e.perm for e in knob.entities) == sorted(itertools.permutations(range(3)))
     assert knob.entities[knob.fallback].perm == (0, 1, 2)
-    big = _make_knob("r", "reorder", ("reorder", 7, "all", None), FRIENDLY)
-    again = _make_knob("r", "reorder", ("reorder", 7, "all", None), FRIENDLY)
+    big = make_knob("r", "reorder", ("reorder", 7, "all", None), FRIENDLY)
+    again = make_knob("r", "reorder", ("reorder", 7, "all", None), FRIENDLY)
     assert len(big) == MAX_REORDER and big.entities[0].perm == tuple(range(7))
     assert big.entities == again.entities                  # the same space in every process
     assert len({e.perm for e in big.entities}) == MAX_REORDER
@@ -81,18 +81,18 @@ def test_reorders_are_all_permutations_up_to_six_axes_and_a_fixed_sample_beyond(
 
 
 def test_annotations_per_policy_and_their_fallbacks():
-    both = _make_knob("a", "annotate", ("annotate", 2, "try_unroll_vec"), FRIENDLY)
+    both = make_knob("a", "annotate", ("annotate", 2, "try_unroll_vec"), FRIENDLY)
     assert {e.anns for e in both.entities} == {
         (x, y) for x in ("none", "unroll") for y in ("none", "unroll", "vec")}
     assert both.entities[both.fallback].anns == ("none", "vec")
-    unroll = _make_knob("a", "annotate", ("annotate", 2, "unroll"), FRIENDLY)
+    unroll = make_knob("a", "annotate", ("annotate", 2, "unroll"), FRIENDLY)
     assert len(unroll) == 4 and unroll.entities[unroll.fallback].anns == ("none", "none")
-    vec = _make_knob("a", "annotate", ("annotate", 3, "vectorize"), FRIENDLY)
+    vec = make_knob("a", "annotate", ("annotate", 3, "vectorize"), FRIENDLY)
     assert {e.anns for e in vec.entities} == {("none", "none", "none"), ("none", "none", "vec")}
 
 
 def test_values_name_their_entity_and_unknown_values_are_errors():
-    opt = _make_knob("o", "other", ("other", ('"x"', "3", "true")), FRIENDLY)
+    opt = make_knob("o", "other", ("other", ('"x"', "3", "true")), FRIENDLY)
     assert [e.val for e in opt.entities] == ["x", 3, True] and opt.fallback == 0
     assert opt.index_of(3) == 1 and opt.index_of(True) == 2
     with pytest.raises(SpaceError, match="is not one of its 3 choices"):
@@ -105,9 +105,9 @@ def test_values_name_their_entity_and_unknown_values_are_errors():
 def test_numeric_vectors_for_the_cost_model():
     split = _split(12, 2)
     assert split.vector(split.index_of([3, 4])) == [3.0, 4.0]
-    ann = _make_knob("a", "annotate", ("annotate", 2, "try_unroll_vec"), FRIENDLY)
+    ann = make_knob("a", "annotate", ("annotate", 2, "try_unroll_vec"), FRIENDLY)
     assert ann.vector(ann.index_of(["unroll", "vec"])) == [1.0, 2.0]
-    opt = _make_knob("o", "other", ("other", ('"x"', "2.5")), FRIENDLY)
+    opt = make_knob("o", "other", ("other", ('"x"', "2.5")), FRIENDLY)
     assert opt.vector(0) == [0.0] and opt.vector(1) == [2.5]
 
 
