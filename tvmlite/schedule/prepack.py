@@ -16,8 +16,8 @@ input, and the pack stage its own function ``<kernel>_pack_<input>``; steps on t
 stage after this one (split, parallel, vectorize) schedule that function.
 
 A constant input's exported API does not depend on the schedule a search picked:
-``ConstantStep(tensor)`` (what ``declare_constants`` appends for every input declared
-constant that no prepack packs) adds a pack stage that copies the input as it is, so the
+``ConstantStep(tensor)`` (``s.constant(tensor)``; what ``declare_constants`` appends for
+every input declared constant that no prepack packs) adds a pack stage that copies the input as it is, so the
 kernel still takes ``<input>_packed`` and ``<kernel>_pack_<input>`` still exists (a plain
 copy) whether or not the best schedule chose a panel layout.
 
@@ -152,7 +152,7 @@ class ConstantStep(Step):
         return replace(state, stages=stages), new
 
     def __str__(self) -> str:
-        return f's.apply(ConstantStep("{self.tensor}"))'
+        return f's.constant("{self.tensor}")'
 
 
 def packed_inputs(state: State) -> dict:

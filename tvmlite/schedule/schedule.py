@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from tvmlite.schedule.prepack import PrepackStep
+from tvmlite.schedule.prepack import ConstantStep, PrepackStep
 from tvmlite.schedule.state import ScheduleError, State, initial_state
 from tvmlite.schedule.step_json import step_from_json
 from tvmlite.schedule.steps import (AnnotateStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
@@ -114,6 +114,12 @@ class Schedule:
         if factor is None and isinstance(dim, int) and 0 <= dim < ndim:
             factor = self.state.stage(stage).op.axis[dim].extent
         return self.apply(PrepackStep(stage, dim, factor))
+
+    def constant(self, tensor: Any) -> Tensor:
+        """Input ``tensor`` is constant: the kernel reads it through a pack function, a
+        plain copy unless a prepack already gave it a panel layout; returns the packed
+        tensor (``ConstantStep``, ``tvmlite.schedule.prepack``)."""
+        return self.apply(ConstantStep(_name(tensor)))
 
     def tensor(self, name: str) -> Tensor:
         return self.state.op_by_name(name).output(0)

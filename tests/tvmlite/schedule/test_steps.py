@@ -16,7 +16,7 @@ from tvmlite.schedule.step_json import STEP_KINDS, step_from_json
 from tvmlite.schedule.steps import (AnnotateStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
                                     ComputeInlineStep, ComputeRootStep, FuseStep, PragmaStep,
                                     ReorderStep, RfactorStep, SplitStep)
-from tvmlite.schedule.prepack import PrepackStep
+from tvmlite.schedule.prepack import ConstantStep, PrepackStep
 
 M, N, K = 17, 23, 19
 
@@ -135,8 +135,19 @@ def sched_prepack():
     return s, [A, B, C], mm_ref
 
 
+def sched_constant():
+    """A constant input read through a plain-copy pack stage (no prepack layout)."""
+    A, B, C = matmul()
+    s = te.create_schedule(C.op)
+    BB = s.cache_read(B, "local", [C])
+    s[BB].compute_at(s[C], s[C].op.axis[0])
+    s.constant(B)
+    return s, [A, B, C], mm_ref
+
+
 SCHEDULES = [sched_split_tile_vectorize, sched_fuse, sched_compute_at_inline_root,
-             sched_cache_write, sched_cache_read, sched_rfactor, sched_prepack]
+             sched_cache_write, sched_cache_read, sched_rfactor, sched_prepack,
+             sched_constant]
 
 
 def test_catalogue_uses_every_step_kind():
@@ -208,6 +219,7 @@ STEPS = [
     (RfactorStep("C", "k_inner", 1), 's.rfactor("C", "k_inner", factor_axis=1)'),
     (RfactorStep("C", "k_outer"), 's.rfactor("C", "k_outer", factor_axis=0)'),
     (PrepackStep("B_local", 1, 16), 's.prepack("B_local", dim=1, factor=16)'),
+    (ConstantStep("B"), 's.constant("B")'),
 ]
 
 
