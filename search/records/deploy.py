@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tvmlite.ir.dtypes import DTYPE_INFO
-from tvmlite.runtime.module import generate_c, header, pack_doc, size_doc
+from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.prepack import declare_constants
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
@@ -41,6 +41,7 @@ from tvmlite.search.records.dispatch import DISPATCH_TUNER, export_dispatch, lat
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.records.record import TargetMismatchWarning, load_records, real_first
 from tvmlite.codegen_c import compile_shared, link_shared
+from tvmlite.codegen_c.header import header, pack_doc, size_doc
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.target.target import Target

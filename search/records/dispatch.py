@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from tvmlite.runtime.module import Module, generate_c, header, size_doc
+from tvmlite.runtime.module import Module, generate_c
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.step_json import step_from_json
 from tvmlite.schedule.state import ScheduleError
@@ -32,6 +32,7 @@ from tvmlite.codegen_c import link_shared
 from tvmlite.target.target import Target
 from tvmlite.codegen_c.codegen import cdecl
 from tvmlite.codegen_c.dispatch import dispatcher_c, variant_name
+from tvmlite.codegen_c.header import header, size_doc
 
 DISPATCH_TUNER = "dispatch"
 MAX_VARIANTS = 8
