@@ -298,7 +298,7 @@ def fmt_bytes(n: int) -> str:
 
 def describe_cpu() -> dict[str, Any]:
     """``probe_cpu()`` as JSON values, with the ISA's vector registers (``tvmlite target
-    --json`` prints it when no compiler is found; ``Target.describe_cpu_text`` words it)."""
+    --json`` prints it when no compiler is found; ``target.describe_cpu_text`` words it)."""
     cpu = probe_cpu()
     return {"arch": cpu["arch"], "model": cpu["model"], "features": list(cpu["features"]),
             "vector_bits": cpu["vector_bits"],
