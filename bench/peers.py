@@ -116,10 +116,9 @@ with torch.no_grad():
 _TVMLITE = """
 import numpy as np, tvmlite
 from tvmlite.schedule import Schedule
-from tvmlite.search.records.record import load_records
+from tvmlite.search.records.record import best_valid, load_records
 from tvmlite.testing import random_inputs
-recs = [r for r in load_records(payload["log"]) if r.workload.key == payload["key"] and r.result.ok]
-rec = min(recs, key=lambda r: r.mean_cost)
+rec = best_valid(r for r in load_records(payload["log"]) if r.workload.key == payload["key"])
 wl = rec.workload
 s = Schedule.from_steps(wl.outputs, rec.steps)
 mod = tvmlite.build(s, list(wl.tensors), target=rec.target.name or None)  # the CPU it was tuned for

@@ -168,7 +168,7 @@ def select_cases(ops: list[str], quick: bool, only: list[str] | None = None
 def tune_ours(name: str, f: Formulation, out: Path, trials: int, options) -> dict:
     """Tune until the case's log holds ``trials`` measurements. Tuning seconds add up
     across resumed runs in ``<case>.tune.json``, so a resumed case reports its whole cost."""
-    from tvmlite.search.records.record import load_records
+    from tvmlite.search.records.record import best_valid, load_records
     from tvmlite.search.template_free.task import SearchTask
     log, side = out / f"{name}.jsonl", out / f"{name}.tune.json"
     task = SearchTask(func=f.op, kwargs=f.kwargs, constants=f.constants)
@@ -184,7 +184,7 @@ def tune_ours(name: str, f: Formulation, out: Path, trials: int, options) -> dic
         spent += time.perf_counter() - t0
         side.write_text(json.dumps({"seconds": spent}))
     recs = [r for r in load_records(log, missing_ok=True) if r.workload.key == key]
-    best = min((r for r in recs if r.result.ok), key=lambda r: r.mean_cost, default=None)
+    best = best_valid(recs)
     errors = sorted({r.result.error_no.name for r in recs if not r.result.ok})
     return {"log": str(log), "key": key, "tune_seconds": spent, "trials": len(recs),
             "best": best, "errors": errors}

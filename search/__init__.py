@@ -10,9 +10,9 @@
 - ``tuning.py``: the one tuning loop both searches run (``Proposer``, ``tune_loop``):
   resume, budgets, early stopping, accounting and the best record of the log.
 
-The two searches never import each other; both import ``tuning``. Names are imported on first use (PEP 562), so
-``python -m tvmlite.search.measure.worker`` -- the measuring process, restarted after
-every crash -- starts without loading xgboost.
+The two searches never import each other; both import ``tuning``. Names are imported on
+first use (PEP 562), so ``python -m tvmlite.search.measure.worker`` -- the measuring
+process, restarted after every crash -- starts without loading xgboost.
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 displays and curves) and a ``TuneResult`` (the best record, counts, time split).
 
 The templated and the template-free search both produce these, and neither imports the
-other, so the shared vocabulary lives here.
+other, so the shared vocabulary lives here; the shared tuning loop fills them
+(``tuning.Tally``).
 """
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from typing import Any
 class Trial:
     """One measurement as seen by progress displays and curves."""
     index: int             # records of this workload in the log once this one was logged
-                           # (earlier runs' and other writers' records included)
+                           # (earlier runs' and other writers' records included, and this
+                           # run's configs without a record; for a tuning over a range of
+                           # sizes: this run's measurements)
     elapsed: float         # seconds since the tuning started
     gflops: float          # this candidate's (0 for an error)
     best_gflops: float     # best so far

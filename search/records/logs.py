@@ -15,7 +15,7 @@ from pathlib import Path
 from tvmlite.checks import check_int
 
 from tvmlite.search.records.record import (Record, RecordError, RecordWriter, best_record,
-                                           iter_records, load_records)
+                                           best_valid, iter_records, load_records)
 from tvmlite.errors import TvmliteError
 
 __all__ = ["show", "best", "merge", "distill", "pick_record", "RecordChoiceError"]
@@ -51,16 +51,15 @@ def show(path: str | os.PathLike, limit: int | None = None) -> str:
 
 
 def best(path: str | os.PathLike) -> list[Record]:
-    """The fastest valid record per (workload key, target arch and CPU features), in the
-    order the groups first appear; ties go to the earliest record."""
-    winners: dict[tuple, Record] = {}
+    """The best valid record (``best_valid``: real timings first, then the fastest; ties
+    to the earliest) per (workload key, target arch and CPU features), in the order the
+    groups first appear."""
+    groups: dict[tuple, list[Record]] = {}
     for r in load_records(path):
-        if not r.result.ok:
-            continue
-        group = (r.workload.key, r.target.arch, r.target.features)
-        if group not in winners or r.mean_cost < winners[group].mean_cost:
-            winners[group] = r
-    return list(winners.values())
+        if r.result.ok:
+            groups.setdefault((r.workload.key, r.target.arch, r.target.features), []).append(r)
+    winners = [best_valid(recs) for recs in groups.values()]
+    return [r for r in winners if r is not None]     # every group has a valid record
 
 
 def _identity(r: Record) -> str:

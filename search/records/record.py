@@ -7,7 +7,8 @@ format version. Named keys, never positions.
 
 Map: errors and warnings · Record (validated on construction) · make_record ·
 writing (append_record, RecordWriter: flock + one write per line) · reading
-(iter_records, load_records: bad lines are warned about and skipped) · best_record.
+(iter_records, load_records: bad lines are warned about and skipped) · choosing
+(best_valid: the one rule for "the best record"; best_record, real_first).
 
 Logs come from elsewhere: every field is validated on load, nothing is executed, and a
 line that fails validation is skipped with a ``RecordWarning`` naming ``path:lineno``.
@@ -36,7 +37,8 @@ from tvmlite.errors import TvmliteError, TvmliteWarning
 
 __all__ = ["FORMAT_VERSION", "RecordError", "RecordWarning", "TargetMismatchWarning",
            "Record", "make_record", "append_record", "RecordWriter", "iter_records",
-           "load_records", "target_matches", "best_record", "real_first"]
+           "load_records", "target_matches", "best_record", "real_first", "rank",
+           "best_first", "best_valid", "better"]
 
 FORMAT_VERSION = 1
 MAX_LINE = 8 << 20            # bytes; a longer line is skipped unread
@@ -436,6 +438,35 @@ def real_first(records: list[Record]) -> list[Record]:
     return real if real else list(records)
 
 
+def rank(record: Record) -> tuple[bool, float]:
+    """The order of valid records, best first: real timings before emulated ones (an
+    emulated timing says nothing of speed), then the lowest mean cost. Sorting by it is
+    stable, so among equals the earliest comes first."""
+    return (record.emulated, record.mean_cost)
+
+
+def best_first(records: Iterable[Record]) -> list[Record]:
+    """The valid records (ok results) of ``records``, best first (``rank``; ties keep
+    their order, so the earliest of equals comes first)."""
+    return sorted((r for r in records if r.result.ok), key=rank)
+
+
+def best_valid(records: Iterable[Record]) -> Record | None:
+    """The best valid record of ``records``: ok results only, real timings before emulated
+    ones, the lowest mean cost, ties to the earliest; None when none is valid. This is
+    the one answer to "the best record": ``best_record`` first keeps one workload and the
+    target's records; tunings, comparisons and benchmarks ask it directly."""
+    return min((r for r in records if r.result.ok), key=rank, default=None)
+
+
+def better(record: Record | None, than: Record | None) -> bool:
+    """Whether ``record`` is valid and beats ``than`` (None, or a valid record) by
+    ``best_valid``'s rule; a tie does not beat the earlier record."""
+    if record is None or not record.result.ok:
+        return False
+    return than is None or rank(record) < rank(than)
+
+
 # the old name of Target.same_cpu (target facts live in tvmlite/target/)
 target_matches = Target.same_cpu
 
@@ -469,12 +500,12 @@ def best_record(log: str | os.PathLike | Iterable[Record], workload: Workload | 
     if not valid:
         return None
     target = Target.host() if target is None else target
-    here = real_first([r for r in valid if r.target.same_cpu(target)])
-    if here:
-        return min(here, key=lambda r: r.mean_cost)
+    here = best_valid(r for r in valid if r.target.same_cpu(target))
+    if here is not None:
+        return here
     if not fallback:
         return None
-    best = min(real_first(valid), key=lambda r: r.mean_cost)
+    best = best_valid(valid)
     warnings.warn(f"best_record: no record of {best.workload!r} was tuned for this target "
                   f"({target.arch}: {' '.join(target.features) or 'no features'}); using one "
                   f"tuned on {best.target.arch} with features "

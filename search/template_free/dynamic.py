@@ -62,14 +62,20 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.model.cost_model import XGBModel
+from tvmlite.search.model.features import N_FEATURES, program_scale
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, dispatch_record,
-                                             latest_table, ranges_from_choice)
+from tvmlite.search.records.dispatch import (
+    DispatchTable,
+    build_dispatch,
+    dispatch_record,
+    latest_table,
+    ranges_from_choice,
+)
 from tvmlite.search.records.record import append_record, load_records
 from tvmlite.search.result import Trial, TuneResult
 from tvmlite.search.template_free.policy import INIT_MIN, SketchPolicy
-from tvmlite.search.model.cost_model import XGBModel
-from tvmlite.search.model.features import N_FEATURES, program_scale
+from tvmlite.search.tuning import Tally
 
 # sizes a range is tuned at. With 8 (1, 3, 7, 21, 53, ...), no candidate of a GMM tuning
 # over M = 1..1024 ran well at M = 9: the variants were fitted to 7 or to 21, well below
@@ -146,13 +152,15 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
                 for i, m in enumerate(sizes)}
     probes = 2 * (len(sizes) - 1) if trials >= PROBES_FROM * len(sizes) else 0
     result = TuneResult(wl)
-    best: dict = {}     # size -> Record
-    start = time.perf_counter()
+    # the shared accounting, with one best per size (the tally's best: size -> Record);
+    # Trial.index is the count of this run's measurements: the budget spans all sizes
+    tally = Tally(result, time.perf_counter(), callback, group=lambda r: r.workload.sizes[name])
+    best = tally.best
     with options.measurer(log_file, target, TUNER) as measurer:
         seen: set = set()    # Steps (as _key) of every candidate measured, from the log too
         keys = {w.key for w in at.values()}
         for m in sizes:
-            _seed_from_log(policies[m], measurer, at[m], best, m, seen)
+            _seed_from_log(policies[m], measurer, at[m], tally, seen)
         spent = sum(1 for r in measurer.known.values() if r.workload.key in keys)
         # the first round: half the candidates the budget affords at every size, so a
         # second learns from it (module doc)
@@ -178,19 +186,16 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
             t1 = time.perf_counter()
             used = _measure_outward(batch, sizes, at, policies, model, measurer,
                                     trials - probes - spent,
-                                    lambda res, rec, m: _account(result, rec, res, best, m, start,
-                                                                 callback), best)
+                                    lambda res, rec, m: tally.add(res, rec), best)
             result.measure_seconds += time.perf_counter() - t1
             spent, proposed, cost = spent + used, proposed + len(batch), cost + used
-        table = _choose(wl, name, sizes, at, best, measurer, n_var, result, start, callback,
-                        probes > 0)
+        table = _choose(wl, name, sizes, at, measurer, n_var, tally, probes > 0)
         if table is not None:
             rec = dispatch_record(wl, target, table)
             if log_file is not None:
                 append_record(log_file, rec)
             result.dispatch = table          # type: ignore[attr-defined]
-    result.best = max(best.values(), key=lambda r: r.gflops, default=None)
-    return result
+    return result     # best: the tally's size best of highest throughput
 
 
 def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, model: Any,
@@ -259,9 +264,9 @@ def _unseen(batch: list, seen: set) -> list:
     return out
 
 
-def _seed_from_log(policy: Any, measurer: Any, wl_at: Any, best: dict, m: int,
-                   seen: set) -> None:
-    """Resume: the log's records at this size train the model and count toward the budget."""
+def _seed_from_log(policy: Any, measurer: Any, wl_at: Any, tally: Tally, seen: set) -> None:
+    """Resume: the log's records at this size train the model, count toward the budget
+    and give the size's best so far."""
     old = sorted((r for r in measurer.known.values() if r.workload.key == wl_at.key),
                  key=lambda r: r.result.timestamp)
     seen.update(_key(r.steps) for r in old)
@@ -270,32 +275,15 @@ def _seed_from_log(policy: Any, measurer: Any, wl_at: Any, best: dict, m: int,
     bound = policy.workload
     policy.update([MeasureInput(bound, r.steps, r.decisions) for r in old],
                   [r.result for r in old])
-    ok = [r for r in old if r.result.ok]
-    if ok:
-        best[m] = min(ok, key=lambda r: r.mean_cost)
-
-
-def _account(result: TuneResult, rec: Any, res: Any, best: dict, m: int, start: float,
-             callback: Any) -> None:
-    result.measured += 1
-    result.errors[res.error_no.name] += 1
-    if rec is not None and res.ok and (m not in best or rec.mean_cost < best[m].mean_cost):
-        best[m] = rec
-    top = max((r.gflops for r in best.values()), default=0.0)
-    trial = Trial(result.measured, time.perf_counter() - start,
-                  rec.gflops if rec is not None and res.ok else 0.0, top, res.error_no.name)
-    result.trials.append(trial)
-    if callback is not None:
-        callback(trial)
+    tally.seed(old)
 
 
 def _key(steps: Sequence[Any]) -> str:
     return json.dumps([s.to_json() for s in steps], sort_keys=True)
 
 
-def _choose(wl: Any, name: str, sizes: list, at: dict, best: dict, measurer: Any,
-            n_var: int, result: TuneResult, start: float, callback: Any,
-            probe: bool) -> DispatchTable | None:
+def _choose(wl: Any, name: str, sizes: list, at: dict, measurer: Any, n_var: int,
+            tally: Tally, probe: bool) -> DispatchTable | None:
     """Variants and table from every measurement at the tuned sizes (the log's too; a
     variant competes at the sizes it was measured at); the probes between sizes that
     chose different variants are measured here, as part of the budget."""
@@ -309,8 +297,7 @@ def _choose(wl: Any, name: str, sizes: list, at: dict, best: dict, measurer: Any
         out = measurer.measure(inputs)
         for inp, res, fresh in zip(inputs, out, new):
             if fresh:
-                _account(result, measurer.known.get(inp.key), res, best, inp.workload.sizes[name],
-                         start, callback)
+                tally.add(res, measurer.known.get(inp.key))
         return [res.mean_cost if res.ok else math.inf for res in out]
 
     tuned = fastest_per_size(times, variants, sizes)

@@ -15,21 +15,21 @@ import numpy as np
 
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
-
+from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.model.features import program_scale, schedule_features
+from tvmlite.search.records.record import load_records, target_matches
 from tvmlite.search.template_free.blocking import blocked_decisions
 from tvmlite.search.template_free.evolution import Candidate, EvolutionarySearch
-from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.template_free.sketch import RULES, generate_sketches, symbolic_axes
-from tvmlite.search.records.record import load_records, target_matches
-from tvmlite.search.model.features import program_scale, schedule_features
-
+from tvmlite.search.tuning import Proposer
 
 INIT_MIN = 64          # random samples seeding each round's evolution, at least ...
 INIT_FRACTION = 4      # ... or a quarter of the population (generations fill it by mutation)
 
 
-class SketchPolicy:
-    """Proposes batches for one workload and learns from their measurements."""
+class SketchPolicy(Proposer):
+    """Proposes batches for one workload and learns from their measurements: a proposer
+    of the shared tuning loop (``search.tuning``), its candidates MeasureInputs."""
 
     def __init__(self, workload: Any, target: Any, model: Any, options: Any,
                  seed: int = 0, rules: Sequence[Any] | None = None,

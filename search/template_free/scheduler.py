@@ -8,6 +8,10 @@ where ``backward`` is how fast its best latency fell over the last ``window`` ro
 ``forward`` the optimistic guess that latency keeps falling like ``best / rounds``
 (Ansor §6). With probability ``eps`` a random task is picked instead, so no task starves
 on a flat stretch.
+
+The rounds are the shared tuning loop's (``search.tuning.tune_loop``, through
+``run_tuning``): the scheduler is its ``choose``; budgets, resume, accounting and the best
+records are the loop's.
 """
 from __future__ import annotations
 

@@ -14,26 +14,25 @@ without measuring anything twice. Each record is logged as soon as it is measure
 from __future__ import annotations
 
 import inspect
-import time
 from typing import Any, Callable, Sequence
 
+from tvmlite.ops import OPS
 from tvmlite.schedule.prepack import declare_constants
 from tvmlite.schedule.schedule import Schedule
-
-from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.measure.measurer import Quota
-
-from tvmlite.search.options import TuningOptions
-from tvmlite.search.result import Trial, TuneResult
-from tvmlite.search.records.workload import Workload
-from tvmlite.search.records.record import best_record
-from tvmlite.search.template_free.policy import SketchPolicy
 from tvmlite.search.model.cost_model import XGBModel
 from tvmlite.search.model.pretrained import load_pretrained
+from tvmlite.search.options import TuningOptions
+from tvmlite.search.records.record import best_record
+from tvmlite.search.records.workload import Workload
+from tvmlite.search.result import Trial, TuneResult
+from tvmlite.search.template_free.policy import SketchPolicy
+from tvmlite.search.tuning import DRY_ROUNDS, Job, of_workload, tune_loop
 from tvmlite.target.target import Target
-from tvmlite.ops import OPS
 
 TUNER = "template-free"
+
+__all__ = ["SearchTask", "make_workload", "check_constants", "run_tuning", "TUNER",
+           "DRY_ROUNDS"]
 
 
 def make_workload(func: Any = None, args: Sequence[Any] = (), kwargs: dict | None = None,
@@ -159,105 +158,21 @@ def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: An
                options: TuningOptions, callback: Callable[[Trial], None] | None = None,
                models: Sequence[Any] | None = None, choose: Callable | None = None,
                total: int | None = None) -> list[TuneResult]:
-    """Round after round, let ``choose(active, results, done)`` pick a task (None stops;
-    default: round-robin over tasks with budget left), ask its policy for a batch,
-    measure it, and feed it back.
+    """Tune ``tasks`` (one SketchPolicy each) in the shared loop (``search.tuning.
+    tune_loop``): round after round, ``choose(active, results, done)`` picks a task (None
+    stops; default: round-robin over tasks with budget left), its policy proposes a
+    batch, the batch is measured and fed back.
 
     Budgets count records *in the log*, re-read before every round and checked again
     before every append (the measurer's quotas): the log's earlier records of each
     workload train its model first and count (resume), and so do records another
     process appends to the same log meanwhile. ``total`` caps the records of all tasks
     together. ``callback`` gets one Trial per measured candidate, as soon as it is
-    logged; ``Trial.index`` is the number of records of its workload then in the log."""
-    start = time.perf_counter()
+    logged; ``Trial.index`` is the number of records of its workload then in the log.
+    A task whose policy proposes nothing new, or only what the log holds for
+    ``DRY_ROUNDS`` rounds, is exhausted."""
     policies = [t.policy(options, m) for t, m in
                 zip(tasks, models or [None] * len(tasks))]
-    results = [TuneResult(t.workload) for t in tasks]
-    quotas = [Quota(lambda r, k=t.workload.key: r.workload.key == k, b)
-              for t, b in zip(tasks, budgets)]
-    keys = {t.workload.key for t in tasks}
-    shared = [Quota(lambda r: r.workload.key in keys, total)] if total is not None else []
-    stale = [0] * len(tasks)
-    dry = [0] * len(tasks)               # rounds in a row that added nothing to the log
-    exhausted = [False] * len(tasks)
-    for i, (task, pol) in enumerate(zip(tasks, policies)):
-        old = [r for r in measurer.known.values() if r.workload.key == task.workload.key]
-        old.sort(key=lambda r: r.result.timestamp)
-        if old:
-            pol.update([MeasureInput(r.workload, r.steps, r.decisions) for r in old],
-                       [r.result for r in old])
-            results[i].best = _best(old)
-
-    def active(i: int) -> bool:
-        over = options.early_stopping is not None and stale[i] >= options.early_stopping
-        return done[i] < budgets[i] and not exhausted[i] and not over
-
-    turn = 0
-    while True:
-        measurer.refresh()
-        done = [q.count(measurer) for q in quotas]
-        if not any(active(i) for i in range(len(tasks))):
-            break
-        if choose is not None:
-            picked = choose([active(j) for j in range(len(tasks))], results, list(done))
-            if picked is None:
-                break
-            i = picked
-        else:
-            order = [(turn + j) % len(tasks) for j in range(len(tasks))]
-            i = next(j for j in order if active(j))
-            turn = i + 1
-        t0 = time.perf_counter()
-        room = min([budgets[i] - done[i]] + [q.room(measurer) for q in shared])
-        if room <= 0:
-            break
-        batch = policies[i].next_batch(min(options.measures_per_round, room))
-        t1 = time.perf_counter()
-        results[i].search_seconds += t1 - t0
-        if not batch:
-            exhausted[i] = True
-            continue
-
-        def on_result(inp: Any, r: Any, rec: Any, i: int = i) -> None:
-            _account(results[i], r, rec, quotas[i].count(measurer), stale, i, start,
-                     callback)
-
-        before = done[i]
-        measured = measurer.measure(batch, on_result, [quotas[i], *shared])
-        results[i].measure_seconds += time.perf_counter() - t1
-        kept = [(inp, r) for inp, r in zip(batch, measured) if r is not None]
-        policies[i].update([inp for inp, _ in kept], [r for _, r in kept])
-        # a policy that only proposes what the log holds would loop for ever
-        dry[i] = dry[i] + 1 if quotas[i].count(measurer) == before else 0
-        exhausted[i] = exhausted[i] or dry[i] >= DRY_ROUNDS
-    measurer.refresh()
-    for i, task in enumerate(tasks):   # the best in the log, other writers' records too
-        logged = [r for r in measurer.logged if r.workload.key == task.workload.key]
-        results[i].best = _best(logged + ([results[i].best] if results[i].best else []))
-    return results
-
-
-DRY_ROUNDS = 3   # rounds in a row without a new record before a task counts as exhausted
-
-
-def _best(records: list) -> Any:
-    return min((r for r in records if r.result.ok), key=lambda r: r.mean_cost, default=None)
-
-
-def _account(res: TuneResult, r: Any, rec: Any, index: int, stale: list, i: int,
-             start: float, callback: Any) -> None:
-    """One measured candidate (its record just logged, ``index`` records of its workload
-    now in the log): counts, best, early-stopping streak, the Trial."""
-    res.measured += 1
-    res.errors[r.error_no.name] += 1
-    improved = r.ok and (res.best is None or rec.mean_cost < res.best.mean_cost)
-    if improved:
-        res.best = rec
-        stale[i] = 0
-    else:
-        stale[i] += 1
-    trial = Trial(index, time.perf_counter() - start, rec.gflops if r.ok else 0.0,
-                  res.best_gflops, r.error_no.name)
-    res.trials.append(trial)
-    if callback is not None:
-        callback(trial)
+    jobs = [Job(p, t.workload, b, of_workload(t.workload.key))
+            for t, p, b in zip(tasks, policies, budgets)]
+    return tune_loop(jobs, measurer, options, callback, choose=choose, total=total)

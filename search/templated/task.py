@@ -41,7 +41,7 @@ from tvmlite.schedule.schedule import Schedule
 
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.records.record import (Record, RecordWarning, TargetMismatchWarning,
-                                           load_records)
+                                           best_first, load_records)
 from tvmlite.search.templated.space import Config, ConfigSpace, SpaceError
 from tvmlite.search.records.workload import Workload, workload_key
 from tvmlite.ir.symbolic import SizeVar
@@ -270,11 +270,11 @@ class apply_history_best:
         self._tokens: list = []
 
     def lookup(self, task: TemplatedTask) -> tuple[Config, Record] | None:
-        """(config, record) of the fastest usable record of ``task``: tuned on a target
-        like the task's, else (with a TargetMismatchWarning) on any; then outer contexts."""
-        mine = [r for r in self._by_key.get(task.workload.key, ())
-                if r.decisions["template"] == task.name]
-        mine.sort(key=lambda r: r.mean_cost)          # stable: ties go to the earliest
+        """(config, record) of the best usable record of ``task`` (``best_first``: real
+        timings before emulated ones, then the fastest): tuned on a target like the
+        task's, else (with a TargetMismatchWarning) on any; then outer contexts."""
+        mine = best_first(r for r in self._by_key.get(task.workload.key, ())
+                          if r.decisions["template"] == task.name)   # ties: the earliest
         here = [r for r in mine if r.target.same_cpu(task.target)]
         elsewhere = [r for r in mine if not r.target.same_cpu(task.target)]
         for group, warn in ((here, False), (elsewhere, True)):

@@ -1,8 +1,9 @@
 """Tuners for templated tasks: which configs of a space to measure next (ask/tell).
 
 Every tuner answers ``next_batch(n)`` with configs it never proposed before (by index)
-and learns from ``update(configs, results)``; ``tune`` runs that loop through a Measurer,
-so records land in the same JSON-lines log as every other measurement, and resumes: the
+and learns from ``update(configs, results)``: a ``Proposer`` of the tuning loop both
+searches share (``search/tuning.py``). ``tune`` runs that loop through a Measurer, so
+records land in the same JSON-lines log as every other measurement, and resumes: the
 log's records of this template and workload are fed to ``update`` first and count toward
 ``n_trial``, so nothing is measured twice.
 
@@ -27,18 +28,15 @@ import warnings
 from collections.abc import Iterable
 from typing import Any, Callable, Sequence
 
-
 from tvmlite.checks import check_int, check_number
-from tvmlite.schedule.state import ScheduleError
-
-from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
-from tvmlite.search.measure.measurer import Quota
+from tvmlite.errors import TvmliteWarning
+from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.record import Record, RecordWarning, load_records
-from tvmlite.search.templated.space import Config, SpaceError
 from tvmlite.search.result import Trial, TuneResult
+from tvmlite.search.templated.space import Config, SpaceError
 from tvmlite.search.templated.task import TemplatedTask
-from tvmlite.errors import TvmliteWarning
+from tvmlite.search.tuning import Job, Proposer, tune_loop
 
 __all__ = ["Tuner", "RandomTuner", "GridSearchTuner", "GATuner",
            "SmallHistoryWarning", "MIN_HISTORY"]
@@ -54,10 +52,12 @@ class SmallHistoryWarning(TvmliteWarning):
     """load_history got fewer usable records than min_records; they are used anyway."""
 
 
-class Tuner(abc.ABC):
-    """Ask/tell over the configs of ``task.space``; subclasses implement ``_propose``."""
+class Tuner(Proposer):
+    """Ask/tell over the configs of ``task.space``; subclasses implement ``_propose``.
+    A proposer of the shared tuning loop (``search.tuning``); ``tune`` runs it."""
     name = "tuner"      # the record's tuner field
     _learns = False     # whether load_history can teach it anything
+    dry_rounds = None   # never proposes a config twice: it ends by has_next()
 
     def __init__(self, task: TemplatedTask, seed: int = 0):
         if not isinstance(task, TemplatedTask):
@@ -156,7 +156,21 @@ class Tuner(abc.ABC):
                     continue
         return out
 
-    # -- the tuning loop --------------------------------------------------------------------
+    # -- the proposer the tuning loop drives (search/tuning.py) ----------------------------
+    def measure_input(self, candidate: Config) -> MeasureInput:
+        """The config's Steps to measure; a ScheduleError (the template cannot build it)
+        makes it an INVALID_SCHEDULE trial without a record."""
+        return self.task.measure_input(candidate)
+
+    def resume(self, records: Sequence[Record]) -> None:
+        """Learn the log's records of this template and workload (oldest first)."""
+        self.update([self.task.config_of(r) for r in records], [r.result for r in records])
+
+    def unmeasured(self, candidates: Sequence[Config]) -> None:
+        """Configs left unmeasured (the log's budget filled): they may be proposed again."""
+        for c in candidates:
+            self.visited.discard(c.index)
+
     def _prepare(self, options: TuningOptions) -> None:
         """Before a tuning starts (XGBTuner: load the pretrained model)."""
 
@@ -168,7 +182,7 @@ class Tuner(abc.ABC):
         template cannot build count as trials of this run), the space runs out, or
         ``early_stopping`` trials pass without a better config (default:
         ``options.early_stopping``). Each record is logged, and ``callback`` called, as
-        soon as it is measured."""
+        soon as it is measured. The loop is the shared one (``search.tuning.tune_loop``)."""
         check_int(n_trial, "tune(n_trial=...)", 1)
         options = TuningOptions() if options is None else options
         if not isinstance(options, TuningOptions):
@@ -178,48 +192,11 @@ class Tuner(abc.ABC):
             check_int(early_stopping, "tune(early_stopping=...)", 1)
         self._prepare(options)
         start = time.perf_counter()
-        res = TuneResult(self.task.workload)
-        quota = Quota(self._belongs, n_trial)
         with options.measurer(log_file, self.task.target, self.name) as measurer:
-            self._resume(measurer, res)
-            stale = 0
-            unlogged = 0   # configs the template could not build: trials without a record
-
-            def account(r: MeasureResult, rec: Record | None) -> None:
-                nonlocal stale, unlogged
-                unlogged += rec is None
-                res.measured += 1
-                res.errors[r.error_no.name] += 1
-                better = rec is not None and r.ok and \
-                    (res.best is None or rec.mean_cost < res.best.mean_cost)
-                res.best = rec if better else res.best
-                stale = 0 if better else stale + 1
-                trial = Trial(quota.count(measurer) + unlogged, time.perf_counter() - start,
-                              rec.gflops if rec is not None and r.ok else 0.0,
-                              res.best_gflops, r.error_no.name)
-                res.trials.append(trial)
-                if callback is not None:
-                    callback(trial)
-
-            while True:
-                measurer.refresh()
-                room = quota.room(measurer) - unlogged
-                if room <= 0 or not self.has_next() or (stop is not None and stale >= stop):
-                    break
-                t0 = time.perf_counter()
-                configs = self.next_batch(min(options.measures_per_round, room))
-                t1 = time.perf_counter()
-                res.search_seconds += t1 - t0
-                if not configs:
-                    break
-                configs, results = self._measure(configs, measurer, quota, account)
-                res.measure_seconds += time.perf_counter() - t1
-                self.update(configs, results)
-            measurer.refresh()   # the best in the log, another writer's records too
-            logged = [r for r in measurer.logged if r.result.ok and self._belongs(r)]
-            res.best = min(logged + ([res.best] if res.best else []),
-                           key=lambda r: r.mean_cost, default=None)
-        return res
+            self._warn_stale(measurer.known.values())
+            job = Job(self, self.task.workload, n_trial, self._belongs)
+            return tune_loop([job], measurer, options, callback, early_stopping=stop,
+                             start=start)[0]
 
     def _belongs(self, rec: Record) -> bool:
         """Whether a log record counts toward this tuning's budget: a record of this
@@ -229,50 +206,18 @@ class Tuner(abc.ABC):
         except SpaceError:
             return False
 
-    def _resume(self, measurer: Any, res: TuneResult) -> int:
-        """Feed the log's records of this task to ``update``; return how many there are."""
-        old, stale = [], 0
-        for rec in measurer.known.values():
+    def _warn_stale(self, records: Iterable[Record]) -> None:
+        """Warn about the log's records of this template and workload whose config no
+        longer fits the space (the template changed): they are ignored."""
+        stale = 0
+        for rec in records:
             try:
-                config = self.task.config_of(rec)
+                self.task.config_of(rec)
             except SpaceError:
                 stale += 1
-                continue
-            if config is not None:
-                old.append((rec.result.timestamp, config, rec))
         if stale:
             warnings.warn(f"tune: {stale} record(s) of template {self.task.name!r} in the log "
                           "do not fit its current space; ignored", RecordWarning, stacklevel=3)
-        old.sort(key=lambda t: t[0])
-        self.update([c for _, c, _ in old], [r.result for _, _, r in old])
-        res.best = min((r for _, _, r in old if r.result.ok), key=lambda r: r.mean_cost,
-                       default=None)
-        return len(old)
-
-    def _measure(self, configs: list[Config], measurer: Any, quota: Quota,
-                 account: Callable[[MeasureResult, Record | None], None]
-                 ) -> tuple[list[Config], list[MeasureResult]]:
-        """The configs measured (or found in the log) and their results. A config the
-        template cannot build becomes an INVALID_SCHEDULE trial without a record; the
-        others are accounted one by one as their records reach the log. Configs left
-        unmeasured because the log's budget filled (another process) are dropped."""
-        inputs, results = {}, {}
-        for i, c in enumerate(configs):
-            try:
-                inputs[i] = self.task.measure_input(c)
-            except ScheduleError as err:
-                results[i] = MeasureResult(error_no=MeasureErrorNo.INVALID_SCHEDULE,
-                                           error_msg=str(err)[:2000])
-                account(results[i], None)
-        measured = measurer.measure(list(inputs.values()),
-                                    lambda inp, r, rec: account(r, rec), [quota])
-        for i, r in zip(inputs, measured):
-            if r is not None:
-                results[i] = r
-            else:   # not measured: the config may be proposed again
-                self.visited.discard(configs[i].index)
-        kept = sorted(results)
-        return [configs[i] for i in kept], [results[i] for i in kept]
 
 
 class RandomTuner(Tuner):

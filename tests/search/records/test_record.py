@@ -17,8 +17,8 @@ import pytest
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.records.record import (FORMAT_VERSION, MAX_LINE, Record, RecordError,
                                            RecordWarning, RecordWriter, TargetMismatchWarning,
-                                           append_record, best_record, load_records, make_record,
-                                           target_matches)
+                                           append_record, best_first, best_record, best_valid,
+                                           better, load_records, make_record, target_matches)
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 
@@ -291,3 +291,17 @@ def test_best_record_target_filter_and_fallback():
     with pytest.warns(TargetMismatchWarning, match="made_up_feature"):
         assert best_record([there], WL).key == there.key
     assert best_record([there], WL, fallback=False) is None
+
+
+def test_best_valid_is_the_one_rule_for_the_best_record():
+    """ok results only, real timings before emulated ones, lowest cost, ties to the
+    earliest; best_first orders by the same rule, better compares by it."""
+    emulated = dataclasses.replace(rec(1e-6, 8), emulated=True)
+    slow, fast, tie, bad = rec(3e-4, 2), rec(1e-4, 4), rec(1e-4, 8), rec(None)
+    records = [bad, emulated, slow, fast, tie]
+    assert best_valid(records) is fast and best_valid([bad]) is None and best_valid([]) is None
+    assert best_valid([emulated, bad]) is emulated        # emulated only: still the best
+    assert best_first(records) == [fast, tie, slow, emulated]
+    assert better(fast, slow) and not better(tie, fast) and not better(bad, None)
+    assert better(slow, None) and better(slow, emulated) and not better(emulated, slow)
+    assert best_record(records, WL) is fast

@@ -1,0 +1,271 @@
+"""The tuning loop both searches share: ask a proposer for candidates, measure them, tell
+it the results, until the budget is spent.
+
+A search is a ``Proposer`` (MetaSchedule's ``generate_measure_candidates`` /
+``notify_runner_results``; here ``next_batch(n)`` / ``update(candidates, results)``): the
+templated ``Tuner`` proposes configs, the template-free ``SketchPolicy`` candidates. One
+loop, ``tune_loop``, owns everything around them, for one job or for several sharing one
+log (the task scheduler picks the job of each round with ``choose``):
+
+- resume: the log's records that belong to a job (its ``belongs``) are told to its
+  proposer first, oldest first, and count toward its budget, so nothing is measured twice;
+- budgets count records *in the log*, re-read before every round and checked again
+  before every append (the measurer's ``Quota``): another writer's records count too;
+- a candidate the proposer cannot turn into a measurement (a ScheduleError: a config the
+  template cannot build) is an INVALID_SCHEDULE trial without a record; it counts toward
+  the budget of this run and toward ``Trial.index``;
+- a job stops at its budget, when its proposer has nothing left (an empty batch,
+  ``has_next()`` false, or ``dry_rounds`` rounds in a row adding nothing to the log), or
+  after ``early_stopping`` trials without a better record;
+- accounting (``Tally``): counts, errors, the best record, one ``Trial`` per measurement
+  as soon as its record is in the log, and the time split (proposing / measuring);
+- the summary: each job's best valid record in the log, other writers' records too
+  (``records.best_valid``).
+
+Map: Proposer · Job · Tally · tune_loop (and the round it measures).
+"""
+from __future__ import annotations
+
+import abc
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from tvmlite.schedule.state import ScheduleError
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+from tvmlite.search.measure.measurer import Quota
+from tvmlite.search.options import TuningOptions
+from tvmlite.search.records.record import Record, best_valid, better
+from tvmlite.search.result import Trial, TuneResult
+
+__all__ = ["Proposer", "Job", "Tally", "tune_loop", "record_input", "of_workload",
+           "DRY_ROUNDS"]
+
+DRY_ROUNDS = 3   # rounds in a row without a new record before a proposer counts as exhausted
+MAX_MSG = 2000   # characters of a ScheduleError kept in an INVALID_SCHEDULE result
+
+
+def record_input(record: Record) -> MeasureInput:
+    """The candidate a record measured (its workload, Steps and decisions)."""
+    return MeasureInput(record.workload, record.steps, record.decisions)
+
+
+def of_workload(key: str) -> Callable[[Record], bool]:
+    """``belongs`` of a job that owns every record of one workload (by key)."""
+    return lambda record: record.workload.key == key
+
+
+class Proposer(abc.ABC):
+    """A search as the loop sees it: it proposes candidates and learns their results.
+
+    A candidate is whatever the search works with (a templated config, a MeasureInput);
+    ``measure_input`` turns it into what is measured."""
+
+    # rounds in a row that add nothing to the log before the loop calls this proposer
+    # exhausted: one that may propose only what the log holds would loop for ever. None
+    # for a proposer that never proposes a candidate twice (it ends by ``has_next``).
+    dry_rounds: int | None = DRY_ROUNDS
+
+    @abc.abstractmethod
+    def next_batch(self, n: int) -> list:
+        """Up to ``n`` new candidates; none when the search has nothing left."""
+
+    @abc.abstractmethod
+    def update(self, candidates: Sequence[Any], results: Sequence[MeasureResult]) -> Any:
+        """Learn from measured candidates (this run's, or the log's on resume)."""
+
+    def measure_input(self, candidate: Any) -> MeasureInput:
+        """What to measure for ``candidate`` (here: the candidate itself). A ScheduleError
+        makes it an INVALID_SCHEDULE trial without a record."""
+        return candidate
+
+    def resume(self, records: Sequence[Record]) -> None:
+        """Learn from the log's records of this job, oldest first, before the first round."""
+        if records:
+            self.update([record_input(r) for r in records], [r.result for r in records])
+
+    def unmeasured(self, candidates: Sequence[Any]) -> None:
+        """Candidates proposed but left unmeasured (another writer filled the budget
+        first): a proposer that never repeats itself may propose them again."""
+
+    def has_next(self) -> bool:
+        """Whether the search may still have new candidates."""
+        return True
+
+
+@dataclass(frozen=True)
+class Job:
+    """One tuning the loop drives: its proposer, its workload, and its budget of records
+    in the log; ``belongs(record)`` says which of the log's records are this job's (they
+    resume it, count toward its budget and compete for its best)."""
+    proposer: Proposer
+    workload: Any
+    budget: int
+    belongs: Callable[[Record], bool]
+
+
+class Tally:
+    """The accounting of one tuning into its TuneResult: counts, errors, the best valid
+    record of each group (by workload key, or ``group(record)``: a dynamic tuning keeps
+    one per size), the early-stopping streak, and one Trial per measurement, given to
+    ``callback`` as it is made. ``result.best`` is the group best of highest throughput
+    (with one group, the best record)."""
+
+    def __init__(self, result: TuneResult, start: float,
+                 callback: Callable[[Trial], None] | None = None,
+                 group: Callable[[Record], Any] | None = None):
+        self.result, self.start, self.callback = result, start, callback
+        self.group = group or (lambda record: record.workload.key)
+        self.best: dict[Any, Record] = {}   # group -> its best valid record
+        self.stale = 0                      # measurements since the best last improved
+
+    def seed(self, records: Sequence[Record]) -> None:
+        """Start from earlier records (the log's, on resume): their bests."""
+        for rec in records:
+            self._improve(rec)
+
+    def _improve(self, rec: Record) -> bool:
+        g = self.group(rec)
+        if not better(rec, self.best.get(g)):
+            return False
+        self.best[g] = rec
+        self.result.best = max(self.best.values(), key=lambda r: r.gflops)
+        return True
+
+    def add(self, result: MeasureResult, record: Record | None,
+            index: int | None = None) -> Trial:
+        """Account one measurement (``record`` is its logged record; None for a candidate
+        that has none). ``index`` is the Trial's: the job's records in the log then
+        (default: this run's measurements so far)."""
+        res = self.result
+        res.measured += 1
+        res.errors[result.error_no.name] += 1
+        improved = record is not None and result.ok and self._improve(record)
+        self.stale = 0 if improved else self.stale + 1
+        trial = Trial(res.measured if index is None else index, time.perf_counter() - self.start,
+                      record.gflops if record is not None and result.ok else 0.0,
+                      res.best_gflops, result.error_no.name)
+        res.trials.append(trial)
+        if self.callback is not None:
+            self.callback(trial)
+        return trial
+
+
+def tune_loop(jobs: Sequence[Job], measurer: Any, options: TuningOptions,
+              callback: Callable[[Trial], None] | None = None,
+              choose: Callable[[list, list, list], int | None] | None = None,
+              total: int | None = None, early_stopping: int | None = None,
+              start: float | None = None) -> list[TuneResult]:
+    """Tune ``jobs`` through ``measurer`` (open, on the log) round after round; one
+    TuneResult per job.
+
+    Each round, ``choose(active, results, done)`` picks the job (None stops; default:
+    round-robin over the active jobs): ``active`` says which jobs may still measure,
+    ``done`` how many trials each has (its records in the log, and this run's candidates
+    without a record). The job's proposer gets ``min(options.measures_per_round, room)``
+    to propose, where room is what its budget -- and ``total``, the cap on the records of
+    all jobs together -- has left. ``early_stopping`` (default
+    ``options.early_stopping``) ends a job after that many trials without a better
+    record. ``callback`` gets each Trial as soon as its record is logged; ``start``
+    (default: now) is when the tuning began, for ``Trial.elapsed``."""
+    start = time.perf_counter() if start is None else start
+    stop = options.early_stopping if early_stopping is None else early_stopping
+    results = [TuneResult(j.workload) for j in jobs]
+    tallies = [Tally(r, start, callback) for r in results]
+    quotas = [Quota(j.belongs, j.budget) for j in jobs]
+    shared = [Quota(lambda r: any(j.belongs(r) for j in jobs), total)] \
+        if total is not None else []
+    unlogged = [0] * len(jobs)      # this run's trials without a record, per job
+    dry = [0] * len(jobs)           # rounds in a row that added nothing to the log
+    exhausted = [False] * len(jobs)
+    for job, tally in zip(jobs, tallies):
+        old = sorted((r for r in measurer.known.values() if job.belongs(r)),
+                     key=lambda r: r.result.timestamp)
+        job.proposer.resume(old)
+        tally.seed(old)
+
+    def trials(i: int) -> int:
+        return quotas[i].count(measurer) + unlogged[i]
+
+    def active(i: int, done: list[int]) -> bool:
+        over = stop is not None and tallies[i].stale >= stop
+        return done[i] < jobs[i].budget and not exhausted[i] and not over \
+            and jobs[i].proposer.has_next()
+
+    turn = 0
+    while True:
+        measurer.refresh()
+        done = [trials(i) for i in range(len(jobs))]
+        live = [active(i, done) for i in range(len(jobs))]
+        if not any(live):
+            break
+        if choose is not None:
+            picked = choose(live, results, list(done))
+            if picked is None:
+                break
+            i = picked
+        else:
+            i = next(j for j in ((turn + k) % len(jobs) for k in range(len(jobs))) if live[j])
+            turn = i + 1
+        job = jobs[i]
+        t0 = time.perf_counter()
+        room = min([job.budget - done[i]] + [q.room(measurer) - sum(unlogged) for q in shared])
+        if room <= 0:
+            break
+        batch = job.proposer.next_batch(min(options.measures_per_round, room))
+        t1 = time.perf_counter()
+        results[i].search_seconds += t1 - t0
+        if not batch:
+            exhausted[i] = True
+            continue
+
+        def index(i: int = i) -> int:
+            return trials(i)
+
+        def invalid(i: int = i) -> None:
+            unlogged[i] += 1
+
+        kept, told = _measure(job, batch, measurer, [quotas[i], *shared], tallies[i],
+                              index, invalid)
+        results[i].measure_seconds += time.perf_counter() - t1
+        job.proposer.update(kept, told)
+        if job.proposer.dry_rounds is not None:
+            dry[i] = dry[i] + 1 if trials(i) == done[i] else 0
+            exhausted[i] = exhausted[i] or dry[i] >= job.proposer.dry_rounds
+    measurer.refresh()
+    for job, res in zip(jobs, results):   # the best in the log, other writers' records too
+        logged = [r for r in measurer.logged if job.belongs(r)]
+        res.best = best_valid(logged + ([res.best] if res.best is not None else []))
+    return results
+
+
+def _measure(job: Job, batch: list, measurer: Any, quotas: list[Quota], tally: Tally,
+             index: Callable[[], int], invalid: Callable[[], None]
+             ) -> tuple[list, list[MeasureResult]]:
+    """One round's measurements: the candidates measured (or found in the log) and their
+    results, in batch order. A candidate without a measure input (ScheduleError) is an
+    INVALID_SCHEDULE trial at once; the others are accounted one by one as their records
+    reach the log. Candidates left unmeasured because a quota filled (another writer)
+    are handed back to the proposer (``unmeasured``) and dropped."""
+    inputs: dict[int, MeasureInput] = {}
+    results: dict[int, MeasureResult] = {}
+    for k, cand in enumerate(batch):
+        try:
+            inputs[k] = job.proposer.measure_input(cand)
+        except ScheduleError as err:
+            results[k] = MeasureResult(error_no=MeasureErrorNo.INVALID_SCHEDULE,
+                                       error_msg=str(err)[:MAX_MSG])
+            invalid()
+            tally.add(results[k], None, index())
+    measured = measurer.measure(list(inputs.values()),
+                                lambda inp, r, rec: tally.add(r, rec, index()), quotas)
+    left = []
+    for k, r in zip(inputs, measured):
+        if r is not None:
+            results[k] = r
+        else:
+            left.append(batch[k])
+    if left:
+        job.proposer.unmeasured(left)
+    kept = sorted(results)
+    return [batch[k] for k in kept], [results[k] for k in kept]
