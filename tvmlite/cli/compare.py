@@ -23,6 +23,7 @@ from tvmlite.search.compare import (METHODS, REACH, TUNERS, MethodSummary, Run, 
                                     method_curves, run_compare, run_experiment, summarize,
                                     templated_task)
 from tvmlite.search.records.explain import bound_line
+from tvmlite.search.records.record import best_valid
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 
@@ -132,11 +133,10 @@ def report_markdown(runs: Sequence[Run], workload: Any, trials: int, tuner: str 
         lines.append(f"- {s.method}: {codes}")
     lines += ["", "## Best schedules", ""]
     for method in METHODS:
-        best = [r.best for r in runs if r.method == method and r.best is not None]
-        if not best:
+        rec = best_valid(r.best for r in runs if r.method == method and r.best is not None)
+        if rec is None:
             lines += [f"### {method}: no valid schedule", ""]
             continue
-        rec = min(best, key=lambda b: b.mean_cost)
         seed = next(r.seed for r in runs if r.best is rec)
         lines += [f"### {method}: {rec.gflops:.2f} GFLOP/s ({rec.mean_cost * 1e3:.4g} ms, "
                   f"seed {seed})", "", f"bound: {_bound_line(rec)}", "", "```",
