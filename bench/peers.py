@@ -123,9 +123,10 @@ wl = rec.workload
 s = Schedule.from_steps(wl.outputs, rec.steps)
 mod = tvmlite.build(s, list(wl.tensors), target=rec.target.name or None)  # the CPU it was tuned for
 ins = iter(random_inputs(wl.tensors, seed=0))
-arrays = [next(ins) if t.op.__class__.__name__ == "PlaceholderOp" else tvmlite.empty(t.shape, t.dtype)
-          for t in wl.tensors]
-res = mod.time_evaluator(number=payload["number"], repeat=payload["repeat"], min_repeat_ms=20)(*arrays)
+arrays = [next(ins) if t.op.__class__.__name__ == "PlaceholderOp"
+          else tvmlite.empty(t.shape, t.dtype) for t in wl.tensors]
+timer = mod.time_evaluator(number=payload["number"], repeat=payload["repeat"], min_repeat_ms=20)
+res = timer(*arrays)
 print(json.dumps({"seconds": res.median, "flops": wl.flops}))
 """
 
