@@ -26,11 +26,12 @@ population per size does not find by itself (that module's doc); measured outwar
 the others, it also seeds the evolution of the sizes it runs well at. The later rounds
 propose what is left, at most ``measures_per_round`` each (so no more rounds than a
 static task tuning the same number per size), the measured cost of a candidate so far
-telling how many that is. The shared model retrains once a round, on all of it. The search work of a round is one static
-search's: each size's policy evolves ``population // sizes`` (at least
-``MIN_POPULATION``) from as many fewer random samples, so tuning for eight sizes does not
-cost eight searches (that, and one compile per candidate for all its sizes, is where the
-time goes down against tuning each size apart). Then:
+telling how many that is. The shared model retrains once a round, on all of it. The
+search work of a round is one static search's: each size's policy evolves
+``population // sizes`` (at least ``MIN_POPULATION``) from as many fewer random samples,
+so tuning for eight sizes does not cost eight searches (that, and one compile per
+candidate for all its sizes, is where the time goes down against tuning each size
+apart). Then:
 
 1. variants (``choose_variants``): greedily, the candidate that most raises the geometric
    mean over sizes of (best time there / time of the fastest variant chosen so far), until
@@ -118,8 +119,8 @@ def check_shapes(workload: Any, shapes: Any) -> tuple[str, list]:
                          f"{workload.name} has {list(names)} (bind the others to numbers)")
     if not isinstance(shapes, dict) or set(shapes) != set(names):
         raise ValueError(f"SearchTask(shapes=...) must give the sizes of {names[0]}, e.g. "
-                         f"shapes={{'{names[0]}': [1, 8, 64, 256]}} or {{'{names[0]}': (1, 2048)}}; "
-                         f"got {shapes!r}")
+                         f"shapes={{'{names[0]}': [1, 8, 64, 256]}} or "
+                         f"{{'{names[0]}': (1, 2048)}}; got {shapes!r}")
     return names[0], representative_sizes(shapes[names[0]])
 
 
