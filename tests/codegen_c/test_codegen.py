@@ -17,8 +17,9 @@ from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import cdecl, generate
 from tvmlite.runtime.module import Module, generate_c
 from tvmlite.testing.check import check_module
+from tvmlite.testing.workloads import ODD_MNK, matmul_reference, tiled_matmul
 
-M, N, K = 17, 23, 19
+M, N, K = ODD_MNK
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -50,24 +51,10 @@ def matmul(m=M, n=N, k=K, dtype="float32"):
     return ops.matmul(m, n, k, dtype)
 
 
-def mm_ref(a, b):
-    return (a.astype(np.float64) @ b).astype(a.dtype)
-
-
 # -- kernels that must compile without a warning -------------------------------------------
 
 def k_tiled_matmul():
-    A, B, C = matmul()
-    s = te.create_schedule(C.op)
-    i, j = s[C].op.axis
-    (k,) = s[C].op.reduce_axis
-    io, jo, ii, ji = s[C].tile(i, j, 4, 8)
-    ko, ki = s[C].split(k, factor=4)
-    s[C].reorder(io, jo, ko, ii, ki, ji)
-    s[C].vectorize(ji)
-    s[C].unroll(ki)
-    s[C].parallel(io)
-    return s, [A, B, C], mm_ref, {}
+    return (*tiled_matmul(M, N, K), matmul_reference, {})
 
 
 def k_gemm_registers():
@@ -85,7 +72,7 @@ def k_gemm_registers():
     s[C].unroll(ii)                                  # every access at a constant offset
     s[C].vectorize(ji)
     s[C].parallel(io)
-    return s, [A, B, C], mm_ref, {}
+    return s, [A, B, C], matmul_reference, {}
 
 
 def k_max_min_vectorized():
@@ -339,7 +326,7 @@ def test_perfect_split_has_no_div_mod_or_if(target):
     s[C].reorder(io, jo, ko, ii, ki, ji)
     s[C].vectorize(ji)
     s[C].parallel(io)
-    body = kernel_body(check(s, [A, B, C], mm_ref, target).get_source())
+    body = kernel_body(check(s, [A, B, C], matmul_reference, target).get_source())
     assert "/" not in body and "%" not in body and "if (" not in body, body
 
 
@@ -428,7 +415,7 @@ def test_clang_builds_the_gemm_recipe_without_warnings():
     target = tvmlite.Target.host(compiler="clang")
     s, tensors = gemm_packed(24, 64, 20, block_cols=2 * target.vector_lanes("float32"),
                              block_rows=5)
-    check(s, tensors, mm_ref, target)
+    check(s, tensors, matmul_reference, target)
 
 
 def test_vector_exp_and_sigmoid_match_libm_and_keep_special_values():

@@ -1,6 +1,7 @@
 """The reference check that tests, the schedule fuzzer and measurement share: numpy
 references of the operator library (``references.py``), an interpreter of any compute
-(``interpreter.py``), and ``check_schedule`` / tolerances (``check.py``)."""
+(``interpreter.py``), ``check_schedule`` / tolerances (``check.py``), and the small
+workloads many tests build alike (``workloads.py``)."""
 from __future__ import annotations
 
 import importlib
@@ -9,6 +10,7 @@ from typing import Any
 from tvmlite.testing.check import (assert_allclose, check_module, check_schedule, random_inputs,
                                    reduction_length, reference, tolerance)
 from tvmlite.testing.references import REFERENCES
+from tvmlite.testing.workloads import ODD_MNK, matmul_reference, tiled_matmul, two_stage
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +21,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["assert_allclose", "check_module", "check_schedule", "random_inputs",
-           "reduction_length", "reference", "tolerance", "evaluate_te", "REFERENCES"]
+           "reduction_length", "reference", "tolerance", "evaluate_te", "REFERENCES",
+           "ODD_MNK", "matmul_reference", "tiled_matmul", "two_stage"]

@@ -23,8 +23,9 @@ from tvmlite.passes.pipeline import loop_nest
 from tvmlite.runtime.module import Module
 from tvmlite.testing.check import check_module as run
 from tvmlite.testing.check import check_schedule as check
+from tvmlite.testing.workloads import ODD_MNK, matmul_reference
 
-M, N, K = 17, 23, 19
+M, N, K = ODD_MNK
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_VECTOR_BYTES = 32
 
@@ -37,10 +38,6 @@ def lowered(s, tensors, **kw) -> str:
 
 def matmul(m=M, n=N, k=K):
     return ops.matmul(m, n, k)
-
-
-def mm_ref(a, b):
-    return (a.astype(np.float64) @ b).astype(np.float32)
 
 
 # -- readable loop nests ---------------------------------------------------------------
@@ -76,7 +73,7 @@ def test_kernel_name_and_annotations_are_printed():
     assert "parallel for i in range(8):  # auto_unroll_max_step=2" in text
     assert "for k in" not in text                       # unrolled into 4 statements
     assert text.count("A[i * 4 + 3]") == 1
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_auto_unroll_pragma_unrolls_small_nests_only():
@@ -92,7 +89,7 @@ def test_auto_unroll_pragma_unrolls_small_nests_only():
     assert "for i_outer in range(4):  # auto_unroll_max_step=8" in text
     assert "for j_inner" not in text and "for k_inner" not in text   # 4 and 2x4 steps
     assert "for i_inner in range(4):" in text                         # 4x2x4 > 8 steps
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_debug_prints_every_pass(capsys):
@@ -102,7 +99,7 @@ def test_debug_prints_every_pass(capsys):
     err = capsys.readouterr().err
     for name in ("simplify", "auto_unroll", "unroll", "flatten", "vectorize"):
         assert f"# after {name}" in err
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 # -- splits: division, modulo and guards only where needed ------------------------------
@@ -123,7 +120,7 @@ def test_perfect_split_has_no_div_mod_or_guard():
     s[C].reorder(io, jo, ko, iio, ki, iii, ji)
     text = lowered(s, [A, B, C])
     assert "//" not in text and "%" not in text and "if " not in text, text
-    mod = check(s, [A, B, C], mm_ref)
+    mod = check(s, [A, B, C], matmul_reference)
     body = _kernel_c(mod.get_source())
     assert "/" not in body and "%" not in body and "if (" not in body, body
 
@@ -176,7 +173,7 @@ def test_imperfect_reduce_split_guards_update_not_init():
     assert re.search(r"^\s+C\[i \* 4 \+ j\] = 0\.0f$", text, re.M), text
     assert "if k_outer * 4 + k_inner < 19:" in text
     assert text.count("if ") == 1
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_reduction_init_gets_its_own_nest_when_reduce_is_outer():
@@ -194,7 +191,7 @@ def default_function(A: float32[3, 7], B: float32[7, 5], C: float32[3, 5]):
     for i in range(3):
       for j in range(5):
         C[i * 5 + j] = C[i * 5 + j] + A[i * 7 + k] * B[k * 5 + j]"""
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 # -- vectorize / inline / compute_at in the IR --------------------------------------------
@@ -299,7 +296,7 @@ def test_lower_argument_errors():
         tvmlite.lower(s, [A, B, C, A])
     with pytest.raises(ValueError, match="identifier"):
         tvmlite.lower(s, [A, B, C], name="f(); int x")
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_schedule_error_at_lowering_names_the_loops():
@@ -316,7 +313,7 @@ def test_schedule_error_at_lowering_names_the_loops():
 
 def golden_naive_matmul():
     A, B, C = matmul(8, 8, 8)
-    return te.create_schedule(C.op), [A, B, C], mm_ref
+    return te.create_schedule(C.op), [A, B, C], matmul_reference
 
 
 def golden_tiled_matmul():
@@ -330,7 +327,7 @@ def golden_tiled_matmul():
     s[C].vectorize(ji)
     s[C].unroll(ki)
     s[C].parallel(io)
-    return s, [A, B, C], mm_ref
+    return s, [A, B, C], matmul_reference
 
 
 def golden_stencil_compute_at():

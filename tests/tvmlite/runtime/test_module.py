@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import tvmlite
-from tvmlite import te
 from tvmlite.testing.check import check_module
+from tvmlite.testing.workloads import ODD_MNK, matmul_reference, tiled_matmul
 
-M, N, K = 17, 23, 19
+M, N, K = ODD_MNK
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -25,30 +25,10 @@ def check(s, tensors, ref_fn, mod=None, name="default_function", **kw):
     return check_module(mod or tvmlite.build(s, tensors, name=name), tensors, ref_fn, **kw)
 
 
-def mm_ref(a, b):
-    return (a.astype(np.float64) @ b).astype(np.float32)
-
-
-def tiled_matmul(m=M, n=N, k=K, dtype="float32"):
-    A = te.placeholder((m, k), dtype, name="A")
-    B = te.placeholder((k, n), dtype, name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    s = te.create_schedule(C.op)
-    i, j = s[C].op.axis
-    io, jo, ii, ji = s[C].tile(i, j, 4, 8)
-    ko, ki = s[C].split(r, factor=4)
-    s[C].reorder(io, jo, ko, ii, ki, ji)
-    s[C].vectorize(ji)
-    s[C].unroll(ki)
-    s[C].parallel(io)
-    return s, [A, B, C]
-
-
 @pytest.fixture(scope="module")
 def mm():
     s, tensors = tiled_matmul()
-    mod = check(s, tensors, mm_ref)
+    mod = check(s, tensors, matmul_reference)
     return mod, tensors
 
 
@@ -66,7 +46,7 @@ def test_call_computes_and_returns_none(mm):
     mod, _ = mm
     a, b, c = arrays()
     assert mod(a, b, c) is None
-    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c, matmul_reference(a, b), rtol=1e-4, atol=1e-5)
     assert repr(mod) == "Module(default_function, args=['A', 'B', 'C'])"
 
 
@@ -120,7 +100,7 @@ def test_read_only_output_and_read_only_input(mm):
     c = np.zeros_like(c)
     a.flags.writeable = False                                 # inputs may be read-only
     mod(a, b, c)
-    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c, matmul_reference(a, b), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("bad", [[[1.0] * K] * M, None, 3.0, np.float32(1),
@@ -148,7 +128,7 @@ def test_errors_come_before_any_write(mm):
 def square():
     """A 16x16 matmul: square, so one array fits every argument's shape."""
     s, tensors = tiled_matmul(16, 16, 16)
-    return check(s, tensors, mm_ref)
+    return check(s, tensors, matmul_reference)
 
 
 def _square_arrays(n=16):
@@ -182,12 +162,12 @@ def test_inputs_may_share_memory_and_disjoint_slices_are_accepted(square):
     a, _ = _square_arrays()
     c = np.empty((16, 16), "float32")
     square(a, a, c)  # A @ A: the kernel only reads its inputs
-    np.testing.assert_allclose(c, mm_ref(a, a), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c, matmul_reference(a, a), rtol=1e-4, atol=1e-5)
     flat = np.zeros(3 * 256, "float32")  # three disjoint windows of one buffer
     x, y, z = (flat[i * 256:(i + 1) * 256].reshape(16, 16) for i in range(3))
     x[:], y[:] = _square_arrays()
     square(x, y, z)
-    np.testing.assert_allclose(z, mm_ref(x, y), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(z, matmul_reference(x, y), rtol=1e-4, atol=1e-5)
 
 
 def test_int_and_float64_modules_check_their_dtypes():
@@ -217,7 +197,7 @@ def test_time_evaluator(mm):
     assert min(res.results) <= res.mean <= max(res.results)
     assert res.min == min(res.results)
     assert "median" in repr(res)
-    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)   # ran the kernel
+    np.testing.assert_allclose(c, matmul_reference(a, b), rtol=1e-4, atol=1e-5)   # ran the kernel
 
 
 def test_time_evaluator_min_repeat_ms(mm):
@@ -246,7 +226,7 @@ def test_time_evaluator_min_repeat_ms(mm):
     assert probes[-1][1] * n * 1e3 >= 30              # the last probe lasted 30 ms
     assert all(t * k * 1e3 < 30 for k, t in probes[:-1])   # the shorter ones did not
     assert [k for k, _ in probes] == sorted({k for k, _ in probes})   # raised, never lowered
-    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c, matmul_reference(a, b), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("kw", [dict(number=0), dict(repeat=0), dict(number=True),
@@ -272,7 +252,7 @@ def test_time_evaluator_warns_on_misaligned_arrays(mm):
     off[...] = a
     with pytest.warns(tvmlite.runtime.module.MisalignedWarning, match="A not 64-byte aligned"):
         mod.time_evaluator(number=1, repeat=1)(off, b, c)
-    np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)   # still correct
+    np.testing.assert_allclose(c, matmul_reference(a, b), rtol=1e-4, atol=1e-5)   # still correct
 
 
 def test_set_num_threads(mm):
@@ -282,7 +262,7 @@ def test_set_num_threads(mm):
             mod.set_num_threads(n)
             a, b, c = arrays()
             mod(a, b, c)
-            np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(c, matmul_reference(a, b), rtol=1e-4, atol=1e-5)
         for bad in (0, -1, True, 1.5, "2"):
             with pytest.raises(ValueError, match="set_num_threads"):
                 mod.set_num_threads(bad)
@@ -330,7 +310,7 @@ int main(void) {
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler named cc")
 def test_exported_library_runs_from_c_without_python(tmp_path):
     s, tensors = tiled_matmul()
-    mod = check(s, tensors, mm_ref, name="mm_kernel")
+    mod = check(s, tensors, matmul_reference, name="mm_kernel")
     mod.export_library(tmp_path / "k.so")
     main = tmp_path / "main.c"
     main.write_text(C_PROGRAM % dict(M=M, N=N, K=K))
@@ -345,7 +325,7 @@ def test_exported_library_runs_from_c_without_python(tmp_path):
 
     a = ((np.arange(M * K) % 7) * 0.25 - 0.75).astype("float32").reshape(M, K)
     b = ((np.arange(K * N) % 5) * 0.5 - 1.0).astype("float32").reshape(K, N)
-    c = mm_ref(a, b)
+    c = matmul_reference(a, b)
     weights = (np.arange(M * N) % 13 + 1).astype(np.float64)
     want = float((c.ravel().astype(np.float64) * weights).sum())
     assert float(got["checksum"]) == pytest.approx(want, rel=1e-5, abs=1e-4)
@@ -362,7 +342,7 @@ def test_time_evaluator_takes_tvms_signature_and_nd_arrays(mm):
     na, nb, nc = (tvmlite.nd.array(x, dev) for x in (a, b, c))
     res = mod.time_evaluator(mod.entry_name, dev, number=2)(na, nb, nc)
     assert len(res.results) == 1                       # TVM's default repeat
-    np.testing.assert_allclose(nc.numpy(), mm_ref(a, b), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(nc.numpy(), matmul_reference(a, b), rtol=1e-4, atol=1e-5)
     res = mod.time_evaluator(mod.entry_name, dev, number=1, repeat=3,
                              cooldown_interval_ms=1, repeats_to_cooldown=2)(na, nb, nc)
     assert len(res.results) == 3
@@ -385,4 +365,4 @@ def test_a_module_writes_an_nd_array_output_in_place(mm):
     a, b, _ = arrays()
     c = tvmlite.nd.empty(mod.func.args[2].shape, "float32", tvmlite.cpu(0))
     mod(tvmlite.nd.array(a), tvmlite.nd.array(b), c)
-    np.testing.assert_allclose(c.numpy(), mm_ref(a, b), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c.numpy(), matmul_reference(a, b), rtol=1e-4, atol=1e-5)

@@ -12,10 +12,7 @@ from tvmlite.passes.pipeline import loop_nest
 from tvmlite.runtime.arrays import empty
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.testing.check import check_schedule, random_inputs
-
-
-def mm_ref(a, b):
-    return (a.astype(np.float64) @ b).astype(np.float32)
+from tvmlite.testing.workloads import matmul_reference
 
 
 def _mm_plain(M=24, N=32, K=20, factor=16):
@@ -53,7 +50,7 @@ def _mm_whole(M=7, N=13, K=5, factor=13):
 @pytest.mark.parametrize("make", [_mm_plain, _mm_tiled, _mm_whole])
 def test_matmul_pack_then_kernel_matches_numpy(make):
     s, tensors, BP = make()
-    mod = check_schedule(s, tensors, mm_ref, atol=1e-4)   # mod(a, b, c): packs, then runs
+    mod = check_schedule(s, tensors, matmul_reference, atol=1e-4)   # mod(a, b, c): packs, then runs
     a, b = random_inputs(tensors[:2], seed=3)
     bp = mod.pack("B", b)                                  # once, at load time
     factor = BP.shape[-1]
@@ -66,7 +63,7 @@ def test_matmul_pack_then_kernel_matches_numpy(make):
         c = empty((a.shape[0], b.shape[1]), "float32")
         c[...] = np.nan
         mod.run_packed(a, bp, c)
-        np.testing.assert_allclose(c, mm_ref(a, b), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(c, matmul_reference(a, b), rtol=1e-4, atol=1e-4)
     assert mod.time_evaluator(number=1, repeat=1)(a, b, c).median > 0   # packs once first
     src = mod.get_source()
     assert "int32_t default_function_pack_B(const float* restrict B, float* restrict" in src

@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
 import tvmlite
 from tvmlite import ScheduleError, ops, te
 from tvmlite.testing.check import check_schedule as check
+from tvmlite.testing.workloads import ODD_MNK, matmul_reference, two_stage
 
-M, N, K = 17, 23, 19
+M, N, K = ODD_MNK
 
 
 def matmul(m=M, n=N, k=K, dtype="float32"):
     return ops.matmul(m, n, k, dtype)
-
-
-def mm_ref(a, b):
-    return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
-
-
-def two_stage(shape=(M, N)):
-    A = te.placeholder(shape, name="A")
-    B = te.compute(shape, lambda i, j: A[i, j] * 2, name="B")
-    return A, B, te.compute(shape, lambda i, j: B[i, j] + 1, name="C")
-
 
 
 # -- illegal schedules ---------------------------------------------------------------------
@@ -52,7 +41,7 @@ def test_error_split_factor_zero_and_negative():
     _raises(lambda: s[C].split(i, factor=4, nparts=2), "C", "i")
     _raises(lambda: s[C].split(i), "C", "i")
     assert s.steps == []                          # a failed step leaves no trace
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_error_unknown_axis_and_stage():
@@ -85,7 +74,7 @@ def test_error_vectorize_or_parallel_reduce_axis():
     _raises(lambda: s[C].vectorize(ki), "C", "k_inner")
     _raises(lambda: s[C].parallel(ko), "C", "k_outer")
     s[C].unroll(ki)                               # unrolling a reduce loop is fine
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_error_annotate_twice_and_split_annotated():
@@ -96,7 +85,7 @@ def test_error_annotate_twice_and_split_annotated():
     _raises(lambda: s[C].vectorize(i), "C", "i")
     _raises(lambda: s[C].split(i, factor=2), "C", "i")
     s[C].parallel(i)                              # the same annotation again is harmless
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_error_nested_parallel():
@@ -284,4 +273,4 @@ def test_own_loops_still_work_after_cache_write_and_rfactor():
     io, ii = s[C].split(i, factor=4)
     s[C].vectorize(s[C].split(j, factor=8)[1])
     s[CL].compute_at(s[C], io)
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)

@@ -8,16 +8,13 @@ import pytest
 import tvmlite
 from tvmlite import ops, te
 from tvmlite.testing.check import check_schedule as check
+from tvmlite.testing.workloads import ODD_MNK
 
-M, N, K = 17, 23, 19
+M, N, K = ODD_MNK
 
 
 def matmul(m=M, n=N, k=K, dtype="float32"):
     return ops.matmul(m, n, k, dtype)
-
-
-def mm_ref(a, b):
-    return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
 
 
 # -- reductions and dtypes ---------------------------------------------------------------

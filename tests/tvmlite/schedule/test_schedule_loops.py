@@ -11,16 +11,13 @@ import pytest
 
 from tvmlite import ops, te
 from tvmlite.testing.check import check_schedule as check
+from tvmlite.testing.workloads import ODD_MNK, matmul_reference
 
-M, N, K = 17, 23, 19
+M, N, K = ODD_MNK
 
 
 def matmul(m=M, n=N, k=K, dtype="float32"):
     return ops.matmul(m, n, k, dtype)
-
-
-def mm_ref(a, b):
-    return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
 
 
 def elementwise(shape=(M, N), dtype="float32"):
@@ -91,7 +88,7 @@ def test_split_reduce_axis_imperfect():
     s = te.create_schedule(C.op)
     (k,) = s[C].op.reduce_axis
     ko, ki = s[C].split(k, factor=4)           # 19 = 4*5 - 1
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_split_reduce_axis_nparts():
@@ -99,7 +96,7 @@ def test_split_reduce_axis_nparts():
     s = te.create_schedule(C.op)
     (k,) = s[C].op.reduce_axis
     s[C].split(k, nparts=4)
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 # -- tile / reorder ------------------------------------------------------------------
@@ -111,7 +108,7 @@ def test_tile(fx, fy):
     i, j = s[C].op.axis
     io, jo, ii, ji = s[C].tile(i, j, fx, fy)
     assert [n for n, _ in extents(s, "C")] == ["i_outer", "j_outer", "i_inner", "j_inner", "k"]
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_reorder_subset_keeps_other_positions():
@@ -132,7 +129,7 @@ def test_reorder_reduce_outermost():
     (k,) = s[C].op.reduce_axis
     s[C].reorder(k, i, j)
     assert [n for n, _ in extents(s, "C")] == ["k", "i", "j"]
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_reorder_reduce_between_spatial():
@@ -143,7 +140,7 @@ def test_reorder_reduce_between_spatial():
     ko, ki = s[C].split(k, factor=5)
     jo, ji = s[C].split(j, factor=6)
     s[C].reorder(jo, ko, i, ki, ji)
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 # -- fuse ------------------------------------------------------------------------------
@@ -203,7 +200,7 @@ def test_fuse_spatial_in_reduction_and_parallel():
     i, j = s[C].op.axis
     f = s[C].fuse(i, j)
     s[C].parallel(f)
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 # -- vectorize -----------------------------------------------------------------------
@@ -229,7 +226,7 @@ def test_vectorize_transposed_read_gathers():
     jo, ji = s[C].split(j, factor=8)
     s[C].reorder(i, jo, k, ji)
     s[C].vectorize(ji)
-    mod = check(s, [A, B, C], lambda a, b: mm_ref(a, b.T))
+    mod = check(s, [A, B, C], lambda a, b: matmul_reference(a, b.T))
     assert "tvmlite_f32x8" in mod.get_source()
 
 
@@ -260,7 +257,7 @@ def test_vectorize_outer_of_reduce_spatial_axis():
     (k,) = s[C].op.reduce_axis
     s[C].reorder(i, k, j)
     s[C].vectorize(j)                          # 23 = 16 + 7 tail
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int32", "int64"])
@@ -301,7 +298,7 @@ def test_parallel_inner_and_imperfect():
     i, j = s[C].op.axis
     io, ii = s[C].split(i, factor=3)
     s[C].parallel(ii)                          # a parallel loop inside a serial one
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_unroll_spatial_and_reduce():
@@ -314,7 +311,7 @@ def test_unroll_spatial_and_reduce():
     s[C].reorder(i, jo, ko, ki, ji)
     s[C].unroll(ki)
     s[C].unroll(ji)
-    mod = check(s, [A, B, C], mm_ref)
+    mod = check(s, [A, B, C], matmul_reference)
     assert "k_inner" not in mod.get_source()   # unrolled in the IR
 
 
@@ -333,4 +330,4 @@ def test_pragma_auto_unroll_max_step(limit):
     (k,) = s[C].op.reduce_axis
     io, jo, ii, ji = s[C].tile(i, j, 2, 4)
     s[C].pragma(io, "auto_unroll_max_step", limit)
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)

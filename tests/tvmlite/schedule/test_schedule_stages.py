@@ -9,16 +9,13 @@ import pytest
 import tvmlite
 from tvmlite import ops, te
 from tvmlite.testing.check import check_schedule as check
+from tvmlite.testing.workloads import ODD_MNK, matmul_reference
 
-M, N, K = 17, 23, 19
+M, N, K = ODD_MNK
 
 
 def matmul(m=M, n=N, k=K, dtype="float32"):
     return ops.matmul(m, n, k, dtype)
-
-
-def mm_ref(a, b):
-    return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
 
 
 # -- compute_at ------------------------------------------------------------------------
@@ -138,7 +135,7 @@ def test_compute_at_into_reduce_loop_of_matmul():
     ko, ki = s[C].split(k, factor=4)
     s[C].reorder(i, ko, j, ki)
     s[A2].compute_at(s[C], ko)
-    check(s, [A, B, C], lambda a, b: mm_ref(a * 2, b))
+    check(s, [A, B, C], lambda a, b: matmul_reference(a * 2, b))
 
 
 def test_compute_at_chain():
@@ -206,7 +203,7 @@ def test_compute_at_reduction_into_elementwise_consumer():
     s[C].vectorize(cj)
     s[D].vectorize(ji)
     s[D].parallel(io)
-    check(s, [A, B, D], lambda a, b: np.maximum(mm_ref(a, b), 0))
+    check(s, [A, B, D], lambda a, b: np.maximum(matmul_reference(a, b), 0))
 
 
 def test_compute_at_with_parallel_and_unrolled_producer():
@@ -320,7 +317,7 @@ def test_cache_write_gemm_recipe():
     s[C].vectorize(ji)
     s[C].parallel(io)
     assert "allocate C_local[float32 * 4x8]" in str(tvmlite.lower(s, [A, B, C]))
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_cache_write_at_root_and_global():
@@ -328,7 +325,7 @@ def test_cache_write_at_root_and_global():
     s = te.create_schedule(C.op)
     CC = s.cache_write(C, "global")
     s[CC].parallel(s[CC].op.axis[0])
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_cache_read_packed_tile():
@@ -348,7 +345,7 @@ def test_cache_read_packed_tile():
     text = str(tvmlite.lower(s, [A, B, C]))
     assert "allocate A_local[float32 * 4x4]" in text
     assert "allocate B_local[float32 * 4x8]" in text
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_cache_read_and_write_together():
@@ -362,7 +359,7 @@ def test_cache_read_and_write_together():
     io, jo, ii, ji = s[C].tile(i, j, 8, 8)
     s[CC].compute_at(s[C], jo)
     s[AA].compute_at(s[CC], s[CC].op.reduce_axis[0])
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
 
 
 def test_cache_read_shared_by_two_readers():

@@ -17,18 +17,15 @@ from tvmlite.schedule.steps import (AnnotateStep, CacheReadStep, CacheWriteStep,
                                     ComputeInlineStep, ComputeRootStep, FuseStep, PragmaStep,
                                     ReorderStep, RfactorStep, SplitStep)
 from tvmlite.schedule.prepack import ConstantStep, PrepackStep
+from tvmlite.testing.workloads import ODD_MNK, matmul_reference
 
-M, N, K = 17, 23, 19
+M, N, K = ODD_MNK
 
 
 # -- helpers -------------------------------------------------------------------------
 
 def matmul():
     return ops.matmul(M, N, K)
-
-
-def mm_ref(a, b):
-    return (a.astype(np.float64) @ b).astype(np.float32)
 
 
 # -- a catalogue of schedules, together using every step kind ---------------------------
@@ -45,7 +42,7 @@ def sched_split_tile_vectorize():
     s[C].unroll(ki)
     s[C].parallel(io)
     s[C].pragma(jo, "auto_unroll_max_step", 16)
-    return s, [A, B, C], mm_ref
+    return s, [A, B, C], matmul_reference
 
 
 def sched_fuse():
@@ -93,7 +90,7 @@ def sched_cache_write():
     s[CC].vectorize(cj)
     s[CC].unroll(ki)
     s[C].vectorize(ji)
-    return s, [A, B, C], mm_ref
+    return s, [A, B, C], matmul_reference
 
 
 def sched_cache_read():
@@ -108,7 +105,7 @@ def sched_cache_read():
     s[C].reorder(io, jo, ko, ii, ki, ji)
     s[AA].compute_at(s[C], ko)
     s[BB].vectorize(s[BB].op.axis[1])
-    return s, [A, B, C], mm_ref
+    return s, [A, B, C], matmul_reference
 
 
 def sched_rfactor():
@@ -132,7 +129,7 @@ def sched_prepack():
     i, j = s[C].op.axis
     io, ii = s[C].split(i, factor=4)
     s[C].vectorize(j)
-    return s, [A, B, C], mm_ref
+    return s, [A, B, C], matmul_reference
 
 
 def sched_constant():
@@ -142,7 +139,7 @@ def sched_constant():
     BB = s.cache_read(B, "local", [C])
     s[BB].compute_at(s[C], s[C].op.axis[0])
     s.constant(B)
-    return s, [A, B, C], mm_ref
+    return s, [A, B, C], matmul_reference
 
 
 SCHEDULES = [sched_split_tile_vectorize, sched_fuse, sched_compute_at_inline_root,
@@ -347,8 +344,6 @@ def test_hostile_step_json_raises_schedule_error(d):
         step_from_json(d)
 
 
-
-
 @pytest.mark.parametrize("d", [
     pytest.param(*p.values, id=p.id) for p in HOSTILE])
 def test_hostile_step_json_in_from_steps(d):
@@ -385,4 +380,4 @@ def test_valid_names_cannot_reach_c_unchecked():
                                        "factor": 2}])
     names = [it.name for it in s.state.stage("C").leaves]
     assert names == ["i_outer", "i_inner_outer", "i_inner_inner", "j", "k"]
-    check(s, [A, B, C], mm_ref)
+    check(s, [A, B, C], matmul_reference)
