@@ -384,7 +384,7 @@ def test_tune_a_size_range_then_replay_the_dispatching_kernel(capsys, monkeypatc
     the log gets a dispatch table, and replay exports the dispatching kernel, its variants
     and their ranges in manifest.json."""
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capsys, "tune", "matmul", "M=1..24", "N=16", "K=16", "--trials", "12",
+    code, out, err = run(capsys, "tune", "matmul", "M=1..24", "N=16", "K=16", "--trials", "6",
                          "--log", "dyn.jsonl", *QUICK, "--quiet")
     assert code == 0, err
     assert "dispatch:" in out and "variant" in out
