@@ -30,6 +30,7 @@ from tvmlite.codegen_c import compile_shared, load_library
 from tvmlite.codegen_c.codegen import cdecl, generate
 from tvmlite.codegen_c.header import header, pack_doc, size_doc   # their old home: re-exported
 from tvmlite.explain.report import explain_schedule
+from tvmlite.graph.ir import Graph
 from tvmlite.errors import TvmliteWarning
 
 NP_DTYPE = {d: np.dtype(DTYPE_INFO[d].numpy) for d in BUFFER_DTYPES}
@@ -348,13 +349,21 @@ def generate_c(s: Schedule, args: Sequence[Any], target: Target | None = None,
     return func, generate(func, outputs, openmp=target.openmp), cdecl(func, outputs)
 
 
-def build(s: Schedule, args: Sequence[Any], target: Target | None = None,
-          name: str = "default_function", explain: bool = False) -> Module:
+def build(s: Schedule, args: Sequence[Any] | None = None, target: Target | None = None,
+          name: str = "default_function", explain: bool = False) -> Any:
     """Lower, generate C, compile (cached by content) and load the kernel. ``target`` is
     a Target or its name; a target this machine cannot run is refused before compiling
     (build it with ``generate_c`` + ``compile_shared``, or replay a log, instead).
     ``explain=True`` prints each scalar fallback and a spill warning to stderr as the
-    kernel is built (what ``TVMLITE_LOG=fallbacks`` turns on at the command line)."""
+    kernel is built (what ``TVMLITE_LOG=fallbacks`` turns on at the command line).
+
+    ``build(graph, target=None)`` builds a whole model (a ``tvmlite.graph.Graph``) into
+    a ``tvmlite.graph.build.GraphModule``; its second argument may be the target."""
+    if isinstance(s, Graph):
+        from tvmlite.graph.build import build_graph   # graph.build imports this module
+        return build_graph(s, target if target is not None else args)
+    if args is None:
+        raise TypeError("build(s, args): the schedule's tensors (args) are required")
     target = Target.resolve(target)   # a Target, a target name, or None: this machine
     host = Target.host()
     if target.arch != host.arch or not set(target.features) <= set(host.features):

@@ -1,0 +1,145 @@
+"""tvmlite.build(graph): small onnx.helper models and one light zoo model, each checked
+against onnxruntime (max error <= 1e-3 * max|ref| + 1e-4)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto as TP  # noqa: E402
+from onnx import helper as oh  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+import tvmlite  # noqa: E402
+from tvmlite.frontend import from_onnx  # noqa: E402
+from tvmlite.frontend.light import light_model  # noqa: E402
+from tvmlite.graph.build import FeedError, GraphModule  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = oh.make_graph(nodes, "m", [oh.make_tensor_value_info(n, TP.FLOAT, s) for n, s in inputs],
+                      [oh.make_tensor_value_info(o, TP.FLOAT, None) for o in outputs],
+                      [nh.from_array(np.asarray(v), k) for k, v in inits])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def w(*shape, positive=False):
+    a = RNG.standard_normal(shape).astype(np.float32)
+    return np.abs(a) + 0.5 if positive else a
+
+
+def check(m, mod=None):
+    g = from_onnx(m)
+    feeds = {n: RNG.standard_normal(g.types[n].shape).astype(np.float32) for n in g.inputs}
+    mod = mod or tvmlite.build(g)
+    ours = mod.run(feeds)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, feeds)
+    assert len(ours) == len(ref)
+    for a, b in zip(ours, ref):
+        assert a.shape == b.shape
+        assert np.abs(a - b).max() <= 1e-3 * np.abs(b).max() + 1e-4
+    return mod
+
+
+def test_cnn_block_conv_bn_relu_pool_gemm_softmax():
+    nodes = [oh.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1], name="conv1"),
+             oh.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["bn"]),
+             oh.make_node("Relu", ["bn"], ["r"]),
+             oh.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             oh.make_node("Conv", ["p", "W2"], ["c2"], group=2, strides=[2, 2],
+                          auto_pad="SAME_UPPER"),
+             oh.make_node("Add", ["c2", "c3"], ["res"]),
+             oh.make_node("AveragePool", ["p"], ["c3"], kernel_shape=[3, 3], strides=[2, 2],
+                          pads=[1, 1, 1, 1], count_include_pad=1),
+             oh.make_node("GlobalAveragePool", ["res"], ["gp"]),
+             oh.make_node("Flatten", ["gp"], ["f"]),
+             oh.make_node("Gemm", ["f", "FW", "FB"], ["y"], transB=1, alpha=0.5),
+             oh.make_node("Softmax", ["y"], ["z"])]
+    # topological order for onnxruntime: c3 before the add
+    nodes[5], nodes[6] = nodes[6], nodes[5]
+    m = model(nodes, [("x", (1, 3, 9, 9))], ["y", "z"],
+              [("W", w(8, 3, 3, 3)), ("B", w(8)), ("s", w(8)), ("b", w(8)), ("m", w(8)),
+               ("v", w(8, positive=True)), ("W2", w(8, 4, 3, 3)), ("FW", w(5, 8)),
+               ("FB", w(5))])
+    mod = check(m)
+    assert isinstance(mod, GraphModule) and mod.kernels_without_record == len(
+        {k.key for k in mod.kernels})
+    fused = [k.nodes for k in mod.graph.kernels]
+    assert [n.op for n in fused[0]] == ["conv", "add", "relu"]   # bias + batch norm folded
+
+
+def test_transformer_ops():
+    d = 8
+    nodes = [oh.make_node("MatMul", ["x", "Wq"], ["q"]),
+             oh.make_node("Reshape", ["q", "hs"], ["qh"]),
+             oh.make_node("Transpose", ["qh"], ["qt"], perm=[0, 2, 1, 3]),
+             oh.make_node("Transpose", ["qh"], ["kt"], perm=[0, 2, 3, 1]),
+             oh.make_node("MatMul", ["qt", "kt"], ["att"]),
+             oh.make_node("Div", ["att", "scale"], ["atts"]),
+             oh.make_node("Softmax", ["atts"], ["p"], axis=-1),
+             oh.make_node("MatMul", ["p", "qt"], ["ctx"]),
+             oh.make_node("Transpose", ["ctx"], ["ct"], perm=[0, 2, 1, 3]),
+             oh.make_node("Reshape", ["ct", "flat"], ["cf"]),
+             oh.make_node("Add", ["cf", "x"], ["res"]),
+             oh.make_node("LayerNormalization", ["res", "g", "beta"], ["ln"], axis=-1),
+             oh.make_node("Pow", ["ln", "two"], ["sq"]),
+             oh.make_node("Sqrt", ["sq"], ["ab"]),
+             oh.make_node("Mul", ["ab", "half"], ["h"]),
+             oh.make_node("Erf", ["h"], ["e"]),
+             oh.make_node("Tanh", ["e"], ["t"]),
+             oh.make_node("ReduceMean", ["t"], ["rm"], axes=[-1], keepdims=1),
+             oh.make_node("Sub", ["t", "rm"], ["y"])]
+    m = model(nodes, [("x", (1, 4, d))], ["y"],
+              [("Wq", w(d, d)), ("hs", np.array([1, 4, 2, 4], np.int64)),
+               ("scale", np.float32(2.0)), ("flat", np.array([1, 4, d], np.int64)),
+               ("g", w(d)), ("beta", w(d)), ("two", np.float32(2.0)),
+               ("half", np.float32(0.5))], opset=17)
+    check(m)
+
+
+def test_mobilenet_ops_and_gather_where():
+    nodes = [oh.make_node("Conv", ["x", "W"], ["c"], group=4, pads=[1, 1, 1, 1]),
+             oh.make_node("Clip", ["c", "lo", "hi"], ["r6"]),
+             oh.make_node("HardSwish", ["r6"], ["hs"]),
+             oh.make_node("HardSigmoid", ["hs"], ["hsg"]),
+             oh.make_node("LeakyRelu", ["hsg"], ["lr"], alpha=0.1),
+             oh.make_node("Sigmoid", ["lr"], ["sg"]),
+             oh.make_node("Gather", ["sg", "idx"], ["gt"], axis=1),
+             oh.make_node("Equal", ["gt", "gt"], ["eq"]),
+             oh.make_node("Where", ["eq", "gt", "zero"], ["y"])]
+    m = model(nodes, [("x", (1, 4, 6, 6))], ["y"],
+              [("W", w(4, 1, 3, 3)), ("lo", np.float32(0)), ("hi", np.float32(6)),
+               ("idx", np.array([3, 0], np.int64)), ("zero", np.float32(0))], opset=14)
+    check(m)
+
+
+def test_light_squeezenet_with_random_weights():
+    m = light_model("squeezenet", seed=0)
+    # compare logits: drop the final softmax
+    last = m.graph.node[-1]
+    assert last.op_type == "Softmax"
+    m.graph.output[0].name = last.input[0]
+    del m.graph.node[-1]
+    mod = check(m)
+    assert len(mod.graph.kernels) < len(m.graph.node)
+
+
+def test_run_checks_feeds_by_name():
+    mod = tvmlite.build(from_onnx(model([oh.make_node("Relu", ["x"], ["y"])], [("x", (2, 3))],
+                                        ["y"])))
+    with pytest.raises(FeedError, match="'nope' is not an input"):
+        mod.run({"nope": np.zeros((2, 3), np.float32)})
+    with pytest.raises(FeedError, match="input 'x' has shape"):
+        mod.run({"x": np.zeros((3, 2), np.float32)})
+    with pytest.raises(FeedError, match="input 'x' has dtype float64"):
+        mod.run({"x": np.zeros((2, 3))})
+    with pytest.raises(FeedError, match="input 'x' is not given"):
+        mod.run({})
+    t = mod.time_evaluator(number=2, repeat=2)({"x": np.ones((2, 3), np.float32)})
+    assert len(t.results) == 2

@@ -1,0 +1,400 @@
+"""ONNX operators as graph nodes, each converted as its opset defines it.
+
+``CONVERTERS[op_type](node, ctx)`` returns the graph nodes computing the ONNX node.
+Where an op's meaning moved across opsets (9 to 21) the converter reads ``ctx.opset``:
+Clip's min/max are attributes before opset 11 and inputs after; Squeeze, Unsqueeze and
+ReduceSum take axes as an input from 13, ReduceMean from 18; Softmax means "flatten
+from axis" before 13 and "along axis" after; Slice's ranges are attributes before 10;
+BatchNormalization's ``spatial`` is gone at 9; Dropout's ratio became an input at 12
+(ignored: inference). Values a converter needs to know (a Reshape's shape, a Slice's
+starts) must be constants by then; the importer folds shape arithmetic as it goes.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from tvmlite.errors import TvmliteError
+from tvmlite.graph.ir import Node, TensorType, attrs_of
+
+__all__ = ["CONVERTERS", "Context", "ConversionError"]
+
+
+class ConversionError(TvmliteError, ValueError):
+    """An ONNX node whose attributes or non-constant inputs tvmlite cannot compile."""
+
+
+class Context(Protocol):
+    opset: int
+
+    def const(self, name: str) -> np.ndarray | None: ...
+    def type(self, name: str) -> TensorType: ...
+    def fresh(self, base: str) -> str: ...
+    def constant(self, value: np.ndarray, base: str = "const") -> str: ...
+    def set_constant(self, name: str, value: np.ndarray) -> None: ...
+
+
+def _a(onnx_node: Any, key: str, default: Any = None) -> Any:
+    import onnx.helper as oh  # the frontend's one dependency, imported by the caller
+    for at in onnx_node.attribute:
+        if at.name == key:
+            v = oh.get_attribute_value(at)
+            return v.decode() if isinstance(v, bytes) else v
+    return default
+
+
+def _need(ctx: Context, n: Any, i: int, what: str) -> np.ndarray:
+    if len(n.input) <= i or not n.input[i]:
+        raise ConversionError(f"node {n.name!r} ({n.op_type}): input {i} ({what}) is missing")
+    v = ctx.const(n.input[i])
+    if v is None:
+        raise ConversionError(f"node {n.name!r} ({n.op_type}): {what} ({n.input[i]!r}) must "
+                              f"be a constant (or computed from shapes), not a run-time value")
+    return v
+
+
+def _opt(ctx: Context, n: Any, i: int) -> np.ndarray | None:
+    return ctx.const(n.input[i]) if len(n.input) > i and n.input[i] else None
+
+
+def node(op: str, n: Any, inputs: list[str], outputs: list[str] | None = None,
+         **attrs: Any) -> Node:
+    return Node(op, tuple(inputs), tuple(outputs or [n.output[0]]), attrs_of(attrs), n.name)
+
+
+def _simple(op: str) -> Callable[[Any, Context], list[Node]]:
+    return lambda n, ctx: [node(op, n, list(n.input))]
+
+
+def _pads(n: Any, ctx: Context, x: TensorType, kernel: tuple, strides: tuple,
+          dilations: tuple) -> tuple[int, int, int, int]:
+    auto = _a(n, "auto_pad", "NOTSET")
+    if auto in ("NOTSET", "VALID"):
+        p = tuple(_a(n, "pads", [0, 0, 0, 0])) if auto == "NOTSET" else (0, 0, 0, 0)
+        if len(p) != 4:
+            raise ConversionError(f"node {n.name!r} ({n.op_type}): only 2-D windows are "
+                                  f"supported, got pads {list(p)}")
+        return p[0], p[1], p[2], p[3]
+    out = []
+    for d in range(2):
+        size = x.shape[2 + d]
+        o = -(-size // strides[d])
+        total = max(0, (o - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - size)
+        small, big = total // 2, total - total // 2
+        out.append((small, big) if auto == "SAME_UPPER" else (big, small))
+    return out[0][0], out[1][0], out[0][1], out[1][1]
+
+
+def _window(n: Any, ctx: Context, kernel: tuple) -> dict[str, Any]:
+    if len(kernel) != 2:
+        raise ConversionError(f"node {n.name!r} ({n.op_type}): only 2-D windows are "
+                              f"supported, got kernel {list(kernel)}")
+    strides = tuple(_a(n, "strides", [1, 1]))
+    dil = tuple(_a(n, "dilations", [1, 1]))
+    return {"strides": strides, "pads": _pads(n, ctx, ctx.type(n.input[0]), kernel, strides,
+                                              dil), "dilations": dil}
+
+
+def conv(n: Any, ctx: Context) -> list[Node]:
+    w = ctx.type(n.input[1])
+    win = _window(n, ctx, tuple(w.shape[2:]))
+    has_bias = len(n.input) > 2 and n.input[2]
+    out = ctx.fresh(n.output[0] + "_conv") if has_bias else n.output[0]
+    nodes = [node("conv", n, [n.input[0], n.input[1]], [out], group=_a(n, "group", 1), **win)]
+    if has_bias:
+        shape = ctx.fresh(n.input[2] + "_c")
+        nodes.append(node("reshape", n, [n.input[2]], [shape], shape=(w.shape[0], 1, 1)))
+        nodes.append(node("add", n, [out, shape]))
+    return nodes
+
+
+def pool(op: str) -> Callable[[Any, Context], list[Node]]:
+    def convert(n: Any, ctx: Context) -> list[Node]:
+        kernel = tuple(_a(n, "kernel_shape"))
+        win = _window(n, ctx, kernel)
+        if win.pop("dilations") != (1, 1):
+            raise ConversionError(f"node {n.name!r} ({n.op_type}): dilated pools are not "
+                                  f"supported")
+        extra = {"count_include_pad": _a(n, "count_include_pad", 0)} if op == "avg_pool" else {}
+        if len(n.output) > 1 and n.output[1]:
+            raise ConversionError(f"node {n.name!r}: MaxPool's Indices output is not supported")
+        return [node(op, n, [n.input[0]], kernel=kernel, ceil_mode=_a(n, "ceil_mode", 0),
+                     **win, **extra)]
+    return convert
+
+
+def global_avg_pool(n: Any, ctx: Context) -> list[Node]:
+    rank = len(ctx.type(n.input[0]).shape)
+    return [node("reduce_mean", n, [n.input[0]], axes=tuple(range(2, rank)), keepdims=1)]
+
+
+def batch_norm(n: Any, ctx: Context) -> list[Node]:
+    return [node("batch_norm", n, list(n.input[:5]), epsilon=_a(n, "epsilon", 1e-5))]
+
+
+def gemm(n: Any, ctx: Context) -> list[Node]:
+    a, b = n.input[0], n.input[1]
+    nodes = []
+    for flag, name in (("transA", "a"), ("transB", "b")):
+        if _a(n, flag, 0):
+            src = a if name == "a" else b
+            t = ctx.fresh(f"{src}_T")
+            nodes.append(node("transpose", n, [src], [t], perm=(1, 0)))
+            a, b = (t, b) if name == "a" else (a, t)
+    alpha, beta = float(_a(n, "alpha", 1.0)), float(_a(n, "beta", 1.0))
+    has_c = len(n.input) > 2 and n.input[2] and beta != 0
+    out = ctx.fresh(n.output[0] + "_mm") if (has_c or alpha != 1.0) else n.output[0]
+    nodes.append(node("matmul", n, [a, b], [out]))
+    if alpha != 1.0:
+        scaled = ctx.fresh(n.output[0] + "_alpha") if has_c else n.output[0]
+        nodes.append(node("mul", n, [out, _scalar(ctx, alpha)], [scaled]))
+        out = scaled
+    if has_c:
+        c = n.input[2]
+        if beta != 1.0:
+            cb = ctx.fresh(c + "_beta")
+            nodes.append(node("mul", n, [c, _scalar(ctx, beta)], [cb]))
+            c = cb
+        nodes.append(node("add", n, [out, c]))
+    return nodes
+
+
+def _scalar(ctx: Any, value: float) -> str:
+    return ctx.constant(np.array(value, np.float32))
+
+
+def matmul(n: Any, ctx: Context) -> list[Node]:
+    a, b = ctx.type(n.input[0]), ctx.type(n.input[1])
+    if len(a.shape) >= 2 and len(b.shape) >= 2:
+        return [node("matmul", n, list(n.input))]
+    ia, ib, nodes = n.input[0], n.input[1], []
+    if len(a.shape) == 1:
+        ia = ctx.fresh(ia + "_2d")
+        nodes.append(node("reshape", n, [n.input[0]], [ia], shape=(1,) + a.shape))
+    if len(b.shape) == 1:
+        ib = ctx.fresh(ib + "_2d")
+        nodes.append(node("reshape", n, [n.input[1]], [ib], shape=b.shape + (1,)))
+    mm = ctx.fresh(n.output[0] + "_mm")
+    nodes.append(node("matmul", n, [ia, ib], [mm]))
+    return nodes + [node("reshape", n, [mm], shape=_matmul_shape(a.shape, b.shape))]
+
+
+def _matmul_shape(sa: tuple, sb: tuple) -> tuple:
+    return tuple(np.matmul(np.zeros(sa, np.float32), np.zeros(sb, np.float32)).shape)
+
+
+def clip(n: Any, ctx: Context) -> list[Node]:
+    if ctx.opset < 11:
+        lo, hi = _a(n, "min", -3.4028234663852886e38), _a(n, "max", 3.4028234663852886e38)
+    else:
+        lo_v, hi_v = _opt(ctx, n, 1), _opt(ctx, n, 2)
+        for i, v in ((1, lo_v), (2, hi_v)):
+            if len(n.input) > i and n.input[i] and v is None:
+                raise ConversionError(f"node {n.name!r} (Clip): min/max must be constants")
+        lo = float(lo_v) if lo_v is not None else -3.4028234663852886e38
+        hi = float(hi_v) if hi_v is not None else 3.4028234663852886e38
+    return [node("clip", n, [n.input[0]], min=float(lo), max=float(hi))]
+
+
+def reshape(n: Any, ctx: Context) -> list[Node]:
+    x = ctx.type(n.input[0])
+    shape = [int(d) for d in _need(ctx, n, 1, "shape")]
+    allow_zero = _a(n, "allowzero", 0)
+    shape = [x.shape[i] if d == 0 and not allow_zero else d for i, d in enumerate(shape)]
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1]))
+        shape[shape.index(-1)] = int(np.prod(x.shape)) // max(known, 1)
+    return [node("reshape", n, [n.input[0]], shape=tuple(shape))]
+
+
+def flatten(n: Any, ctx: Context) -> list[Node]:
+    x = ctx.type(n.input[0])
+    ax = _a(n, "axis", 1)
+    ax = ax if ax == len(x.shape) else ax % len(x.shape)
+    return [node("reshape", n, [n.input[0]], shape=(int(np.prod(x.shape[:ax])),
+                                                    int(np.prod(x.shape[ax:]))))]
+
+
+def _axes(n: Any, ctx: Context, from_opset: int, rank: int) -> list[int] | None:
+    if ctx.opset >= from_opset:
+        v = _opt(ctx, n, 1)
+        if len(n.input) > 1 and n.input[1] and v is None:
+            raise ConversionError(f"node {n.name!r} ({n.op_type}): axes must be a constant")
+        axes = None if v is None else [int(a) for a in v]
+    else:
+        axes = _a(n, "axes")
+    return None if axes is None else sorted(a % rank for a in axes)
+
+
+def squeeze(n: Any, ctx: Context) -> list[Node]:
+    x = ctx.type(n.input[0])
+    axes = _axes(n, ctx, 13, len(x.shape))
+    shape = tuple(s for d, s in enumerate(x.shape) if not (s == 1 and (axes is None or d in axes)))
+    return [node("reshape", n, [n.input[0]], shape=shape)]
+
+
+def unsqueeze(n: Any, ctx: Context) -> list[Node]:
+    x = ctx.type(n.input[0])
+    axes = _axes(n, ctx, 13, len(x.shape) + len(_a(n, "axes", []) or
+                                                  (_opt(ctx, n, 1) if ctx.opset >= 13 else [])))
+    shape = list(x.shape)
+    for a in axes or []:
+        shape.insert(a, 1)
+    return [node("reshape", n, [n.input[0]], shape=tuple(shape))]
+
+
+def transpose(n: Any, ctx: Context) -> list[Node]:
+    rank = len(ctx.type(n.input[0]).shape)
+    perm = _a(n, "perm") or list(reversed(range(rank)))
+    return [node("transpose", n, [n.input[0]], perm=tuple(perm))]
+
+
+def concat(n: Any, ctx: Context) -> list[Node]:
+    rank = len(ctx.type(n.input[0]).shape)
+    return [node("concat", n, list(n.input), axis=_a(n, "axis") % rank)]
+
+
+def softmax(n: Any, ctx: Context) -> list[Node]:
+    x = ctx.type(n.input[0])
+    rank = len(x.shape)
+    ax = _a(n, "axis", -1 if ctx.opset >= 13 else 1) % rank
+    if ctx.opset >= 13 or ax == rank - 1:
+        return [node("softmax", n, [n.input[0]], axis=ax)]
+    flat = ctx.fresh(n.input[0] + "_2d")
+    sm = ctx.fresh(n.output[0] + "_2d")
+    two = (int(np.prod(x.shape[:ax])), int(np.prod(x.shape[ax:])))
+    return [node("reshape", n, [n.input[0]], [flat], shape=two),
+            node("softmax", n, [flat], [sm], axis=1),
+            node("reshape", n, [sm], shape=x.shape)]
+
+
+def reduce(op: str, axes_input_from: int) -> Callable[[Any, Context], list[Node]]:
+    def convert(n: Any, ctx: Context) -> list[Node]:
+        rank = len(ctx.type(n.input[0]).shape)
+        axes = _axes(n, ctx, axes_input_from, rank)
+        if axes is None or not axes:
+            if axes == [] and _a(n, "noop_with_empty_axes", 0):
+                return [node("reshape", n, [n.input[0]], shape=ctx.type(n.input[0]).shape)]
+            axes = list(range(rank))
+        return [node(op, n, [n.input[0]], axes=tuple(axes), keepdims=_a(n, "keepdims", 1))]
+    return convert
+
+
+def layer_norm(n: Any, ctx: Context) -> list[Node]:
+    rank = len(ctx.type(n.input[0]).shape)
+    if len(n.output) > 1 and any(n.output[1:]):
+        raise ConversionError(f"node {n.name!r}: LayerNormalization's Mean/InvStdDev outputs "
+                              f"are not supported")
+    return [node("layer_norm", n, list(n.input), axis=_a(n, "axis", -1) % rank,
+                 epsilon=_a(n, "epsilon", 1e-5))]
+
+
+def lrn(n: Any, ctx: Context) -> list[Node]:
+    return [node("lrn", n, [n.input[0]], size=_a(n, "size"), alpha=_a(n, "alpha", 1e-4),
+                 beta=_a(n, "beta", 0.75), bias=_a(n, "bias", 1.0))]
+
+
+def slice_(n: Any, ctx: Context) -> list[Node]:
+    x = ctx.type(n.input[0])
+    if ctx.opset < 10:
+        starts, ends = _a(n, "starts"), _a(n, "ends")
+        axes, steps = _a(n, "axes"), None
+    else:
+        starts, ends = _need(ctx, n, 1, "starts"), _need(ctx, n, 2, "ends")
+        axes, steps = _opt(ctx, n, 3), _opt(ctx, n, 4)
+    axes = list(range(len(starts))) if axes is None else [int(a) for a in axes]
+    steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
+    ranges = []
+    for ax, b, e, s in zip(axes, starts, ends, steps):
+        ax %= len(x.shape)
+        r = range(x.shape[ax])[slice(int(b), int(e), s)]
+        ranges.append((ax, r.start, s, len(r)))
+    return [node("slice", n, [n.input[0]], ranges=tuple(ranges))]
+
+
+def gather(n: Any, ctx: Context) -> list[Node]:
+    rank = len(ctx.type(n.input[0]).shape)
+    idx = ctx.const(n.input[1])
+    if idx is None or ctx.const(n.input[0]) is not None:
+        return [node("gather", n, [n.input[0], n.input[1]], axis=_a(n, "axis", 0) % rank)]
+    return [node("gather", n, [n.input[0]], axis=_a(n, "axis", 0) % rank,
+                 indices=tuple(int(v) for v in idx.reshape(-1)),
+                 indices_shape=tuple(int(d) for d in idx.shape))]
+
+
+def expand(n: Any, ctx: Context) -> list[Node]:
+    shape = tuple(int(d) for d in _need(ctx, n, 1, "shape"))
+    return [node("expand", n, [n.input[0]], shape=shape)]
+
+
+def cast(n: Any, ctx: Context) -> list[Node]:
+    import onnx.helper as oh
+    to = np.dtype(oh.tensor_dtype_to_np_dtype(_a(n, "to"))).name
+    return [node("cast", n, [n.input[0]], to=to)]
+
+
+def constant_of_shape(n: Any, ctx: Context) -> list[Node]:
+    import onnx.numpy_helper as nh
+    v = _a(n, "value")
+    value = nh.to_array(v).reshape(-1)[0] if v is not None else np.float32(0)
+    return [node("constant_of_shape", n, [n.input[0]], value=value.item(),
+                 dtype=np.dtype(value.dtype).name)]
+
+
+def shape(n: Any, ctx: Context) -> list[Node]:
+    s = np.array(ctx.type(n.input[0]).shape, np.int64)
+    start, end = _a(n, "start", 0), _a(n, "end", None)
+    return [node("shape_value", n, [], value=tuple(int(d) for d in s[start:end]))]
+
+
+def dropout(n: Any, ctx: Context) -> list[Node]:
+    if len(n.output) > 1 and n.output[1]:   # at inference the mask keeps everything
+        ctx.set_constant(n.output[1], np.ones(ctx.type(n.input[0]).shape, bool))
+    return [node("identity", n, [n.input[0]], [n.output[0]])]
+
+
+def _sum(n: Any, ctx: Context) -> list[Node]:
+    if len(n.input) == 1:
+        return [node("identity", n, [n.input[0]])]
+    nodes, acc = [], n.input[0]
+    for i, name in enumerate(n.input[1:]):
+        out = n.output[0] if i == len(n.input) - 2 else ctx.fresh(n.output[0] + "_sum")
+        nodes.append(node("add", n, [acc, name], [out]))
+        acc = out
+    return nodes
+
+
+def leaky_relu(n: Any, ctx: Context) -> list[Node]:
+    return [node("leaky_relu", n, [n.input[0]], alpha=float(_a(n, "alpha", 0.01)))]
+
+
+def hard_sigmoid(n: Any, ctx: Context) -> list[Node]:
+    return [node("hard_sigmoid", n, [n.input[0]], alpha=float(_a(n, "alpha", 0.2)),
+                 beta=float(_a(n, "beta", 0.5)))]
+
+
+def gelu(n: Any, ctx: Context) -> list[Node]:
+    if _a(n, "approximate", "none") != "none":
+        raise ConversionError(f"node {n.name!r}: Gelu(approximate='tanh') is not supported")
+    return [node("gelu", n, [n.input[0]])]
+
+
+CONVERTERS: dict[str, Callable[[Any, Context], list[Node]]] = {
+    "Conv": conv, "BatchNormalization": batch_norm, "Relu": _simple("relu"),
+    "LeakyRelu": leaky_relu, "Sigmoid": _simple("sigmoid"), "MaxPool": pool("max_pool"),
+    "AveragePool": pool("avg_pool"), "GlobalAveragePool": global_avg_pool, "LRN": lrn,
+    "Concat": concat, "Sum": _sum, "Add": _simple("add"), "Sub": _simple("sub"),
+    "Mul": _simple("mul"), "Div": _simple("div"), "Reshape": reshape, "Flatten": flatten,
+    "Transpose": transpose, "Gemm": gemm, "MatMul": matmul, "Dropout": dropout,
+    "Identity": _simple("identity"), "Softmax": softmax,
+    "ConstantOfShape": constant_of_shape, "Unsqueeze": unsqueeze, "Squeeze": squeeze,
+    "Clip": clip, "HardSigmoid": hard_sigmoid, "HardSwish": _simple("hard_swish"),
+    "Pow": _simple("pow"), "Sqrt": _simple("sqrt"), "Erf": _simple("erf"),
+    "Tanh": _simple("tanh"), "Gelu": gelu, "LayerNormalization": layer_norm,
+    "ReduceMean": reduce("reduce_mean", 18), "ReduceSum": reduce("reduce_sum", 13),
+    "Gather": gather, "Cast": cast, "Where": _simple("where"), "Equal": _simple("equal"),
+    "Shape": shape, "Slice": slice_, "Expand": expand, "Range": _simple("range"),
+    "Exp": _simple("exp"), "Neg": _simple("neg"), "Max": _simple("max"),
+    "Min": _simple("min"),
+}

@@ -1,0 +1,261 @@
+"""``from_onnx(model, shapes=None)``: an ONNX model as a ``tvmlite.graph.Graph``.
+
+Reading is the ``onnx`` package's (``pip install 'tvmlite[onnx]'``); nothing here parses
+protobuf. Before any conversion the model is checked whole: every op type we do not
+support is named in one error (with its count and first node), external data must lie
+inside the model's folder (a location outside it is refused and never opened), and every
+input dimension must be known (a symbolic one needs ``shapes=``; the error names it).
+Then each node is converted (``converters.py``) and typed in order; a node whose inputs
+are all constants is computed at once (``graph.ops.evaluate``), which is how shape
+arithmetic (Shape, Gather, Concat, ConstantOfShape...) becomes the constants the
+converters of Reshape or Expand need.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from tvmlite.errors import TvmliteError
+from tvmlite.frontend.converters import CONVERTERS, ConversionError
+from tvmlite.graph.ir import Graph, GraphError, Node, TensorType
+from tvmlite.graph.ops import KIND, evaluate, infer
+
+__all__ = ["from_onnx", "OnnxImportError", "UnsupportedOpsError", "ConversionError"]
+
+
+class OnnxImportError(TvmliteError, ValueError):
+    """A model that cannot be read: not ONNX, truncated, bad external data, unknown
+    shapes. The message names the file, the tensor or the dimension."""
+
+
+class UnsupportedOpsError(OnnxImportError):
+    """The model uses ops tvmlite does not convert (all of them are named)."""
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError as err:   # the optional extra
+        raise OnnxImportError("from_onnx needs the onnx package: pip install "
+                              "'tvmlite[onnx]'") from err
+    return onnx
+
+
+def load_model(model: Any) -> Any:
+    """The ModelProto of ``model`` (a path or a ModelProto), external data loaded from
+    the model's own folder only."""
+    onnx = _onnx()
+    if isinstance(model, onnx.ModelProto):
+        _check_proto(model, "the given ModelProto")
+        if any(_external(t) for t in _tensors(model)):
+            raise OnnxImportError("from_onnx: this ModelProto refers to external data; pass "
+                                  "the model's path so the data is read from its folder")
+        return model
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"from_onnx(model=...) takes a path or an onnx.ModelProto, got "
+                        f"{type(model).__name__}")
+    path = Path(model)
+    if not path.is_file():
+        raise OnnxImportError(f"from_onnx: no model file at {str(path)!r}")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as err:   # protobuf's DecodeError and friends: the file is not ONNX
+        raise OnnxImportError(f"from_onnx: {str(path)!r} is not a readable ONNX model "
+                              f"(truncated or another format): {err}") from err
+    _check_proto(proto, repr(str(path)))
+    folder = path.resolve().parent
+    for t in _tensors(proto):
+        if not _external(t):
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        target = (folder / loc).resolve()
+        if os.path.isabs(loc) or not target.is_relative_to(folder):
+            raise OnnxImportError(f"from_onnx: tensor {t.name!r} has external data at "
+                                  f"{loc!r}, outside the model's folder {str(folder)!r}: "
+                                  f"refused (not read)")
+        if not target.is_file():
+            raise OnnxImportError(f"from_onnx: tensor {t.name!r}: external data file "
+                                  f"{str(target)!r} does not exist")
+    from onnx.external_data_helper import load_external_data_for_model
+    try:
+        load_external_data_for_model(proto, str(folder))
+    except (OSError, ValueError) as err:
+        raise OnnxImportError(f"from_onnx: external data of {str(path)!r}: {err}") from err
+    return proto
+
+
+def _check_proto(proto: Any, what: str) -> None:
+    if proto.ir_version < 1 or not proto.graph.output:
+        raise OnnxImportError(f"from_onnx: {what} is not an ONNX model with outputs "
+                              f"(ir_version {proto.ir_version}, "
+                              f"{len(proto.graph.output)} outputs)")
+
+
+def _tensors(proto: Any) -> list:
+    out = list(proto.graph.initializer)
+    for n in proto.graph.node:
+        out += [a.t for a in n.attribute if a.HasField("t")]
+    return out
+
+
+def _external(t: Any) -> bool:
+    return t.data_location == 1   # TensorProto.EXTERNAL
+
+
+def check_supported(proto: Any) -> None:
+    """One error naming every op type of the model we do not convert."""
+    bad: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for n in proto.graph.node:
+        if n.op_type != "Constant" and (n.domain not in ("", "ai.onnx")
+                                        or n.op_type not in CONVERTERS):
+            bad[n.op_type] += 1
+            first.setdefault(n.op_type, n.name or f"#{list(proto.graph.node).index(n)}")
+    if bad:
+        listed = ", ".join(f"{op} (x{c}, first node {first[op]!r})"
+                           for op, c in sorted(bad.items()))
+        raise UnsupportedOpsError(f"from_onnx: the model uses {len(bad)} unsupported op "
+                                  f"type(s): {listed}")
+
+
+class _Importer:
+    """The conversion context the converters see (``converters.Context``)."""
+
+    def __init__(self, proto: Any, opset: int):
+        self.opset = opset
+        self.constants: dict[str, np.ndarray] = {}
+        self.types: dict[str, TensorType] = {}
+        self.nodes: list[Node] = []
+        self.names: set[str] = set()
+
+    def const(self, name: str) -> np.ndarray | None:
+        return self.constants.get(name)
+
+    def type(self, name: str) -> TensorType:
+        if name not in self.types:
+            raise GraphError(f"from_onnx: value {name!r} is read before any node computes it "
+                             f"(the graph has a cycle, or the name is undefined)")
+        return self.types[name]
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 0
+        while name in self.names:
+            k += 1
+            name = f"{base}_{k}"
+        self.names.add(name)
+        return name
+
+    def constant(self, value: np.ndarray, base: str = "const") -> str:
+        name = self.fresh(base)
+        self.set_constant(name, value)
+        return name
+
+    def set_constant(self, name: str, value: np.ndarray) -> None:
+        value = np.asarray(value, order="C")
+        self.constants[name] = value
+        self.types[name] = TensorType(tuple(int(d) for d in value.shape), value.dtype.name)
+        self.names.add(name)
+
+    def add(self, node: Node) -> None:
+        if node.op == "shape_value":
+            self.set_constant(node.output, np.array(node.attr("value"), np.int64))
+            return
+        ins = [i for i in node.inputs if i]
+        for i in ins:
+            self.type(i)
+        if all(i in self.constants for i in ins) or KIND.get(node.op) == "shape":
+            missing = [i for i in ins if i not in self.constants]
+            if missing:
+                raise ConversionError(f"node {node.name!r} ({node.op}): input {missing[0]!r} "
+                                      f"must be a constant")
+            self.set_constant(node.output, evaluate(node, [self.constants[i] for i in ins]))
+            return
+        self.types[node.output] = infer(node, self.types)
+        self.names.update(node.outputs)
+        self.nodes.append(node)
+
+
+def _opset(proto: Any) -> int:
+    for o in proto.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return 1
+
+
+def from_onnx(model: Any, shapes: Mapping[str, Any] | None = None,
+              name: str | None = None) -> Graph:
+    """The graph of an ONNX model (a path or an ``onnx.ModelProto``). ``shapes`` maps an
+    input name to its full shape, for inputs with symbolic dimensions."""
+    onnx = _onnx()
+    from onnx import numpy_helper
+    proto = load_model(model)
+    check_supported(proto)
+    opset = _opset(proto)
+    if not 1 <= opset <= 23:
+        raise OnnxImportError(f"from_onnx: opset {opset} is not supported (9 to 21 are)")
+    shapes = dict(shapes or {})
+    imp = _Importer(proto, opset)
+    for t in proto.graph.initializer:
+        imp.set_constant(t.name, numpy_helper.to_array(t))
+    runtime = [vi.name for vi in proto.graph.input if vi.name not in imp.constants]
+    if set(shapes) - set(runtime):
+        raise OnnxImportError(f"from_onnx: shapes= names {sorted(set(shapes) - set(runtime))}, "
+                              f"which are not inputs of the model (inputs: {runtime})")
+    inputs = []
+    for vi in proto.graph.input:
+        if vi.name in imp.constants:
+            continue
+        tt = vi.type.tensor_type
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
+        if vi.name in shapes:
+            shape = tuple(int(d) for d in shapes.pop(vi.name))
+        else:
+            shape = []
+            for d, dim in enumerate(tt.shape.dim):
+                if not dim.HasField("dim_value") or dim.dim_value < 1:
+                    sym = dim.dim_param or "?"
+                    raise OnnxImportError(f"from_onnx: input {vi.name!r} has a symbolic "
+                                          f"dimension {sym!r} (axis {d}); give its shape, "
+                                          f"e.g. shapes={{{vi.name!r}: (1, ...)}} or --shape "
+                                          f"{vi.name}=1,...")
+                shape.append(int(dim.dim_value))
+            shape = tuple(shape)
+        imp.types[vi.name] = TensorType(shape, dtype)
+        imp.names.add(vi.name)
+        inputs.append(vi.name)
+    for n in proto.graph.node:
+        if n.op_type == "Constant":
+            _constant(imp, n)
+            continue
+        for out in CONVERTERS[n.op_type](n, imp):
+            imp.add(out)
+    outputs = tuple(o.name for o in proto.graph.output)
+    if not outputs:
+        raise GraphError("from_onnx: the model has no outputs")
+    for o in outputs:
+        imp.type(o)
+    return Graph(tuple(imp.nodes), tuple(inputs), outputs, dict(imp.types),
+                 dict(imp.constants), name=name or (proto.graph.name or "model"))
+
+
+def _constant(imp: _Importer, n: Any) -> None:
+    from onnx import helper, numpy_helper
+    for at in n.attribute:
+        v = helper.get_attribute_value(at)
+        if at.name == "value":
+            imp.set_constant(n.output[0], numpy_helper.to_array(v))
+        elif at.name in ("value_float", "value_int"):
+            imp.set_constant(n.output[0], np.array(v, np.float32 if "float" in at.name
+                                                   else np.int64))
+        elif at.name in ("value_floats", "value_ints"):
+            imp.set_constant(n.output[0], np.array(v, np.float32 if "float" in at.name
+                                                   else np.int64))
+        else:
+            raise ConversionError(f"node {n.name!r} (Constant): attribute {at.name!r} is not "
+                                  f"supported")
+        return

@@ -1,0 +1,184 @@
+"""``tvmlite.build(graph)``: every fused kernel compiled, and a module that runs them.
+
+Each distinct kernel (``kernel_key``) is lowered and compiled once: with the schedule
+of its record when a dispatch context (``search.apply_history_best``) knows its
+workload key (``dispatch.current_lookup``), else with ``default_schedule``. The build
+says how many kernels had no record. ``GraphModule.run`` checks the feeds (names,
+shapes, dtypes, each error names the input) and calls the kernels in order;
+``export_library`` writes the deployable C library (``tvmlite.codegen_c.model``).
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from tvmlite.graph.dispatch import current_lookup
+from tvmlite.graph.ir import Graph, GraphError
+from tvmlite.graph.kernel import KernelCompute, default_schedule, kernel_compute, kernel_key
+from tvmlite.graph.passes import optimize
+from tvmlite.runtime.arrays import empty
+from tvmlite.runtime.module import Module, TimeResult
+from tvmlite.runtime.module import build as build_kernel
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.target.target import Target
+
+__all__ = ["GraphModule", "BuiltKernel", "build_graph", "FeedError"]
+
+
+class FeedError(GraphError):
+    """A feed of ``GraphModule.run`` that does not match the model's inputs."""
+
+
+@dataclass(frozen=True)
+class BuiltKernel:
+    """One kernel of the graph: its compute, schedule, compiled module, and where its
+    schedule came from (``record`` is the record's identity, or None: default)."""
+    name: str
+    key: str
+    compute: KernelCompute
+    schedule: Schedule
+    module: Module
+    output: str
+    record: Any
+
+
+def _schedule_of(kc: KernelCompute, key: str, target: Target) -> tuple[Schedule, Any]:
+    lookup = current_lookup()
+    found = lookup(key, kc.tensors, target) if lookup is not None else None
+    if found is not None:
+        return found
+    return default_schedule(kc, target), None
+
+
+def build_graph(graph: Graph, target: Any = None, quiet: bool = False) -> "GraphModule":
+    """Compile every kernel of ``graph`` (optimized first when it is not fused yet)."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"build_graph: expected a tvmlite.graph.Graph, got "
+                        f"{type(graph).__name__}")
+    target = Target.resolve(target)
+    if graph.kernels is None:
+        graph = optimize(graph)
+    assert graph.kernels is not None
+    plans = []
+    distinct: dict[str, tuple[KernelCompute, Schedule, Any]] = {}
+    for k in graph.kernels:
+        kc = kernel_compute(graph, k)
+        key = kernel_key(graph, k)
+        if key not in distinct:
+            s, record = _schedule_of(kc, key, target)
+            distinct[key] = (kc, s, record)
+        plans.append((k, kc, key))
+
+    def compile_one(item: tuple[str, tuple[KernelCompute, Schedule, Any]]) -> tuple[str, Module]:
+        key, (kc, s, _) = item
+        return key, build_kernel(s, list(kc.tensors), target, name=f"k_{key[:16]}")
+    with ThreadPoolExecutor(max_workers=max(1, min(4, target.cores))) as pool:
+        modules = dict(pool.map(compile_one, distinct.items()))
+    kernels = tuple(BuiltKernel(k.name, key, kc, distinct[key][1], modules[key], k.output,
+                                distinct[key][2]) for k, kc, key in plans)
+    missing = sum(1 for key, (_, _, r) in distinct.items() if r is None)
+    if missing and not quiet:
+        print(f"tvmlite.build: {missing} of {len(distinct)} distinct kernels had no tuning "
+              f"record: default schedules", file=sys.stderr)
+    return GraphModule(graph, kernels, target, missing)
+
+
+class GraphModule:
+    """A built model: ``run(feeds)`` returns the outputs in the model's order."""
+
+    def __init__(self, graph: Graph, kernels: Sequence[BuiltKernel], target: Target,
+                 kernels_without_record: int):
+        self.graph, self.kernels, self.target = graph, tuple(kernels), target
+        self.kernels_without_record = kernels_without_record
+
+    def check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The feeds as arrays of the inputs' types; a missing, unknown or ill-typed input
+        is a FeedError naming it."""
+        if not isinstance(feeds, Mapping):
+            raise TypeError(f"run(feeds=...) takes a dict of input name to array, got "
+                            f"{type(feeds).__name__}")
+        g = self.graph
+        unknown = [k for k in feeds if k not in g.inputs]
+        if unknown:
+            raise FeedError(f"run: {unknown[0]!r} is not an input of the model (inputs: "
+                            f"{list(g.inputs)})")
+        out = {}
+        for name in g.inputs:
+            if name not in feeds:
+                raise FeedError(f"run: input {name!r} is not given (inputs: {list(g.inputs)})")
+            a = np.asarray(feeds[name])
+            t = g.types[name]
+            if tuple(a.shape) != tuple(t.shape):
+                raise FeedError(f"run: input {name!r} has shape {tuple(a.shape)}, the model "
+                                f"takes {tuple(t.shape)}")
+            if a.dtype.name != t.dtype:
+                raise FeedError(f"run: input {name!r} has dtype {a.dtype.name}, the model "
+                                f"takes {t.dtype}")
+            out[name] = np.asarray(a, order="C")
+        return out
+
+    def _runner(self, feeds: Mapping[str, Any]) -> tuple[Callable[[], None], dict]:
+        env: dict[str, np.ndarray] = dict(self.graph.constants)
+        env.update(self.check_feeds(feeds))
+        calls = []
+        for k in self.kernels:
+            t = self.graph.types[k.output]
+            env[k.output] = empty(tuple(t.shape), t.dtype)
+            args = [env[v] for v in k.compute.arg_values] + [env[k.output]]
+            calls.append((k.module, args))
+
+        def run() -> None:
+            for mod, args in calls:
+                mod(*args)
+        return run, env
+
+    def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """The model's outputs (copies, in the model's order) for ``feeds``."""
+        run, env = self._runner(feeds)
+        run()
+        return [np.array(env[o]) for o in self.graph.outputs]
+
+    def time_evaluator(self, number: int = 10, repeat: int = 3) -> Callable[..., TimeResult]:
+        """A function timing ``number`` runs of the whole model per repeat on ``feeds``
+        (seconds per run; the buffers are made once, outside the timing)."""
+        def evaluate(feeds: Mapping[str, Any]) -> TimeResult:
+            run, _ = self._runner(feeds)
+            run()
+            out = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    run()
+                out.append((time.perf_counter() - t0) / number)
+            return TimeResult(tuple(out))
+        return evaluate
+
+    def profile(self, feeds: Mapping[str, Any], repeat: int = 5) -> list[tuple[str, float]]:
+        """(kernel name, median seconds) of each kernel, in run order."""
+        _, env = self._runner(feeds)
+        out = []
+        for k in self.kernels:
+            args = [env[v] for v in k.compute.arg_values] + [env[k.output]]
+            times = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                k.module(*args)
+                times.append(time.perf_counter() - t0)
+            out.append((k.name, statistics.median(times)))
+        return out
+
+    def export_library(self, directory: str | Path, name: str = "model") -> Path:
+        """Write the deployable library into ``directory``; returns its ``lib<name>.so``."""
+        from tvmlite.codegen_c.model import export_model  # codegen_c imports runtime
+        return export_model(self, Path(directory), name)
+
+    def __repr__(self) -> str:
+        return (f"GraphModule({self.graph.name}, {len(self.kernels)} kernels, "
+                f"{len({k.key for k in self.kernels})} distinct)")

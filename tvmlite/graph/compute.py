@@ -1,0 +1,428 @@
+"""Each graph node as a ``te`` compute stage over the tensors of its inputs.
+
+Anchors call the operator library's tensor-taking computes (``conv2d_nchw_compute``,
+``batch_matmul_compute``, ``max_pool2d_compute``, ``softmax_compute``...), so the graph
+adds no second definition of an op; the elementwise and injective nodes are one
+``te.compute`` each, written here by broadcasting or re-indexing their inputs. A
+constant of one element is read as a literal (``Scalar``), not as a buffer, so
+``x * 0.5`` needs no argument and ``x ** 2`` becomes ``x * x``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from tvmlite import te
+from tvmlite.graph.ir import GraphError, Node
+from tvmlite.ops.common import named
+from tvmlite.ops.elementwise import softmax_compute
+from tvmlite.ops.linalg import batch_matmul_compute
+from tvmlite.ops.nn import avg_pool2d_compute, conv2d_nchw_compute, max_pool2d_compute
+
+__all__ = ["Scalar", "node_compute"]
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A one-element constant, read as a literal of ``dtype``."""
+    value: float
+    dtype: str
+    shape: tuple[int, ...] = ()
+
+
+Operand = Any   # te.Tensor or Scalar
+
+
+def _axes(rank: int) -> list[str]:
+    return [f"i{d}" for d in range(rank)]
+
+
+def read(t: Operand, idx: Sequence[Any], out_shape: Sequence[int]) -> Any:
+    """``t`` read at output index ``idx`` under numpy broadcasting."""
+    if isinstance(t, Scalar):
+        return te.const(t.value, t.dtype)
+    shape = tuple(t.shape)
+    if not shape:
+        return t[()]
+    lead = len(out_shape) - len(shape)
+    return t[tuple(0 if s == 1 and out_shape[lead + d] != 1 else idx[lead + d]
+                   for d, s in enumerate(shape))]
+
+
+def _pointwise(shape: tuple[int, ...], name: str, fn: Callable[..., Any]) -> te.Tensor:
+    return te.compute(shape, named(_axes(len(shape)), lambda *i: fn(i)), name=name)
+
+
+def _cst(v: float, dtype: str) -> Any:
+    return te.const(v, dtype)
+
+
+def _unary(op: str, node: Node, x: Any, dtype: str) -> Any:
+    c = lambda v: _cst(v, dtype)   # noqa: E731 - a literal of the node's dtype
+    if op == "relu":
+        return te.max(x, c(0.0))
+    if op == "sigmoid":
+        return c(1.0) / (c(1.0) + te.exp(c(0.0) - x))
+    if op in ("tanh", "exp", "log", "sqrt", "erf", "abs"):
+        return getattr(te, op)(x)
+    if op == "neg":
+        return c(0.0) - x
+    if op == "leaky_relu":
+        return te.if_then_else(x > c(0.0), x, x * c(node.attr("alpha")))
+    if op == "clip":
+        return te.min(te.max(x, c(node.attr("min"))), c(node.attr("max")))
+    if op == "hard_sigmoid":
+        return te.min(te.max(x * c(node.attr("alpha")) + c(node.attr("beta")), c(0.0)), c(1.0))
+    if op == "hard_swish":
+        return x * te.min(te.max(x * c(1 / 6) + c(0.5), c(0.0)), c(1.0))
+    if op == "gelu":
+        return c(0.5) * x * (c(1.0) + te.erf(x * c(1 / math.sqrt(2))))
+    if op == "cast":
+        return te.cast(x, node.attr("to"))
+    raise GraphError(f"node {node.name or op!r}: no compute for op {op!r}")
+
+
+def _binary(op: str, a: Any, b: Any, b_value: float | None, dtype: str) -> Any:
+    if op == "pow":
+        if b_value == 2.0:
+            return a * a
+        if b_value == 3.0:
+            return a * a * a
+        if b_value == 0.5:
+            return te.sqrt(a)
+        if b_value == 1.0:
+            return a
+        return te.exp(b * te.log(a))
+    return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+            "div": lambda: a / b, "max": lambda: te.max(a, b), "min": lambda: te.min(a, b),
+            "equal": lambda: te.if_then_else(a == b, _cst(1, "bool"), _cst(0, "bool"))}[op]()
+
+
+def node_compute(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+                 out_dtype: str, name: str) -> te.Tensor:
+    """The stage computing ``node`` from ``args`` (tensors, or Scalars for one-element
+    constants), named ``name``; ``out_shape``/``out_dtype`` are its inferred type."""
+    op = node.op
+    if op in ("add", "sub", "mul", "div", "pow", "max", "min", "equal"):
+        a, b = args
+        bv = b.value if isinstance(b, Scalar) else None
+        return _pointwise(out_shape, name, lambda i: _binary(
+            op, read(a, i, out_shape), read(b, i, out_shape), bv, out_dtype))
+    if op == "where":
+        return _pointwise(out_shape, name, lambda i: te.if_then_else(
+            read(args[0], i, out_shape) != _cst(0, "bool"), read(args[1], i, out_shape),
+            read(args[2], i, out_shape)))
+    if op == "batch_norm":
+        raise GraphError(f"node {node.name!r}: batch_norm is folded before compute")
+    if len(args) == 1 and op not in _ANCHOR_COMPUTE and op not in _INJECTIVE_COMPUTE:
+        (x,) = args
+        return _pointwise(out_shape, name, lambda i: _unary(op, node, read(x, i, out_shape),
+                                                            out_dtype))
+    if op in _ANCHOR_COMPUTE:
+        return _ANCHOR_COMPUTE[op](node, args, out_shape, name)
+    if op in _INJECTIVE_COMPUTE:
+        return _INJECTIVE_COMPUTE[op](node, args, out_shape, name)
+    raise GraphError(f"node {node.name or op!r}: no compute for op {op!r}")
+
+
+# -- anchors ---------------------------------------------------------------------------
+
+def _pad4(x: te.Tensor, pads: tuple[int, ...], fill: float, name: str) -> te.Tensor:
+    """x (N, C, H, W) padded by (top, left, bottom, right) with ``fill``."""
+    pt, pl, pb, pr = pads
+    n, c, h, w = x.shape
+    shape = (n, c, h + pt + pb, w + pl + pr)
+
+    def body(b: Any, ch: Any, y: Any, z: Any) -> Any:
+        conds = []
+        if pt or pb:
+            conds += [y >= pt, y < h + pt]
+        if pl or pr:
+            conds += [z >= pl, z < w + pl]
+        return te.if_then_else(te.all(*conds), x[b, ch, y - pt, z - pl], _cst(fill, x.dtype))
+    return te.compute(shape, body, name=name)
+
+
+def _conv(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
+    x, w = args[0], args[1]
+    pt, pl, pb, pr = node.attr("pads")
+    pad = (pt, pl)
+    if (pt, pl) != (pb, pr):
+        x = _pad4(x, node.attr("pads"), 0.0, f"{name}_pad")
+        pad = (0, 0)
+    return conv2d_nchw_compute(x, w, node.attr("strides"), pad, node.attr("dilations"),
+                               node.attr("group"), out_shape[2:])
+
+
+def _matmul(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+            name: str) -> te.Tensor:
+    a, b = args
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) < 2 or len(sb) < 2:
+        raise GraphError(f"node {node.name!r}: MatMul of a vector is reshaped by the frontend")
+    m, k, n = sa[-2], sa[-1], sb[-1]
+    batch = out_shape[:-2]
+    nb = math.prod(batch)
+    # Both operands as (batch, rows, cols), broadcast batch dims read at index 0.
+    def as3(t: te.Tensor, rows: int, cols: int, what: str) -> te.Tensor:
+        if tuple(t.shape) == (nb, rows, cols):
+            return t
+        def body(bb: Any, r: Any, c: Any) -> Any:
+            idx, rest = [], bb
+            for d in reversed(range(len(batch))):
+                idx.append(rest % batch[d] if d else rest)
+                rest = rest // batch[d]
+            full = list(reversed(idx)) + [r, c]
+            return read(t, full, batch + (rows, cols))
+        return te.compute((nb, rows, cols), body, name=f"{name}_{what}")
+    a3, b3 = as3(a, m, k, "a"), as3(b, k, n, "b")
+    if not batch:
+        mm = batch_matmul_compute(a3, b3, name=f"{name}_mm")
+        return te.compute((m, n), lambda i, j: mm[0, i, j], name=name)
+    mm = batch_matmul_compute(a3, b3, name=name if len(batch) == 1 else f"{name}_mm")
+    if len(batch) == 1:
+        return mm
+
+    def unflat(*i: Any) -> Any:
+        flat = i[0]
+        for d in range(1, len(batch)):
+            flat = flat * batch[d] + i[d]
+        return mm[flat, i[-2], i[-1]]
+    return te.compute(out_shape, named(_axes(len(out_shape)), unflat), name=name)
+
+
+def _pool(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
+    x = args[0]
+    pt, pl, pb, pr = node.attr("pads")
+    kernel, strides = node.attr("kernel"), node.attr("strides")
+    h, w = x.shape[2], x.shape[3]
+    # the padding the output size needs below/right (ceil_mode), beyond the given pads
+    extra_b = max(0, (out_shape[2] - 1) * strides[0] + kernel[0] - h - pt)
+    extra_r = max(0, (out_shape[3] - 1) * strides[1] + kernel[1] - w - pl)
+    sym = (pt, pl) == (pb, pr) and pt < kernel[0] and pl < kernel[1] and all(
+        (n + 2 * p - k) // st + 1 == o for n, p, k, st, o in
+        zip((h, w), (pt, pl), kernel, strides, out_shape[2:]))
+    if node.op == "max_pool":
+        if sym:
+            return max_pool2d_compute(x, kernel, strides, (pt, pl))
+        xp = _pad4(x, (pt, pl, extra_b, extra_r), -3.4028234663852886e38, f"{name}_pad")
+        return max_pool2d_compute(xp, kernel, strides, 0)
+    include = bool(node.attr("count_include_pad", 0))
+    if sym:
+        return avg_pool2d_compute(x, kernel, strides, (pt, pl), count_include_pad=include)
+    if not any((pt, pl, extra_b, extra_r)):
+        return avg_pool2d_compute(x, kernel, strides, 0)
+    if include and (extra_b, extra_r) <= (pb, pr):
+        xp = _pad4(x, (pt, pl, extra_b, extra_r), 0.0, f"{name}_pad")
+        return avg_pool2d_compute(xp, kernel, strides, 0)
+    raise GraphError(f"node {node.name!r} (AveragePool): asymmetric padding or ceil_mode is "
+                     f"not supported")
+
+
+def _reduce(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+            name: str) -> te.Tensor:
+    (x,) = args
+    axes, keep = node.attr("axes"), node.attr("keepdims")
+    shape = tuple(x.shape)
+    rs = [te.reduce_axis((0, shape[d]), name=f"r{d}") for d in axes]
+    count = math.prod(shape[d] for d in axes)
+
+    def body(*i: Any) -> Any:
+        it, idx, r = iter(i), [], iter(rs)
+        for d in range(len(shape)):
+            if d in axes:
+                idx.append(next(r))
+                if keep:
+                    next(it)
+            else:
+                idx.append(next(it))
+        return te.sum(x[tuple(idx)], axis=rs)
+    total = te.compute(out_shape, named(_axes(len(out_shape)), body),
+                       name=name if node.op == "reduce_sum" else f"{name}_sum")
+    if node.op == "reduce_sum":
+        return total
+    return _pointwise(out_shape, name, lambda i: total[i] * _cst(1 / count, x.dtype))
+
+
+def _last_axis(x: te.Tensor, axis: int, node: Node) -> tuple[int, int]:
+    shape = tuple(x.shape)
+    if axis % len(shape) != len(shape) - 1:
+        raise GraphError(f"node {node.name!r}: {node.op} over axis {axis} of {shape}: only "
+                         f"the last axis is supported")
+    return math.prod(shape[:-1]), shape[-1]
+
+
+def _softmax(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+             name: str) -> te.Tensor:
+    (x,) = args
+    rows, cols = _last_axis(x, node.attr("axis"), node)
+    x2 = te.compute((rows, cols), lambda i, j: x[_unflatten(i, out_shape[:-1]) + (j,)],
+                    name=f"{name}_in")
+    sm = softmax_compute(x2, name=f"{name}_2d")
+    return _pointwise(out_shape, name, lambda i: sm[_flatten(i[:-1], out_shape[:-1]), i[-1]])
+
+
+def _flatten(idx: Sequence[Any], shape: Sequence[int]) -> Any:
+    flat: Any = 0 if not idx else idx[0]
+    for d in range(1, len(idx)):
+        flat = flat * shape[d] + idx[d]
+    return flat
+
+
+def _unflatten(flat: Any, shape: Sequence[int]) -> tuple:
+    out = []
+    for d in reversed(range(len(shape))):
+        out.append(flat % shape[d] if d else flat)
+        flat = flat // shape[d]
+    return tuple(reversed(out))
+
+
+def _layer_norm(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+                name: str) -> te.Tensor:
+    x, scale = args[0], args[1]
+    bias = args[2] if len(args) > 2 else None
+    rows, cols = _last_axis(x, node.attr("axis"), node)
+    lead = out_shape[:-1]
+    k = te.reduce_axis((0, cols), name="k")
+    mean = te.compute((rows,), lambda i: te.sum(x[_unflatten(i, lead) + (k,)], axis=k),
+                      name=f"{name}_mean")
+    k2 = te.reduce_axis((0, cols), name="k")
+    inv = _cst(1 / cols, x.dtype)
+    sq = te.compute((rows,), lambda i: te.sum(
+        (x[_unflatten(i, lead) + (k2,)] - mean[i] * inv)
+        * (x[_unflatten(i, lead) + (k2,)] - mean[i] * inv), axis=k2), name=f"{name}_var")
+    eps = _cst(node.attr("epsilon"), x.dtype)
+
+    def body(i: tuple) -> Any:
+        r = _flatten(i[:-1], lead)
+        y = (x[i] - mean[r] * inv) / te.sqrt(sq[r] * inv + eps) * read(scale, i, out_shape)
+        return y + read(bias, i, out_shape) if bias is not None else y
+    return _pointwise(out_shape, name, body)
+
+
+def _lrn(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
+    (x,) = args
+    size, c = node.attr("size"), out_shape[1]
+    lo = (size - 1) // 2
+    r = te.reduce_axis((0, size), name="r")
+
+    def sq(n: Any, ch: Any, h: Any, w: Any) -> Any:
+        cc = ch + r - lo
+        v = x[n, te.max(te.min(cc, c - 1), 0), h, w]
+        return te.sum(te.if_then_else(te.all(cc >= 0, cc < c), v * v, _cst(0.0, x.dtype)),
+                      axis=r)
+    acc = te.compute(out_shape, sq, name=f"{name}_sq")
+    a = _cst(node.attr("alpha") / size, x.dtype)
+    b, beta = _cst(node.attr("bias"), x.dtype), _cst(node.attr("beta"), x.dtype)
+    return _pointwise(out_shape, name, lambda i: x[i] / te.exp(beta * te.log(b + a * acc[i])))
+
+
+_ANCHOR_COMPUTE: dict[str, Callable[..., te.Tensor]] = {
+    "conv": _conv, "matmul": _matmul, "max_pool": _pool, "avg_pool": _pool,
+    "reduce_mean": _reduce, "reduce_sum": _reduce, "softmax": _softmax,
+    "layer_norm": _layer_norm, "lrn": _lrn,
+}
+
+
+# -- injective -------------------------------------------------------------------------
+
+def _reshape(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+             name: str) -> te.Tensor:
+    (x,) = args
+    src = tuple(x.shape)
+    return _pointwise(out_shape, name, lambda i: x[_unflatten(_flatten(i, out_shape), src)]
+                      if src else x[()])
+
+
+def _transpose(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+               name: str) -> te.Tensor:
+    (x,) = args
+    perm = node.attr("perm")
+
+    def body(i: tuple) -> Any:
+        idx = [None] * len(perm)
+        for d, p in enumerate(perm):
+            idx[p] = i[d]
+        return x[tuple(idx)]
+    return _pointwise(out_shape, name, body)
+
+
+def _concat(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+            name: str) -> te.Tensor:
+    ax = node.attr("axis")
+
+    def body(i: tuple) -> Any:
+        starts, at = [], 0
+        for t in args:
+            starts.append(at)
+            at += t.shape[ax]
+        expr = None
+        for t, s in reversed(list(zip(args, starts))):
+            idx = list(i)
+            idx[ax] = te.max(te.min(i[ax] - s, t.shape[ax] - 1), 0) if len(args) > 1 else i[ax]
+            v = read(t, idx, out_shape[:ax] + (t.shape[ax],) + out_shape[ax + 1:])
+            end = s + t.shape[ax]
+            expr = v if expr is None else te.if_then_else(i[ax] < end, v, expr)
+        return expr
+    return _pointwise(out_shape, name, body)
+
+
+def _slice(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
+    (x,) = args
+    ranges = {ax: (b, s) for ax, b, s, _ in node.attr("ranges")}
+
+    def body(i: tuple) -> Any:
+        return x[tuple(ranges[d][0] + i[d] * ranges[d][1] if d in ranges else i[d]
+                       for d in range(len(i)))]
+    return _pointwise(out_shape, name, body)
+
+
+def _gather(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+            name: str) -> te.Tensor:
+    """Gather by constant indices (the graph's Scalar or a small constant tensor, passed
+    as ``node``'s ``indices`` attribute by ``kernel_compute``): each output position
+    reads its index as a literal, chosen by a select on the output coordinate. Indices
+    read at run time would need a data-dependent address, which the loop IR lacks."""
+    data = args[0]
+    values = node.attr("indices")
+    if values is None:
+        raise GraphError(f"node {node.name!r} (Gather): indices computed at run time are "
+                         f"not supported (only constant indices)")
+    ax, n = node.attr("axis"), data.shape[node.attr("axis")]
+    shape_i = node.attr("indices_shape")
+    flat = [int(v) + n if int(v) < 0 else int(v) for v in values]
+    ri = len(shape_i)
+
+    def body(i: tuple) -> Any:
+        pos = _flatten(i[ax:ax + ri], shape_i) if ri else 0
+        rest = tuple(i[:ax]), tuple(i[ax + ri:])
+        expr = data[rest[0] + (flat[-1],) + rest[1]]
+        for p in reversed(range(len(flat) - 1)):
+            expr = te.if_then_else(pos == p, data[rest[0] + (flat[p],) + rest[1]], expr)
+        return expr
+    return _pointwise(out_shape, name, body)
+
+
+def _expand(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
+            name: str) -> te.Tensor:
+    (x,) = args
+    return _pointwise(out_shape, name, lambda i: read(x, i, out_shape))
+
+
+def _pad(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
+    (x,) = args
+    pads, r = node.attr("pads"), len(out_shape)
+
+    def body(i: tuple) -> Any:
+        conds = [c for d in range(r) if pads[d] or pads[d + r]
+                 for c in (i[d] >= pads[d], i[d] < pads[d] + x.shape[d])]
+        v = x[tuple(i[d] - pads[d] if pads[d] else i[d] for d in range(r))]
+        return te.if_then_else(te.all(*conds), v, _cst(0.0, x.dtype)) if conds else v
+    return _pointwise(out_shape, name, body)
+
+
+_INJECTIVE_COMPUTE: dict[str, Callable[..., te.Tensor]] = {
+    "reshape": _reshape, "transpose": _transpose, "concat": _concat, "slice": _slice,
+    "gather": _gather, "expand": _expand, "pad": _pad,
+}

@@ -1,0 +1,160 @@
+"""A fused kernel as one multi-stage ``te`` compute, and its default schedule.
+
+``kernel_compute`` chains the stages of a kernel's nodes (``compute.py``) over one
+placeholder per run-time input or weight, so everything below the graph (schedules,
+search, records, C) sees an ordinary compute. ``kernel_key`` is the content key of that
+compute: identical kernels (same ops, shapes, attributes) share it, whatever their
+weights' values, so they are one tuning task and one compiled function.
+
+``default_schedule`` is the schedule a kernel gets without a record, derived from the
+target: injective stages inlined, the output's innermost axis vectorized by the target's
+lanes (halved until they divide it), its outer axes fused and parallel, and the anchor
+computed per output row inside that nest, its reduction loops outside its own
+vectorized row. A stage the primitives refuse (``ScheduleError``) falls back to the
+parallel nest without the vector split.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tvmlite import te
+from tvmlite.graph.compute import Scalar, node_compute
+from tvmlite.graph.ir import Graph, Kernel
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.state import ScheduleError
+from tvmlite.target.target import Target
+
+__all__ = ["KernelCompute", "kernel_compute", "kernel_key", "default_schedule"]
+
+
+@dataclass(frozen=True)
+class KernelCompute:
+    """The te form of a kernel: ``tensors`` = placeholders then the output;
+    ``arg_values`` names the graph value each placeholder is fed from."""
+    tensors: tuple[Any, ...]
+    arg_values: tuple[str, ...]
+
+    @property
+    def output(self) -> Any:
+        return self.tensors[-1]
+
+
+def _ident(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    return s if s and not s[0].isdigit() else f"v_{s}"
+
+
+def kernel_compute(g: Graph, k: Kernel) -> KernelCompute:
+    """The placeholders and stages of kernel ``k`` of graph ``g``."""
+    env: dict[str, Any] = {}
+    placeholders, arg_values = [], []
+    for j, v in enumerate(k.inputs):
+        c = g.constants.get(v)
+        t = g.types[v]
+        if c is not None and c.size == 1 and t.dtype.startswith(("float", "int", "bool")):
+            env[v] = Scalar(c.reshape(-1)[0].item(), t.dtype, tuple(t.shape))
+            continue
+        ph = te.placeholder(t.shape, t.dtype, name=f"in{j}_{_ident(v)[:24]}")
+        env[v] = ph
+        placeholders.append(ph)
+        arg_values.append(v)
+    for pos, n in enumerate(k.nodes):
+        t = g.types[n.output]
+        name = "out" if n is k.nodes[-1] else f"s{pos}_{n.op}"
+        env[n.output] = node_compute(n, [env[i] for i in n.inputs if i], t.shape, t.dtype, name)
+    out = env[k.output]
+    return KernelCompute(tuple(placeholders) + (out,), tuple(arg_values))
+
+
+def kernel_key(g: Graph, k: Kernel) -> str:
+    """A content key of the kernel's computation: ops, attributes, input and output
+    types, and the values of the scalar constants it reads as literals."""
+    inputs = []
+    for v in k.inputs:
+        c = g.constants.get(v)
+        entry: dict[str, Any] = {"type": str(g.types[v]), "const": c is not None}
+        if c is not None and c.size == 1:
+            entry["value"] = c.reshape(-1)[0].item()
+        inputs.append(entry)
+    pos = {v: f"in{j}" for j, v in enumerate(k.inputs)}
+    nodes = []
+    for idx, n in enumerate(k.nodes):
+        pos[n.output] = f"n{idx}"
+        nodes.append({"op": n.op, "in": [pos.get(i, "") for i in n.inputs],
+                      "attrs": [[a, repr(v)] for a, v in n.attrs],
+                      "type": str(g.types[n.output])})
+    text = json.dumps({"inputs": inputs, "nodes": nodes}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _vector_factor(extent: Any, lanes: int) -> int | None:
+    if not isinstance(extent, int):
+        return None
+    f = lanes
+    while f >= 4:
+        if extent % f == 0:
+            return f
+        f //= 2
+    return None
+
+
+def default_schedule(kc: KernelCompute, target: Target) -> Schedule:
+    """The target-derived schedule of a kernel (see the module docstring)."""
+    try:
+        return _schedule(kc, target, vectorize=True)
+    except ScheduleError:
+        return _schedule(kc, target, vectorize=False)
+
+
+def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:
+    out = kc.output
+    s = te.create_schedule(out.op)
+    lanes = target.vector_lanes(out.dtype) if out.dtype in ("float32", "float64") else 1
+    reductions = []
+    for st in s.stages:
+        if st.name == out.op.name:
+            continue
+        if st.op.reduce_axis:
+            reductions.append(st)
+        else:
+            st.compute_inline()
+    o = s[out]
+    axes = list(o.op.axis)
+    if not axes:
+        return s
+    factor = _vector_factor(axes[-1].extent, lanes) if vectorize else None
+    outer = axes[:-1]
+    if factor is not None:
+        io, ii = o.split(axes[-1], factor=factor)
+        o.vectorize(ii)
+        outer = outer + [io]
+    if o.op.reduce_axis:
+        # the output is the anchor itself: its reductions go outside the vector lanes
+        if factor is not None:
+            o.reorder(*outer, *o.op.reduce_axis, ii)
+    elif len(reductions) == 1 and outer:
+        anchor = reductions[0]
+        anchor.compute_at(o, outer[-1])
+        sp = list(anchor.op.axis)
+        af = _vector_factor(sp[-1].extent, lanes) if vectorize and sp else None
+        if af is not None and factor is not None:
+            aio, aii = anchor.split(sp[-1], factor=min(af, factor))
+            anchor.reorder(*sp[:-1], aio, *anchor.op.reduce_axis, aii)
+            anchor.vectorize(aii)
+    else:
+        for st in reductions:
+            st_axes = list(st.op.axis)
+            if st_axes and isinstance(st_axes[0].extent, int) and st_axes[0].extent > 1:
+                st.parallel(st_axes[0])
+    attached = len(reductions) == 1 and not o.op.reduce_axis and bool(outer)
+    n_fuse = 2 if len(outer) >= 3 or (len(outer) == 2 and not attached) else 1
+    first = getattr(outer[0], "extent", None) if outer else None
+    if n_fuse == 2 and isinstance(first, int) and first >= target.cores:
+        n_fuse = 1
+    if outer:
+        o.parallel(o.fuse(*outer[:2]) if n_fuse == 2 else outer[0])
+    return s

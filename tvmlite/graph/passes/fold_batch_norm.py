@@ -1,0 +1,98 @@
+"""BatchNormalization at inference is ``x * k + (beta - mean * k)`` with
+``k = gamma / sqrt(var + eps)``, per channel (axis 1).
+
+Folded into the Conv before it when that conv's output feeds only the batch norm
+(weights scaled by ``k`` per output channel, the shift added as a bias), or into a
+MatMul by a constant (columns scaled); else it becomes a per-channel multiply and add,
+two elementwise nodes that fuse into the kernel before them."""
+from __future__ import annotations
+
+import numpy as np
+
+from tvmlite.graph.ir import Graph, GraphError, Node, TensorType
+
+
+def fold_batch_norm(g: Graph) -> Graph:
+    """``g`` with every batch_norm folded (its four parameters must be constants)."""
+    if not any(n.op == "batch_norm" for n in g.nodes):
+        return g
+    consts, types = dict(g.constants), dict(g.types)
+    nodes = list(g.nodes)
+    uses: dict[str, int] = {}
+    for n in nodes:
+        for i in n.inputs:
+            uses[i] = uses.get(i, 0) + 1
+    producer = {n.output: k for k, n in enumerate(nodes)}
+
+    def add_const(base: str, value: np.ndarray) -> str:
+        name, k = base, 0
+        while name in types:
+            k += 1
+            name = f"{base}_{k}"
+        consts[name] = np.asarray(value, order="C")
+        types[name] = TensorType(tuple(value.shape), value.dtype.name)
+        return name
+
+    out: list[Node | None] = []
+    for idx, n in enumerate(nodes):
+        if n.op != "batch_norm":
+            out.append(n)
+            continue
+        params = [consts.get(i) for i in n.inputs[1:5]]
+        if any(p is None for p in params):
+            raise GraphError(f"node {n.name!r} (BatchNormalization): scale, bias, mean and "
+                             f"var must be constants at inference")
+        gamma, beta, mean, var = (p.astype(np.float64) for p in params)
+        k = gamma / np.sqrt(var + n.attr("epsilon"))
+        shift = beta - mean * k
+        x = n.inputs[0]
+        rank = len(types[x].shape)
+        dtype = np.dtype(types[x].dtype)
+        p = producer.get(x)
+        prev = nodes[p] if p is not None else None
+        single = uses.get(x, 0) == 1 and x not in g.outputs
+        if prev is not None and single and prev.op == "conv" and prev.inputs[1] in consts:
+            w = consts[prev.inputs[1]]
+            w2 = add_const(prev.inputs[1] + "_bn", (w * k.reshape(-1, 1, 1, 1)).astype(w.dtype))
+            pos = out.index(prev)
+            out[pos] = Node("conv", (prev.inputs[0], w2), prev.outputs, prev.attrs, prev.name)
+            b = add_const(n.output + "_shift", shift.reshape(-1, 1, 1).astype(dtype))
+            out.append(Node("add", (x, b), n.outputs, (), n.name))
+            continue
+        conv = _biased_conv(prev, nodes, producer, consts, uses) if single else None
+        if prev is not None and conv is not None:
+            w, bias = consts[conv.inputs[1]], consts[prev.inputs[1]]
+            w2 = add_const(conv.inputs[1] + "_bn", (w * k.reshape(-1, 1, 1, 1)).astype(w.dtype))
+            b2 = add_const(prev.inputs[1] + "_bn", (bias.reshape(-1) * k + shift)
+                           .reshape(-1, 1, 1).astype(bias.dtype))
+            out[out.index(conv)] = Node("conv", (conv.inputs[0], w2), conv.outputs, conv.attrs,
+                                        conv.name)
+            out[out.index(prev)] = None
+            out.append(Node("add", (prev.inputs[0], b2), n.outputs, (), n.name))
+            continue
+        shape = (-1,) + (1,) * (rank - 2)
+        kc = add_const(n.output + "_scale", k.reshape(shape).astype(dtype))
+        sc = add_const(n.output + "_shift", shift.reshape(shape).astype(dtype))
+        mid = n.output + "_scaled"
+        while mid in types:
+            mid += "_"
+        types[mid] = types[x]
+        out.append(Node("mul", (x, kc), (mid,), (), n.name))
+        out.append(Node("add", (mid, sc), n.outputs, (), n.name))
+    return g.replace(nodes=tuple(o for o in out if o is not None), constants=consts,
+                     types=types)
+
+
+def _biased_conv(add: Node | None, nodes: list[Node], producer: dict[str, int],
+                 consts: dict, uses: dict[str, int]) -> Node | None:
+    """The conv of ``add = conv(x, w) + bias`` (constant w and per-channel bias, the conv
+    read only by the add), or None."""
+    if add is None or add.op != "add" or add.inputs[1] not in consts:
+        return None
+    p = producer.get(add.inputs[0])
+    conv = nodes[p] if p is not None else None
+    if conv is None or conv.op != "conv" or conv.inputs[1] not in consts or \
+            uses.get(conv.output, 0) != 1:
+        return None
+    co = consts[conv.inputs[1]].shape[0]
+    return conv if consts[add.inputs[1]].shape == (co, 1, 1) else None
