@@ -360,7 +360,7 @@ def build(s: Schedule, args: Sequence[Any] | None = None, target: Target | None 
     ``build(graph, target=None)`` builds a whole model (a ``tvmlite.graph.Graph``) into
     a ``tvmlite.graph.build.GraphModule``; its second argument may be the target."""
     if isinstance(s, Graph):
-        from tvmlite.graph.build import build_graph   # graph.build imports this module
+        from tvmlite.graph.build import build_graph  # graph.build imports this module
         return build_graph(s, target if target is not None else args)
     if args is None:
         raise TypeError("build(s, args): the schedule's tensors (args) are required")

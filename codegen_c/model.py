@@ -1,0 +1,264 @@
+"""The deployable model library: one C entry point running every fused kernel in order.
+
+``export_model(module, dir, name)`` writes into ``dir``:
+
+- ``kernel_<i>.c``: each distinct kernel's C, as built (compiled on its own, so the
+  kernels' static helpers never clash), and ``<name>.c``, the model's entry points;
+- ``lib<name>.so``: all of them linked into one library; ``<name>.h`` declares
+  ``int <name>_init(const char *weights_path)``, ``int <name>_run(in0, ..., out0, ...)``
+  (model input and output order), ``void <name>_free(void)``,
+  ``void <name>_set_num_threads(int)`` and ``const char *<name>_last_error(void)``;
+- ``<name>.weights``: the constants, each at a 64-byte aligned offset after a 64-byte
+  header (magic, version, payload bytes, a 64-bit checksum of the payload), which
+  ``_init`` reads and verifies;
+- ``manifest.json``: inputs and outputs (names, shapes, dtypes), each kernel with the
+  record its schedule came from, the arena plan, target, compiler and flags.
+
+Intermediates live in one arena planned here (``plan_arena``): a buffer's lifetime runs
+from the kernel that writes it to the last one that reads it, and buffers whose lifetimes
+do not overlap share memory (first fit by offset). No Python runs at run time.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from tvmlite.codegen_c.compiler import link_shared
+from tvmlite.codegen_c.header import header
+from tvmlite.errors import TvmliteError
+from tvmlite.ir.dtypes import CTYPE
+
+__all__ = ["ALIGN", "MAGIC", "ExportError", "Arena", "plan_arena", "weights_blob",
+           "checksum64", "export_model", "model_c"]
+
+ALIGN = 64
+MAGIC = b"TVMLWGT1"
+HEADER_BYTES = 64
+
+
+class ExportError(TvmliteError, ValueError):
+    """A model that cannot be written as a library (the message says why)."""
+
+
+def checksum64(data: bytes) -> int:
+    """The weights checksum: ``sum(w[i] * (2*i + 1)) mod 2**64`` over the payload's
+    little-endian 64-bit words (position-weighted, so swapped or shifted blocks change
+    it; numpy computes it at export, ``_init`` recomputes it in one pass)."""
+    words = np.frombuffer(data, "<u8")
+    odd = np.arange(words.size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    with np.errstate(over="ignore"):
+        return int(np.sum(words * odd, dtype=np.uint64))
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+@dataclass(frozen=True)
+class Arena:
+    """Offsets of the intermediates in one buffer of ``size`` bytes; ``total`` is what
+    they would take without sharing."""
+    offsets: dict[str, int]
+    size: int
+    total: int
+
+
+def plan_arena(sizes: dict[str, int], lifetimes: dict[str, tuple[int, int]]) -> Arena:
+    """First-fit offsets: each buffer (in order of first write) takes the lowest offset
+    where it overlaps no buffer live at the same time."""
+    placed: list[tuple[int, int, int, int]] = []   # offset, end, first, last
+    offsets = {}
+    for name in sorted(sizes, key=lambda n: (lifetimes[n][0], -sizes[n])):
+        first, last = lifetimes[name]
+        size = _align(sizes[name])
+        busy = sorted((o, e) for o, e, f, l2 in placed if not (l2 < first or f > last))
+        at = 0
+        for o, e in busy:
+            if at + size <= o:
+                break
+            at = max(at, e)
+        offsets[name] = at
+        placed.append((at, at + size, first, last))
+    size = max((e for _, e, _, _ in placed), default=0)
+    return Arena(offsets, size, sum(_align(s) for s in sizes.values()))
+
+
+def weights_blob(constants: dict[str, np.ndarray]) -> tuple[bytes, dict[str, int]]:
+    """The weights file and each constant's byte offset in it."""
+    payload = bytearray()
+    offsets = {}
+    for name, value in constants.items():
+        offsets[name] = HEADER_BYTES + len(payload)
+        data = np.asarray(value, order="C").tobytes()
+        payload += data + b"\0" * (_align(len(data)) - len(data))
+    head = MAGIC + struct.pack("<QQQ", 1, len(payload), checksum64(bytes(payload)))
+    return head + b"\0" * (HEADER_BYTES - len(head)) + bytes(payload), offsets
+
+
+def _ctype(dtype: str) -> str:
+    return "uint8_t" if dtype == "bool" else CTYPE[dtype]
+
+
+def _ident(i: int) -> str:
+    return f"in{i}"
+
+
+def model_c(module: Any, name: str, kernel_names: dict[str, str], weight_offsets: dict[str, int],
+            arena: Arena, weights_bytes: int, checksum: int) -> tuple[str, str]:
+    """(the model's C source, its header's declarations)."""
+    g = module.graph
+    ins = [f"const {_ctype(g.types[v].dtype)} *in{i}" for i, v in enumerate(g.inputs)]
+    outs = [f"{_ctype(g.types[v].dtype)} *out{i}" for i, v in enumerate(g.outputs)]
+    sig = ", ".join(ins + outs) or "void"
+    decl = (f"/* {name}: {len(g.inputs)} inputs, {len(g.outputs)} outputs, C-contiguous.\n"
+            + "".join(f"   in{i}  {v}: {g.types[v]}\n" for i, v in enumerate(g.inputs))
+            + "".join(f"   out{i} {v}: {g.types[v]}\n" for i, v in enumerate(g.outputs))
+            + "   Every function but _last_error returns 0 on success, else non-zero with\n"
+              f"   {name}_last_error() saying why. Call {name}_init once before _run. */\n"
+            f"int {name}_init(const char *weights_path);\n"
+            f"int {name}_run({sig});\n"
+            f"void {name}_free(void);\n"
+            f"void {name}_set_num_threads(int n);\n"
+            f"const char *{name}_last_error(void);\n")
+    ptr: dict[str, str] = {}
+    for i, v in enumerate(g.inputs):
+        ptr[v] = f"(void *)in{i}"
+    for i, v in enumerate(g.outputs):
+        ptr.setdefault(v, f"(void *)out{i}")
+    for v, off in weight_offsets.items():
+        ptr.setdefault(v, f"(void *)(g_weights + {off})")
+    for v, off in arena.offsets.items():
+        ptr.setdefault(v, f"(void *)(g_arena + {off})")
+    lines = ["// generated by tvmlite: the model's entry points", "#include <stdint.h>",
+             "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>", ""]
+    seen = set()
+    for k in module.kernels:
+        if k.key not in seen:
+            seen.add(k.key)
+            lines.append(k.module.decl)
+    lines += ["static char g_err[512];", "static unsigned char *g_weights;",
+              "static unsigned char *g_arena;", "",
+              f"const char *{name}_last_error(void) {{ return g_err; }}", "",
+              "static uint64_t checksum64(const unsigned char *p, uint64_t n) {",
+              "  uint64_t h = 0, w;",
+              "  for (uint64_t i = 0; i < n / 8; i++) { memcpy(&w, p + 8 * i, 8);"
+              " h += w * (2 * i + 1); }",
+              "  return h;", "}", "",
+              f"void {name}_free(void) {{", "  free(g_weights); g_weights = 0;",
+              "  free(g_arena); g_arena = 0;", "}", "",
+              f"int {name}_init(const char *path) {{",
+              f"  {name}_free();",
+              "  FILE *f = fopen(path, \"rb\");",
+              "  if (!f) { snprintf(g_err, sizeof g_err, \"cannot open weights file %s\", path);"
+              " return 1; }",
+              f"  uint64_t want = {HEADER_BYTES + weights_bytes}ULL;",
+              f"  g_weights = aligned_alloc({ALIGN}, want ? want : {ALIGN});",
+              "  if (!g_weights) { fclose(f); snprintf(g_err, sizeof g_err, \"out of memory\");"
+              " return 2; }",
+              "  size_t got = fread(g_weights, 1, want, f);",
+              "  int extra = fgetc(f) != EOF;", "  fclose(f);",
+              "  if (got != want || extra || memcmp(g_weights, \"" + MAGIC.decode() + "\", 8)) {",
+              "    snprintf(g_err, sizeof g_err, \"%s is not this model's weights file "
+              "(%zu bytes, expected %llu)\", path, got, (unsigned long long)want);",
+              f"    {name}_free(); return 3;", "  }",
+              "  uint64_t sum; memcpy(&sum, g_weights + 24, 8);",
+              f"  if (sum != {checksum}ULL || checksum64(g_weights + {HEADER_BYTES}, "
+              f"{weights_bytes}ULL) != sum) {{",
+              "    snprintf(g_err, sizeof g_err, \"%s: checksum mismatch (corrupt weights)\","
+              " path);", f"    {name}_free(); return 4;", "  }",
+              f"  g_arena = aligned_alloc({ALIGN}, {max(arena.size, ALIGN)});",
+              "  if (!g_arena) { snprintf(g_err, sizeof g_err, \"out of memory (arena)\");"
+              f" {name}_free(); return 2; }}",
+              "  g_err[0] = 0;", "  return 0;", "}", "",
+              f"void {name}_set_num_threads(int n) {{"]
+    for key in sorted(seen):
+        lines.append(f"  {kernel_names[key]}_set_num_threads(n);")
+    lines += ["}", "", f"int {name}_run({sig}) {{",
+              "  if (!g_weights) { snprintf(g_err, sizeof g_err, \"" + name
+              + "_init was not called (or failed)\"); return 1; }", "  int32_t rc;"]
+    for k in module.kernels:
+        args = [ptr[v] for v in k.compute.arg_values] + [ptr[k.output]]
+        lines.append(f"  rc = {kernel_names[k.key]}({', '.join(args)});")
+        lines.append(f"  if (rc) {{ snprintf(g_err, sizeof g_err, \"kernel {k.name} failed "
+                     f"(%d)\", (int)rc); return 5; }}")
+    for i, v in enumerate(g.outputs):
+        if ptr[v] != f"(void *)out{i}":
+            nbytes = int(np.prod(g.types[v].shape)) * np.dtype(g.types[v].dtype).itemsize
+            lines.append(f"  memcpy(out{i}, {ptr[v]}, {nbytes});")
+    lines += ["  return 0;", "}", ""]
+    return "\n".join(lines), decl
+
+
+def export_model(module: Any, directory: Path, name: str = "model") -> Path:
+    """Write the library of the built model ``module`` (a GraphModule) into
+    ``directory``; returns the path of ``lib<name>.so``."""
+    if not name.isidentifier():
+        raise ExportError(f"export_library: name must be a C identifier, got {name!r}")
+    g = module.graph
+    for k in module.kernels:
+        if k.module.packs:
+            raise ExportError(f"export_library: kernel {k.name}'s record pre-packs "
+                              f"{[p.input for p in k.module.packs]}; exporting pre-packed "
+                              f"kernels into a model library is not supported yet")
+    directory.mkdir(parents=True, exist_ok=True)
+    used = {v for k in module.kernels for v in k.compute.arg_values}
+    consts = {v: g.constants[v] for v in g.constants if v in used or v in g.outputs}
+    blob, offsets = weights_blob(consts)
+    order = {k.output: i for i, k in enumerate(module.kernels)}
+    last: dict[str, int] = {}
+    for i, k in enumerate(module.kernels):
+        for v in k.compute.arg_values:
+            last[v] = i
+    inter = [v for v in order if v not in g.outputs]
+    sizes = {v: int(np.prod(g.types[v].shape)) * np.dtype(g.types[v].dtype).itemsize
+             for v in inter}
+    arena = plan_arena(sizes, {v: (order[v], last.get(v, order[v])) for v in inter})
+    kernel_names, sources = {}, []
+    for k in module.kernels:
+        if k.key in kernel_names:
+            continue
+        kernel_names[k.key] = k.module.name
+        path = directory / f"kernel_{len(sources)}.c"
+        path.write_text(k.module.source)
+        sources.append(path)
+    checksum = struct.unpack("<Q", blob[24:32])[0]
+    src, decl = model_c(module, name, kernel_names, offsets, arena, len(blob) - HEADER_BYTES,
+                        checksum)
+    main = directory / f"{name}.c"
+    main.write_text(src)
+    (directory / f"{name}.h").write_text(header(name, decl))
+    (directory / f"{name}.weights").write_bytes(blob)
+    lib = link_shared(sources + [main], module.target, directory / f"lib{name}.so")
+    manifest = {
+        "name": name, "format": 1,
+        "inputs": [_value(g, v) for v in g.inputs], "outputs": [_value(g, v) for v in g.outputs],
+        "kernels": [{"name": k.name, "function": k.module.name, "key": k.key,
+                     "nodes": [n.op for n in _kernel_nodes(g, k.output)],
+                     "record": k.record} for k in module.kernels],
+        "arena": {"bytes": arena.size, "intermediates_bytes": arena.total,
+                  "offsets": arena.offsets},
+        "weights": {"file": f"{name}.weights", "bytes": len(blob), "checksum64": checksum,
+                    "alignment": ALIGN},
+        "target": module.target.to_json(), "compiler": module.target.compiler,
+        "compiler_version": module.target.compiler_version,
+        "flags": list(module.target.cflags),
+        "sources": [p.name for p in sources] + [main.name],
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+    return lib
+
+
+def _value(g: Any, v: str) -> dict[str, Any]:
+    return {"name": v, "shape": list(g.types[v].shape), "dtype": g.types[v].dtype}
+
+
+def _kernel_nodes(g: Any, output: str) -> Sequence[Any]:
+    for k in g.kernels:
+        if k.output == output:
+            return k.nodes
+    return ()

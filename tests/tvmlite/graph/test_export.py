@@ -1,0 +1,113 @@
+"""export_library: the model library built, called from a C main, compared with
+onnxruntime; the weights checksum refuses a corrupt file; the arena shares memory."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto as TP  # noqa: E402
+from onnx import helper as oh  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+import tvmlite  # noqa: E402
+from tvmlite.codegen_c.model import checksum64, plan_arena  # noqa: E402
+from tvmlite.frontend import from_onnx  # noqa: E402
+
+RNG = np.random.default_rng(1)
+
+MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "net.h"
+int main(int argc, char **argv) {
+  static float x[1 * 3 * 6 * 6], y[4], r[1 * 4 * 6 * 6];
+  FILE *f = fopen(argv[2], "rb");
+  if (fread(x, sizeof x, 1, f) != 1) return 10;
+  fclose(f);
+  if (net_init(argv[1])) { printf("init: %s\n", net_last_error()); return 1; }
+  net_set_num_threads(2);
+  if (net_run(x, y, r)) { printf("run: %s\n", net_last_error()); return 2; }
+  f = fopen(argv[3], "wb");
+  fwrite(y, sizeof y, 1, f); fwrite(r, sizeof r, 1, f);
+  fclose(f);
+  net_free();
+  return 0;
+}
+"""
+
+
+def _model():
+    def w(*s):
+        return RNG.standard_normal(s).astype(np.float32)
+    nodes = [oh.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+             oh.make_node("Relu", ["c"], ["r"]),
+             oh.make_node("Conv", ["r", "W2"], ["c2"], pads=[1, 1, 1, 1]),
+             oh.make_node("Add", ["c2", "r"], ["s"]),
+             oh.make_node("Conv", ["s", "W3"], ["c3"]),
+             oh.make_node("GlobalAveragePool", ["c3"], ["y"])]
+    g = oh.make_graph(nodes, "net", [oh.make_tensor_value_info("x", TP.FLOAT, (1, 3, 6, 6))],
+                      [oh.make_tensor_value_info(o, TP.FLOAT, None) for o in ("y", "r")],
+                      [nh.from_array(v, k) for k, v in (("W", w(4, 3, 3, 3)), ("B", w(4)),
+                                                        ("W2", w(4, 4, 3, 3)),
+                                                        ("W3", w(4, 4, 1, 1)))])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_c_main_against_onnxruntime(tmp_path):
+    m = _model()
+    mod = tvmlite.build(from_onnx(m))
+    out = tmp_path / "lib"
+    lib = mod.export_library(out, name="net")
+    assert lib == out / "libnet.so"
+    for f in ("net.h", "net.c", "net.weights", "manifest.json", "kernel_0.c"):
+        assert (out / f).is_file()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [i["name"] for i in manifest["inputs"]] == ["x"]
+    assert [o["shape"] for o in manifest["outputs"]] == [[1, 4, 1, 1], [1, 4, 6, 6]]
+    assert all(k["record"] is None for k in manifest["kernels"])
+    assert manifest["arena"]["bytes"] <= manifest["arena"]["intermediates_bytes"]
+    (tmp_path / "main.c").write_text(MAIN)
+    exe = tmp_path / "main"
+    cc = mod.target.compiler
+    subprocess.run([cc, "-O1", str(tmp_path / "main.c"), f"-I{out}", f"-L{out}", "-lnet",
+                    f"-Wl,-rpath,{out}", "-o", str(exe)], check=True)
+    x = RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    x.tofile(tmp_path / "x.bin")
+    proc = subprocess.run([str(exe), str(out / "net.weights"), str(tmp_path / "x.bin"),
+                           str(tmp_path / "out.bin")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+    got = np.fromfile(tmp_path / "out.bin", np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    want = np.concatenate([r.reshape(-1) for r in ref])
+    assert np.abs(got - want).max() <= 1e-3 * np.abs(want).max() + 1e-4
+    # a flipped byte in the weights: _init refuses it and says why
+    blob = bytearray((out / "net.weights").read_bytes())
+    blob[-70] ^= 0xFF
+    (tmp_path / "bad.weights").write_bytes(bytes(blob))
+    proc = subprocess.run([str(exe), str(tmp_path / "bad.weights"), str(tmp_path / "x.bin"),
+                           str(tmp_path / "out.bin")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "checksum mismatch" in proc.stdout
+    proc = subprocess.run([str(exe), str(tmp_path / "none.weights"), str(tmp_path / "x.bin"),
+                           str(tmp_path / "out.bin")], capture_output=True, text=True)
+    assert proc.returncode == 1 and "cannot open" in proc.stdout
+
+
+def test_arena_shares_memory_between_disjoint_lifetimes():
+    sizes = {"a": 100, "b": 100, "c": 100}
+    arena = plan_arena(sizes, {"a": (0, 1), "b": (1, 2), "c": (2, 3)})
+    assert arena.offsets["a"] == arena.offsets["c"] != arena.offsets["b"]
+    assert arena.size == 2 * 128 and arena.total == 3 * 128
+
+
+def test_checksum_sees_order():
+    a = np.arange(16, dtype=np.uint64).tobytes()
+    b = np.arange(16, dtype=np.uint64)[::-1].copy().tobytes()
+    assert checksum64(a) != checksum64(b)
