@@ -21,14 +21,29 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
-                             Select, Var, free_vars, lanes_of, walk)
-from tvmlite.passes.pipeline import LoweredFunc
+from tvmlite.codegen_c.preamble import MASK_OF, SHORT, helper_lines, typedef_lines
+from tvmlite.ir.dtypes import ALIGNMENT, CTYPE, ITEMSIZE, round_up_to_alignment
+from tvmlite.ir.expr import (
+    BinOp,
+    Broadcast,
+    Call,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Load,
+    Not,
+    Ramp,
+    Select,
+    Var,
+    free_vars,
+    lanes_of,
+    walk,
+)
 from tvmlite.ir.simplify import bound
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, walk_stmts
-from tvmlite.ir.dtypes import ALIGNMENT, CTYPE, ITEMSIZE, round_up_to_alignment
 from tvmlite.ir.symbolic import INF, is_static, numel, size_ranges
-from tvmlite.codegen_c.preamble import MASK_OF, SHORT, helper_lines, typedef_lines
+from tvmlite.passes.pipeline import LoweredFunc
 
 
 def omp_schedule(loop: For) -> str:

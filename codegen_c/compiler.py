@@ -26,6 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
 from tvmlite.errors import TvmliteError
 
 if TYPE_CHECKING:

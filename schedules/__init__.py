@@ -14,8 +14,13 @@ conv2d_nhwc, depthwise_conv2d_nchw/nhwc) · reduce.py (softmax, norm2) · recipe
 from __future__ import annotations
 
 from tvmlite.schedules import recipes
-from tvmlite.schedules.conv import (conv1d, conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw,
-                                    depthwise_conv2d_nhwc)
+from tvmlite.schedules.conv import (
+                                    conv1d,
+                                    conv2d_nchw,
+                                    conv2d_nhwc,
+                                    depthwise_conv2d_nchw,
+                                    depthwise_conv2d_nhwc,
+)
 from tvmlite.schedules.linalg import batch_matmul, dense, matmul
 from tvmlite.schedules.reduce import norm2, softmax
 

@@ -28,10 +28,8 @@ from typing import Any, Sequence
 
 from tvmlite import ops, te
 from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedules.linalg import MAX_K_INNER, define_vector_split, max_cols, max_rows, unroll_if
 from tvmlite.search.templated.task import template
-
-from tvmlite.schedules.linalg import (MAX_K_INNER, define_vector_split, max_cols, max_rows,
-                                      unroll_if)
 
 PAD_CHOICES = ["outer", "inline"]
 # Reduction loop orders: input-channel blocks outermost (the weight block stays hot)

@@ -21,9 +21,8 @@ from typing import Any
 
 from tvmlite import ops, te
 from tvmlite.schedule.schedule import Schedule
-from tvmlite.search.templated.task import template
-
 from tvmlite.schedules.linalg import define_vector_split, max_cols, unroll_if
+from tvmlite.search.templated.task import template
 
 # auto_unroll_max_step of the row loop: unroll every loop nest of at most this many
 # steps inside it (16: the lane-combining loops; 64: short rows entirely; 0: nothing).

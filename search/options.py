@@ -10,11 +10,11 @@ from typing import Any
 
 from tvmlite.checks import check_int, check_number
 from tvmlite.search.measure.base_runner import Runner
-from tvmlite.search.measure.runner import LocalRunner
-from tvmlite.search.measure.qemu_runner import QemuRunner
+from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.measurer import Measurer
 from tvmlite.search.measure.protocol import MeasureConfig
-from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.search.measure.qemu_runner import QemuRunner
+from tvmlite.search.measure.runner import LocalRunner
 
 RUNNERS = ("local", "qemu")
 

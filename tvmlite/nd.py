@@ -8,7 +8,9 @@
 """
 from __future__ import annotations
 
-from tvmlite.runtime.arrays import NDArray, nd_array as array, nd_empty as empty
+from tvmlite.runtime.arrays import NDArray
+from tvmlite.runtime.arrays import nd_array as array
+from tvmlite.runtime.arrays import nd_empty as empty
 from tvmlite.runtime.device import Device, cpu
 
 __all__ = ["NDArray", "array", "empty", "Device", "cpu"]

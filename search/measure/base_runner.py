@@ -22,10 +22,10 @@ import abc
 import time
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence
 
+from tvmlite.errors import TvmliteError
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
 from tvmlite.search.measure.protocol import MeasureConfig, ReferenceCache, Verdict
-from tvmlite.errors import TvmliteError
 
 __all__ = ["Runner", "RunnerError", "KernelRunner", "Stopwatch"]
 

@@ -24,14 +24,13 @@ from typing import Any, Iterable, Iterator, Sequence
 from tvmlite import te
 from tvmlite.checks import check_int, check_number
 from tvmlite.codegen_c import CompileError, CompileTimeoutError, compile_shared
+from tvmlite.ir.symbolic import bind_extent
 from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
-from tvmlite.target.target import CompilerNotFoundError, Target
-from tvmlite.ir.symbolic import bind_extent
-
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, state_key
 from tvmlite.search.measure.reference import reference_steps, reference_target
+from tvmlite.target.target import CompilerNotFoundError, Target
 
 __all__ = ["ArgSpec", "BuildResult", "LocalBuilder", "KERNEL"]
 

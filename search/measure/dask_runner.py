@@ -46,17 +46,28 @@ except ImportError as _e:  # pragma: no cover -- the dask extra is not installed
                       "'tvmlite[dask]' (or pip install distributed)") from _e
 
 from tvmlite.checks import check_number
+from tvmlite.errors import TvmliteWarning
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult
-from tvmlite.search.measure.dask_cluster import (COMPARED, MEASURE, START_COMMAND,
-                                                 parse_address, share_cores, unusable)
+from tvmlite.search.measure.dask_cluster import (
+    COMPARED,
+    MEASURE,
+    START_COMMAND,
+    parse_address,
+    share_cores,
+    unusable,
+)
+from tvmlite.search.measure.dask_worker import (
+    START_TOPIC,
+    Config,
+    Job,
+    describe_worker,
+    measure_job,
+)
 from tvmlite.search.measure.feeder import Feeder
-from tvmlite.search.measure.dask_worker import (START_TOPIC, Config, Job, describe_worker,
-                                                measure_job)
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.measure.protocol import MeasureConfig, ReferenceCache, Verdict
 from tvmlite.target.target import Target
-from tvmlite.errors import TvmliteWarning
 
 # parse_address, MEASURE and COMPARED stay importable from here (dask_cluster.py)
 __all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE", "COMPARED",

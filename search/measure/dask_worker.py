@@ -29,7 +29,6 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.measure.protocol import MeasureConfig

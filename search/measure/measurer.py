@@ -35,11 +35,16 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
-from tvmlite.search.records.record import (Record, RecordWriter, load_records, make_record,
-                                           target_matches)
-from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
+from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.search.records.record import (
+    Record,
+    RecordWriter,
+    load_records,
+    make_record,
+    target_matches,
+)
 from tvmlite.target.target import Target
 
 __all__ = ["Measurer", "Quota", "check_log_path"]

@@ -34,16 +34,26 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable, Iterator, Sequence
 
-from tvmlite.codegen_c import CompileError
-from tvmlite.codegen_c.harness import (EmulatorNotFoundError, HarnessError, build_harness,
-                                       emulator_prefix, pack_slots, read_outputs,
-                                       run_harness)
 from tvmlite.checks import check_int
+from tvmlite.codegen_c import CompileError
+from tvmlite.codegen_c.harness import (
+    EmulatorNotFoundError,
+    HarnessError,
+    build_harness,
+    emulator_prefix,
+    pack_slots,
+    read_outputs,
+    run_harness,
+)
 from tvmlite.search.measure.base_runner import KernelRunner, RunnerError, Stopwatch
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
-from tvmlite.search.measure.protocol import (REFERENCE_TIMEOUT_MIN, MeasureConfig, Verdict,
-                                             check_tolerances)
+from tvmlite.search.measure.protocol import (
+    REFERENCE_TIMEOUT_MIN,
+    MeasureConfig,
+    Verdict,
+    check_tolerances,
+)
 from tvmlite.target.named import CROSS_COMPILERS
 from tvmlite.testing.check import mismatch
 

@@ -36,15 +36,20 @@ import time
 import weakref
 from typing import Any, Mapping, Sequence
 
+from tvmlite.errors import TvmliteError
 from tvmlite.search.measure.base_runner import KernelRunner, RunnerError, Stopwatch
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.core_lock import CoreLock, usable_cores
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
-from tvmlite.search.measure.protocol import (REFERENCE_TIMEOUT_FACTOR, REFERENCE_TIMEOUT_MIN,
-                                             SLOW_FRACTION, MeasureConfig, Verdict,
-                                             check_tolerances)
+from tvmlite.search.measure.protocol import (
+    REFERENCE_TIMEOUT_FACTOR,
+    REFERENCE_TIMEOUT_MIN,
+    SLOW_FRACTION,
+    MeasureConfig,
+    Verdict,
+    check_tolerances,
+)
 from tvmlite.target.target import Target
-from tvmlite.errors import TvmliteError
 
 # the protocol's constants stay importable from here (defined in protocol.py)
 __all__ = ["LocalRunner", "REFERENCE_TIMEOUT_FACTOR", "REFERENCE_TIMEOUT_MIN", "SLOW_FRACTION"]

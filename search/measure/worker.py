@@ -34,10 +34,11 @@ import time
 
 import numpy as np
 
-from tvmlite.runtime.arrays import full
 from tvmlite.codegen_c.loader import load_library
-from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE
 from tvmlite.errors import TvmliteError
+from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE
+from tvmlite.runtime.arrays import full
+
 # the comparison, the inputs and the sentinel of the tests' checks (light to import)
 from tvmlite.testing.check import INT_SENTINEL, mismatch, seeded_arrays
 

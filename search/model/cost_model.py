@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from tvmlite.errors import TvmliteError
 
 __all__ = ["CostModel", "RandomModel", "XGBModel", "CostModelFileError", "LOSSES",

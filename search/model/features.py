@@ -62,11 +62,26 @@ from typing import Any
 
 import numpy as np
 
-from tvmlite.ir.expr import (ITEMSIZE, BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not,
-                             Ramp, Select, Var, children, free_vars)
-from tvmlite.passes.pipeline import LoweredFunc, loop_nest
+from tvmlite.ir.expr import (
+    ITEMSIZE,
+    BinOp,
+    Broadcast,
+    Call,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Load,
+    Not,
+    Ramp,
+    Select,
+    Var,
+    children,
+    free_vars,
+)
 from tvmlite.ir.simplify import bound, linear
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Store
+from tvmlite.passes.pipeline import LoweredFunc, loop_nest
 from tvmlite.target.target import Target
 
 __all__ = ["FEATURE_NAMES", "N_FEATURES", "MAX_BUFFERS", "extract", "schedule_features",

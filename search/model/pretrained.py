@@ -38,13 +38,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tvmlite.errors import TvmliteWarning
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
-
 from tvmlite.search.model.cost_model import CostModelFileError, XGBModel
 from tvmlite.search.model.features import FEATURE_NAMES, schedule_features
 from tvmlite.search.records.record import load_records
-from tvmlite.errors import TvmliteWarning
 
 HERE = Path(__file__).resolve().parent
 FILES = {"pack-sum": HERE / "pretrained.npz", "itervar": HERE / "pretrained_itervar.npz"}

@@ -24,13 +24,32 @@ from typing import Any, Iterator, Sequence
 
 from tvmlite import te
 from tvmlite.checks import check_int, is_int
-from tvmlite.te.tensor import check_body
-from tvmlite.ir.expr import (ARITH_OPS, CMP_OPS, DTYPES, FLOAT_DTYPES, INT_DTYPES, LOGIC_OPS,
-                             UNARY_FUNCS, BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select,
-                             TensorRead, Var, binop, children, cmp)
-from tvmlite.ir.symbolic import SizeVar, is_size_expr, is_static
 from tvmlite.errors import TvmliteError
-
+from tvmlite.ir.expr import (
+    ARITH_OPS,
+    CMP_OPS,
+    DTYPES,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    LOGIC_OPS,
+    UNARY_FUNCS,
+    BinOp,
+    Call,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Not,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+    binop,
+    children,
+    cmp,
+)
+from tvmlite.ir.symbolic import SizeVar, is_size_expr, is_static
+from tvmlite.te.tensor import check_body
 
 MAX_OPS = 256
 MAX_NODES = 100_000        # expression nodes in one workload, all ops together

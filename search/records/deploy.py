@@ -31,21 +31,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tvmlite.codegen_c import compile_shared, link_shared
+from tvmlite.codegen_c.header import header, pack_doc, size_doc
+from tvmlite.errors import TvmliteWarning
 from tvmlite.ir.dtypes import DTYPE_INFO
 from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.prepack import declare_constants
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.base_runner import RunnerError
-from tvmlite.search.records.dispatch import DISPATCH_TUNER, export_dispatch, latest_table
-from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.records.record import TargetMismatchWarning, load_records, real_first
-from tvmlite.codegen_c import compile_shared, link_shared
-from tvmlite.codegen_c.header import header, pack_doc, size_doc
-from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.search.records.dispatch import DISPATCH_TUNER, export_dispatch, latest_table
+from tvmlite.search.records.record import TargetMismatchWarning, load_records, real_first
 from tvmlite.target.target import Target
-from tvmlite.errors import TvmliteWarning
 
 BUNDLE = "tvmlite_kernels"
 

@@ -22,17 +22,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from tvmlite.runtime.module import Module, generate_c
-from tvmlite.schedule.schedule import Schedule
-from tvmlite.schedule.step_json import step_from_json
-from tvmlite.schedule.state import ScheduleError
-from tvmlite.search.measure.inputs import MeasureResult
-from tvmlite.search.records.record import Record, RecordError
 from tvmlite.codegen_c import link_shared
-from tvmlite.target.target import Target
 from tvmlite.codegen_c.codegen import cdecl
 from tvmlite.codegen_c.dispatch import dispatcher_c, variant_name
 from tvmlite.codegen_c.header import header, size_doc
+from tvmlite.runtime.module import Module, generate_c
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.state import ScheduleError
+from tvmlite.schedule.step_json import step_from_json
+from tvmlite.search.measure.inputs import MeasureResult
+from tvmlite.search.records.record import Record, RecordError
+from tvmlite.target.target import Target
 
 DISPATCH_TUNER = "dispatch"
 MAX_VARIANTS = 8

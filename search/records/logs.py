@@ -13,10 +13,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tvmlite.checks import check_int
-
-from tvmlite.search.records.record import (Record, RecordError, RecordWriter, best_record,
-                                           best_valid, iter_records, load_records)
 from tvmlite.errors import TvmliteError
+from tvmlite.search.records.record import (
+    Record,
+    RecordError,
+    RecordWriter,
+    best_record,
+    best_valid,
+    iter_records,
+    load_records,
+)
 
 __all__ = ["show", "best", "merge", "distill", "pick_record", "RecordChoiceError"]
 

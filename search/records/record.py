@@ -26,14 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from tvmlite.errors import TvmliteError, TvmliteWarning
 from tvmlite.schedule.state import ScheduleError
-from tvmlite.schedule.steps import Step
 from tvmlite.schedule.step_json import step_from_json
-from tvmlite.target.target import Target
-
+from tvmlite.schedule.steps import Step
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult, state_key
 from tvmlite.search.records.workload import Workload, WorkloadError
-from tvmlite.errors import TvmliteError, TvmliteWarning
+from tvmlite.target.target import Target
 
 __all__ = ["FORMAT_VERSION", "RecordError", "RecordWarning", "TargetMismatchWarning",
            "Record", "make_record", "append_record", "RecordWriter", "iter_records",

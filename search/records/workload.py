@@ -20,16 +20,25 @@ from typing import Any, Sequence
 
 from tvmlite import te
 from tvmlite.ir.expr import ARITH_OPS, BinOp, Call, Expr, Reduce, Select, TensorRead, children
+from tvmlite.ir.symbolic import SizeVar, bind_extent
+from tvmlite.ops import OPS
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import uniquify_names
-from tvmlite.ir.symbolic import SizeVar, bind_extent
+from tvmlite.search.records.compute_json import (
+    HEX64,
+    MAX_ARGS,
+    MAX_NDIM,
+    MAX_OPS,
+    MAX_STR,
+    WorkloadError,
+    canonical,
+    check_keys,
+    compute_json,
+    errors_at,
+    read_compute,
+    short_repr,
+)
 from tvmlite.te.bind import bind_sizes, free_sizes
-
-from tvmlite.search.records.compute_json import (HEX64, MAX_ARGS, MAX_NDIM, MAX_OPS, MAX_STR,
-                                                 WorkloadError, canonical, check_keys,
-                                                 compute_json, errors_at, read_compute,
-                                                 short_repr)
-from tvmlite.ops import OPS
 
 __all__ = ["Workload", "WorkloadError", "workload_key"]
 

@@ -11,10 +11,9 @@ import math
 import random
 from typing import Any
 
-from tvmlite.checks import is_int   # decisions come from logs a user may edit
+from tvmlite.checks import is_int  # decisions come from logs a user may edit
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import State
-
 from tvmlite.search.template_free import dag
 from tvmlite.search.template_free.priors import decide, unroll_steps
 

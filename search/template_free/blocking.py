@@ -45,13 +45,22 @@ from typing import Any, Sequence
 
 from tvmlite.ir.dtypes import ITEMSIZE
 from tvmlite.schedule.state import ScheduleError
-
 from tvmlite.search.template_free.annotate import location_candidates
 from tvmlite.search.template_free.loose import loose_choices
-from tvmlite.search.template_free.priors import (divisors, fma_block_floor, max_innermost,
-                                                 unroll_steps)
-from tvmlite.search.template_free.sketch import (CacheRead, CacheWrite, FuseInto, Sketch,
-                                                realize, structure)
+from tvmlite.search.template_free.priors import (
+    divisors,
+    fma_block_floor,
+    max_innermost,
+    unroll_steps,
+)
+from tvmlite.search.template_free.sketch import (
+    CacheRead,
+    CacheWrite,
+    FuseInto,
+    Sketch,
+    realize,
+    structure,
+)
 
 __all__ = ["blocked_decisions", "PANEL_SHARE", "ROWS_SHARE"]
 

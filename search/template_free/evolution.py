@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tvmlite.schedule.state import ScheduleError
-
-from tvmlite.search.template_free.loose import loose_choices
-from tvmlite.search.template_free.sketch import (MAX_INNERMOST, UNROLL_STEPS, max_innermost,
-                                                realize, unroll_steps)
 from tvmlite.search.measure.inputs import state_key
+from tvmlite.search.template_free.loose import loose_choices
+from tvmlite.search.template_free.sketch import (
+    MAX_INNERMOST,
+    UNROLL_STEPS,
+    max_innermost,
+    realize,
+    unroll_steps,
+)
 
 MUTATION_WEIGHTS = {"tile": 0.90, "at": 0.05, "unroll": 0.04, "parallel": 0.01}
 

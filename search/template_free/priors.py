@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from tvmlite.checks import is_int   # decisions come from logs a user may edit
+from tvmlite.checks import is_int  # decisions come from logs a user may edit
 from tvmlite.schedule.schedule import Schedule
 
 MAX_INNERMOST = 64         # max_innermost() of AVX-512 float32 (Ansor's fixed value)

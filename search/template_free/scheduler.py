@@ -20,10 +20,9 @@ import random
 from typing import Any, Callable, Sequence
 
 from tvmlite.checks import check_int
-
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.template_free.task import TUNER, SearchTask, run_tuning
 from tvmlite.search.result import Trial, TuneResult
+from tvmlite.search.template_free.task import TUNER, SearchTask, run_tuning
 
 STRATEGIES = ("round-robin", "gradient")
 

@@ -31,16 +31,21 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from tvmlite.checks import is_int   # decisions come from logs a user may edit
+from tvmlite.checks import is_int  # decisions come from logs a user may edit
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
-
 from tvmlite.search.template_free import dag
-from tvmlite.search.template_free.priors import (MAX_INNERMOST, decide, divisors,
-                                                 apply_prepack,
-                                                 fma_block_floor, max_innermost, unroll_steps)
 from tvmlite.search.template_free.annotate import annotate
 from tvmlite.search.template_free.loose import LOOSE_COVER, sample_loose_factors
+from tvmlite.search.template_free.priors import (
+    MAX_INNERMOST,
+    apply_prepack,
+    decide,
+    divisors,
+    fma_block_floor,
+    max_innermost,
+    unroll_steps,
+)
 
 UNROLL_STEPS = (0, 16, 64, 512)   # unroll_steps() of a 32-register target
 WHOLE_VECTOR_PROB = 0.8    # share of sampled vectorized tiles that are whole vectors

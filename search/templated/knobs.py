@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from tvmlite.checks import check_int, is_int
+from tvmlite.errors import TvmliteError
 from tvmlite.schedule.schedule import LoopAxis, Schedule
 from tvmlite.target.target import Target
 from tvmlite.te.tensor import IterVar
-from tvmlite.errors import TvmliteError
-
 
 MAX_ENTITIES = 100_000          # per knob; more means the policy or max_factor is too loose
 MAX_REORDER = 720               # 6! ; longer axis lists get a fixed sample of permutations

@@ -23,14 +23,27 @@ from typing import Any, Sequence
 
 from tvmlite.checks import is_int
 from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.templated.knobs import (
+    ANNOTATE_POLICIES,
+    MAX_ANNOTATE_AXES,
+    MAX_SPLIT_OUTPUTS,
+    AnnotateEntity,
+    Knob,
+    OtherOptionEntity,
+    ReorderEntity,
+    SpaceError,
+    SplitEntity,
+    axis_extent,
+    canonical_json,
+    check_axes_count,
+    check_candidate_sizes,
+    check_knob_name,
+    check_space_int,
+    make_knob,
+    short_repr,
+    vector_friendly,
+)
 from tvmlite.target.target import Target
-
-from tvmlite.search.templated.knobs import (ANNOTATE_POLICIES, MAX_ANNOTATE_AXES, MAX_SPLIT_OUTPUTS,
-                                            AnnotateEntity, Knob, OtherOptionEntity, ReorderEntity,
-                                            SpaceError, SplitEntity, axis_extent, canonical_json,
-                                            check_axes_count, check_candidate_sizes,
-                                            check_knob_name, check_space_int, make_knob,
-                                            short_repr, vector_friendly)
 
 __all__ = ["SpaceError", "SplitEntity", "ReorderEntity", "AnnotateEntity",
            "OtherOptionEntity", "Knob", "ConfigSpace", "Config"]

@@ -37,16 +37,20 @@ from collections.abc import Iterable
 from typing import Any, Callable
 
 from tvmlite import te
-from tvmlite.schedule.schedule import Schedule
-
-from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.records.record import (Record, RecordWarning, TargetMismatchWarning,
-                                           best_first, load_records)
-from tvmlite.search.templated.space import Config, ConfigSpace, SpaceError
-from tvmlite.search.records.workload import Workload, workload_key
-from tvmlite.ir.symbolic import SizeVar
-from tvmlite.target.target import Target
 from tvmlite.errors import TvmliteError, TvmliteWarning
+from tvmlite.ir.symbolic import SizeVar
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.records.record import (
+    Record,
+    RecordWarning,
+    TargetMismatchWarning,
+    best_first,
+    load_records,
+)
+from tvmlite.search.records.workload import Workload, workload_key
+from tvmlite.search.templated.space import Config, ConfigSpace, SpaceError
+from tvmlite.target.target import Target
 
 __all__ = ["TEMPLATES", "TemplateError", "FallbackConfigWarning", "TemplateFunction",
            "template", "TemplatedTask", "create", "apply_history_best"]

@@ -17,16 +17,19 @@ import numpy as np
 from tvmlite.checks import check_int, check_number
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
-
+from tvmlite.search.model.cost_model import XGBModel
+from tvmlite.search.model.features import FEATURE_NAMES, schedule_features
+from tvmlite.search.model.pretrained import load_pretrained
 from tvmlite.search.records.record import Record
 from tvmlite.search.templated.space import Config
 from tvmlite.search.templated.task import TemplatedTask
-
-from tvmlite.search.templated.tuners import (EPS_GREEDY, SA_EARLY_STOP, SA_EVALUATIONS, SA_POINTS,
-                                             Tuner)
-from tvmlite.search.model.features import FEATURE_NAMES, schedule_features
-from tvmlite.search.model.cost_model import XGBModel
-from tvmlite.search.model.pretrained import load_pretrained
+from tvmlite.search.templated.tuners import (
+    EPS_GREEDY,
+    SA_EARLY_STOP,
+    SA_EVALUATIONS,
+    SA_POINTS,
+    Tuner,
+)
 
 __all__ = ["XGBTuner"]
 

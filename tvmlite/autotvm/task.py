@@ -6,6 +6,7 @@ names inputs that are constant in deployment)."""
 from __future__ import annotations
 
 from tvmlite.search.templated.space import ConfigSpace
-from tvmlite.search.templated.task import TemplatedTask as Task, create, template
+from tvmlite.search.templated.task import TemplatedTask as Task
+from tvmlite.search.templated.task import create, template
 
 __all__ = ["create", "template", "Task", "ConfigSpace"]

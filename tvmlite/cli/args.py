@@ -18,9 +18,9 @@ from typing import Any
 from tvmlite import te
 from tvmlite.checks import is_number
 from tvmlite.codegen_c import CompileError
-from tvmlite.target.target import CompilerNotFoundError, Target, TARGET_NAMES
-from tvmlite.search.options import TuningOptions
 from tvmlite.errors import TvmliteError
+from tvmlite.search.options import TuningOptions
+from tvmlite.target.target import TARGET_NAMES, CompilerNotFoundError, Target
 
 LIBRARY_ERRORS = (ValueError, TypeError, LookupError, OSError, CompileError,
                   CompilerNotFoundError)

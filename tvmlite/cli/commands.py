@@ -23,23 +23,34 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-
-from tvmlite.cli.args import (LIBRARY_ERRORS, UsageError, existing_log, make_runner,
-                              non_negative_int, parse_params, parse_value, positive_int,
-                              positive_seconds, resolve_target, signature, target_args,
-                              tuning_options)
-from tvmlite.cli.explain import add_explain_command
-from tvmlite.cli.tune import cmd_tune, tune_summary
-from tvmlite.schedule.schedule import Schedule
-from tvmlite.runtime.module import generate_c
-from tvmlite.search.records import logs
-from tvmlite.search.templated.task import TEMPLATES
+from tvmlite.cli.args import (
+    LIBRARY_ERRORS,
+    UsageError,
+    existing_log,
+    make_runner,
+    non_negative_int,
+    parse_params,
+    parse_value,
+    positive_int,
+    positive_seconds,
+    resolve_target,
+    signature,
+    target_args,
+    tuning_options,
+)
 from tvmlite.cli.compare import compare
+from tvmlite.cli.explain import add_explain_command
 from tvmlite.cli.progress import Progress
+from tvmlite.cli.tune import cmd_tune, tune_summary
 from tvmlite.ops import OPS
+from tvmlite.runtime.module import generate_c
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.records import logs
 from tvmlite.search.records.deploy import replay
+from tvmlite.search.templated.task import TEMPLATES
+from tvmlite.target import bandwidth as bandwidths
+from tvmlite.target import peak as peaks
 from tvmlite.target.detect import describe_cpu
-from tvmlite.target import bandwidth as bandwidths, peak as peaks
 from tvmlite.target.target import CompilerNotFoundError, Target, describe_cpu_text
 
 __all__ = ["UsageError", "build_parser", "main", "parse_params", "parse_value",

@@ -19,9 +19,19 @@ from typing import Any
 
 from tvmlite.plots import plot_compare_curves
 from tvmlite.schedule.schedule import Schedule
-from tvmlite.search.compare import (METHODS, REACH, TUNERS, MethodSummary, Run, make_tuner,
-                                    method_curves, run_compare, run_experiment, summarize,
-                                    templated_task)
+from tvmlite.search.compare import (
+    METHODS,
+    REACH,
+    TUNERS,
+    MethodSummary,
+    Run,
+    make_tuner,
+    method_curves,
+    run_compare,
+    run_experiment,
+    summarize,
+    templated_task,
+)
 from tvmlite.search.records.explain import bound_line
 from tvmlite.search.records.record import best_valid
 from tvmlite.search.records.workload import Workload

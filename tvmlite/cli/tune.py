@@ -16,19 +16,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tvmlite.cli.args import (IDENTIFIER, UsageError, dynamic_params, parse_params,
-                              resolve_target, tuning_options)
-from tvmlite.search.records.explain import bound_line
-from tvmlite.target import peak as peaks
-from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.cli.args import (
+    IDENTIFIER,
+    UsageError,
+    dynamic_params,
+    parse_params,
+    resolve_target,
+    tuning_options,
+)
 from tvmlite.cli.progress import Progress
-from tvmlite.search.records.record import iter_records, load_records
-from tvmlite.search.measure.measurer import check_log_path
-from tvmlite.search.templated.task import TEMPLATES
-from tvmlite.search.compare import make_tuner, templated_task
-from tvmlite.search.template_free.task import SearchTask
 from tvmlite.ops import OPS
+from tvmlite.search.compare import make_tuner, templated_task
+from tvmlite.search.measure.builder import LocalBuilder
+from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.measure.measurer import check_log_path
+from tvmlite.search.records.explain import bound_line
+from tvmlite.search.records.record import iter_records, load_records
+from tvmlite.search.template_free.task import SearchTask
+from tvmlite.search.templated.task import TEMPLATES
+from tvmlite.target import peak as peaks
 
 # -- tune --------------------------------------------------------------------------------------
 

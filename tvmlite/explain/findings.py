@@ -16,12 +16,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tvmlite.codegen_c.codegen import promotable
+from tvmlite.explain.traffic import FLOAT_OPS
 from tvmlite.ir.expr import ITEMSIZE, BinOp, Broadcast, Call, Load, Ramp, free_vars, walk
 from tvmlite.ir.printer import expr_str
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Stmt, Store, stmt_children
 from tvmlite.passes.unroll import MAX_COPIES, steps
 from tvmlite.passes.vectorize import MAX_UNROLLED_CHUNKS
-from tvmlite.explain.traffic import FLOAT_OPS
 
 MIN_PARALLEL_SECONDS = 20e-6   # per thread and parallel region: fork/join costs microseconds
 IMBALANCE = 0.10               # idle share of the threads worth reporting

@@ -21,10 +21,18 @@ from typing import Any, Sequence
 
 from tvmlite.codegen_c import compile_shared
 from tvmlite.codegen_c.codegen import MAX_PROMOTED_BYTES, STACK_LIMIT, generate
-from tvmlite.explain.findings import (Finding, memory_accumulation_findings,
-                                      memory_local_findings, parallel_findings,
-                                      recompute_findings, register_block, register_findings,
-                                      stack_locals, unroll_findings, vector_findings)
+from tvmlite.explain.findings import (
+    Finding,
+    memory_accumulation_findings,
+    memory_local_findings,
+    parallel_findings,
+    recompute_findings,
+    register_block,
+    register_findings,
+    stack_locals,
+    unroll_findings,
+    vector_findings,
+)
 from tvmlite.explain.roofline import Level, Roofline
 from tvmlite.explain.spills import read_spills
 from tvmlite.explain.traffic import Traffic, executed_flops, l1_bytes, registers_buffers

@@ -1,8 +1,22 @@
 """Readable text of expressions and loop nests (what ``tvmlite.lower`` prints)."""
 from __future__ import annotations
 
-from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
-                             Reduce, Select, TensorRead, Var)
+from tvmlite.ir.expr import (
+    BinOp,
+    Broadcast,
+    Call,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Load,
+    Not,
+    Ramp,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+)
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
 
 _PREC = {"or": 1, "and": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,

@@ -18,8 +18,16 @@ from typing import Callable
 
 from tvmlite.ops.elementwise import add, bias_add, relu, softmax
 from tvmlite.ops.linalg import batch_matmul, dense, matmul, norm2
-from tvmlite.ops.nn import (avg_pool2d, conv1d, conv2d_nchw, conv2d_nhwc, conv3d_ndhwc,
-                            depthwise_conv2d_nchw, depthwise_conv2d_nhwc, max_pool2d)
+from tvmlite.ops.nn import (
+                            avg_pool2d,
+                            conv1d,
+                            conv2d_nchw,
+                            conv2d_nhwc,
+                            conv3d_ndhwc,
+                            depthwise_conv2d_nchw,
+                            depthwise_conv2d_nhwc,
+                            max_pool2d,
+)
 
 OPS: dict[str, Callable[..., list]] = {
     "matmul": matmul,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Sequence
 
-from tvmlite.checks import check_int, is_int
 from tvmlite import te
+from tvmlite.checks import check_int, is_int
 from tvmlite.ir.expr import Expr
 from tvmlite.ir.symbolic import SizeVar
 

@@ -21,8 +21,17 @@ import numpy as np
 
 from tvmlite import te
 from tvmlite.ir.expr import Expr
-from tvmlite.ops.common import (axis_names, divisible, dtype_arg, named, out_size, pad, positive,
-                                size_arg, tuple_arg)
+from tvmlite.ops.common import (
+    axis_names,
+    divisible,
+    dtype_arg,
+    named,
+    out_size,
+    pad,
+    positive,
+    size_arg,
+    tuple_arg,
+)
 
 
 def window(o: Any, stride: int, r: Any, dilation: int) -> Expr:

@@ -16,12 +16,19 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from tvmlite.ir.expr import BinOp, Cmp, Const, Expr, TensorRead, Var, rebuild, substitute, walk
-from tvmlite.schedule.state import ScheduleError, Split, Stage, State
 from tvmlite.ir.names import RESERVED
 from tvmlite.ir.simplify import INF, Ranges, bound, from_linear, linear, simplify
-from tvmlite.ir.symbolic import (Extent, as_extent_expr, ceil_div, ext_mul, hi_of, is_static, same_extent,
-                                 size_vars)
-
+from tvmlite.ir.symbolic import (
+    Extent,
+    as_extent_expr,
+    ceil_div,
+    ext_mul,
+    hi_of,
+    is_static,
+    same_extent,
+    size_vars,
+)
+from tvmlite.schedule.state import ScheduleError, Split, Stage, State
 
 
 @dataclass

@@ -25,11 +25,23 @@ from __future__ import annotations
 import itertools
 import math
 
-from tvmlite.ir.expr import (BinOp, Cmp, Const, Expr, Not, Reduce, Select, TensorRead, Var,
-                             children, substitute, walk)
+from tvmlite.errors import TvmliteError
+from tvmlite.ir.expr import (
+    BinOp,
+    Cmp,
+    Const,
+    Expr,
+    Not,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+    children,
+    substitute,
+    walk,
+)
 from tvmlite.ir.simplify import INF, Ranges, bound, linear, simplify
 from tvmlite.te.tensor import ZeroDivisorError
-from tvmlite.errors import TvmliteError
 
 MAX_CORNERS = 1024            # witnesses tried per read (2**10 variables)
 _FLIP = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}

@@ -9,11 +9,18 @@ inlined stages are replaced by their (substituted) expressions.
 from __future__ import annotations
 
 from tvmlite.ir.expr import BinOp, Cast, Cmp, Const, Expr, Load, Reduce, TensorRead, Var, rebuild
-from tvmlite.schedule.state import ScheduleError, State
 from tvmlite.ir.simplify import Ranges, bound, simplify
 from tvmlite.ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq, stmt_children
+from tvmlite.ir.symbolic import (
+    as_extent_expr,
+    hi_of,
+    is_static,
+    same_extent,
+    size_ranges,
+    size_vars,
+)
 from tvmlite.passes.bounds import StageInfo
-from tvmlite.ir.symbolic import as_extent_expr, hi_of, is_static, same_extent, size_ranges, size_vars
+from tvmlite.schedule.state import ScheduleError, State
 
 IDENTITY = {"sum": lambda dt: Const(0, dt),
             "max": lambda dt: Const(float("-inf") if dt.startswith("float") else

@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from tvmlite.checks import check_int
+from tvmlite.ir.stmt import Buffer, Stmt
+from tvmlite.ir.symbolic import size_vars
 from tvmlite.passes import bounds, nest
 from tvmlite.passes.check_reads import check_reads
 from tvmlite.passes.flatten import flatten
@@ -24,10 +26,8 @@ from tvmlite.passes.version import version_guards
 from tvmlite.schedule.prepack import kernel_view, pack_view
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
-from tvmlite.ir.stmt import Buffer, Stmt
 from tvmlite.target.target import Target
 from tvmlite.te.tensor import IDENT, Tensor
-from tvmlite.ir.symbolic import size_vars
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,8 +11,18 @@ the unit a vectorized loop's steps are counted in.
 from __future__ import annotations
 
 from tvmlite.ir.expr import ITEMSIZE, Const, substitute
-from tvmlite.ir.stmt import (Allocate, For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq,
-                             walk_stmts)
+from tvmlite.ir.stmt import (
+    Allocate,
+    For,
+    IfThenElse,
+    Seq,
+    Stmt,
+    Store,
+    map_exprs,
+    map_stmt,
+    seq,
+    walk_stmts,
+)
 
 MAX_COPIES = 1024
 

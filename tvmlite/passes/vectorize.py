@@ -17,11 +17,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tvmlite.ir.expr import (BinOp, Broadcast, Call, Cast, Cmp, Const, Expr, Load, Not, Ramp,
-                             Select, Var, free_vars, lanes_of, substitute, walk, ITEMSIZE)
+from tvmlite.errors import TvmliteError
+from tvmlite.ir.expr import (
+    ITEMSIZE,
+    BinOp,
+    Broadcast,
+    Call,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Load,
+    Not,
+    Ramp,
+    Select,
+    Var,
+    free_vars,
+    lanes_of,
+    substitute,
+    walk,
+)
 from tvmlite.ir.simplify import linear, simplify
 from tvmlite.ir.stmt import For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq, walk_stmts
-from tvmlite.errors import TvmliteError
 
 MAX_UNROLLED_CHUNKS = 8
 

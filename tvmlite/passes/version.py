@@ -41,11 +41,20 @@ without symbolic sizes are untouched.
 """
 from __future__ import annotations
 
-from tvmlite.ir.expr import (BinOp, Cmp, Expr, Load, Var, binop, cmp, rebuild, substitute,
-                             walk)
+from tvmlite.ir.expr import BinOp, Cmp, Expr, Load, Var, binop, cmp, rebuild, substitute, walk
 from tvmlite.ir.simplify import from_linear, linear, simplify
-from tvmlite.ir.stmt import (Allocate, For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt,
-                             stmt_children, walk_stmts)
+from tvmlite.ir.stmt import (
+    Allocate,
+    For,
+    IfThenElse,
+    Seq,
+    Stmt,
+    Store,
+    map_exprs,
+    map_stmt,
+    stmt_children,
+    walk_stmts,
+)
 from tvmlite.ir.symbolic import SizeVar, is_static
 
 __all__ = ["version_guards"]

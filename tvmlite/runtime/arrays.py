@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tvmlite.ir.dtypes import ALIGNMENT   # bytes: a cache line, and one 512-bit vector
+from tvmlite.ir.dtypes import ALIGNMENT  # bytes: a cache line, and one 512-bit vector
 from tvmlite.runtime.device import Device, check_device
 
 __all__ = ["ALIGNMENT", "empty", "full", "asaligned", "is_aligned", "NDArray", "nd_array",

@@ -18,20 +18,20 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tvmlite.runtime.arrays import ALIGNMENT, empty, is_aligned, unwrap
-from tvmlite.runtime.device import check_device
-from tvmlite.passes.pipeline import LoweredFunc, lower
-from tvmlite.schedule.schedule import Schedule
-from tvmlite.target.target import Target
-from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, DTYPE_INFO
 from tvmlite.checks import check_int
-from tvmlite.ir.symbolic import bind_extent, is_static
 from tvmlite.codegen_c import compile_shared, load_library
 from tvmlite.codegen_c.codegen import cdecl, generate
-from tvmlite.codegen_c.header import header, pack_doc, size_doc   # their old home: re-exported
+from tvmlite.codegen_c.header import header, pack_doc, size_doc  # their old home: re-exported
+from tvmlite.errors import TvmliteWarning
 from tvmlite.explain.report import explain_schedule
 from tvmlite.graph.ir import Graph
-from tvmlite.errors import TvmliteWarning
+from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, DTYPE_INFO
+from tvmlite.ir.symbolic import bind_extent, is_static
+from tvmlite.passes.pipeline import LoweredFunc, lower
+from tvmlite.runtime.arrays import ALIGNMENT, empty, is_aligned, unwrap
+from tvmlite.runtime.device import check_device
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.target.target import Target
 
 NP_DTYPE = {d: np.dtype(DTYPE_INFO[d].numpy) for d in BUFFER_DTYPES}
 CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}

@@ -15,9 +15,20 @@ from typing import Any, Iterable, Sequence
 from tvmlite.schedule.prepack import ConstantStep, PrepackStep
 from tvmlite.schedule.state import ScheduleError, State, initial_state
 from tvmlite.schedule.step_json import step_from_json
-from tvmlite.schedule.steps import (AnnotateStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
-                                    ComputeInlineStep, ComputeRootStep, FuseStep, PragmaStep,
-                                    ReorderStep, RfactorStep, SplitStep, Step)
+from tvmlite.schedule.steps import (
+    AnnotateStep,
+    CacheReadStep,
+    CacheWriteStep,
+    ComputeAtStep,
+    ComputeInlineStep,
+    ComputeRootStep,
+    FuseStep,
+    PragmaStep,
+    ReorderStep,
+    RfactorStep,
+    SplitStep,
+    Step,
+)
 from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
 
 

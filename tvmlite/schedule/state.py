@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from tvmlite.errors import TvmliteError
 from tvmlite.ir.symbolic import Extent
 from tvmlite.te.tensor import ComputeOp, PlaceholderOp, Tensor, collect_ops
-from tvmlite.errors import TvmliteError
 
 ANNOTATIONS = ("none", "parallel", "vectorize", "unroll")
 

@@ -8,12 +8,24 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from tvmlite.schedule.state import ANNOTATIONS, ScheduleError
-from tvmlite.schedule.steps import (PRAGMAS, AnnotateStep, CacheReadStep, CacheWriteStep,
-                                    ComputeAtStep, ComputeInlineStep, ComputeRootStep, FuseStep,
-                                    PragmaStep, ReorderStep, RfactorStep, SplitStep, check_ident,
-                                    check_step_int)
 from tvmlite.schedule.prepack import ConstantStep, PrepackStep
+from tvmlite.schedule.state import ANNOTATIONS, ScheduleError
+from tvmlite.schedule.steps import (
+    PRAGMAS,
+    AnnotateStep,
+    CacheReadStep,
+    CacheWriteStep,
+    ComputeAtStep,
+    ComputeInlineStep,
+    ComputeRootStep,
+    FuseStep,
+    PragmaStep,
+    ReorderStep,
+    RfactorStep,
+    SplitStep,
+    check_ident,
+    check_step_int,
+)
 
 STEP_KINDS = {cls.kind: cls for cls in (
     SplitStep, FuseStep, ReorderStep, AnnotateStep, PragmaStep, ComputeAtStep,

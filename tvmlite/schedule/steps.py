@@ -13,16 +13,23 @@ cache_read, rfactor) · JSON registry.
 from __future__ import annotations
 
 import hashlib
-
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
-from tvmlite.ir.expr import BinOp, Cmp, Const, Reduce, TensorRead, Var, rebuild, substitute
-from tvmlite.schedule.state import (ANNOTATIONS, Fuse, Iter, ScheduleError, Split, Stage, State,
-                                    fresh_stage)
 from tvmlite.checks import check_int
-from tvmlite.te.tensor import IDENT, ComputeOp, IterVar, Tensor
+from tvmlite.ir.expr import BinOp, Cmp, Const, Reduce, TensorRead, Var, rebuild, substitute
 from tvmlite.ir.symbolic import as_extent_expr, ceil_div, ext_mul, ext_prod, is_static, same_extent
+from tvmlite.schedule.state import (
+    ANNOTATIONS,
+    Fuse,
+    Iter,
+    ScheduleError,
+    Split,
+    Stage,
+    State,
+    fresh_stage,
+)
+from tvmlite.te.tensor import IDENT, ComputeOp, IterVar, Tensor
 
 MAX_FACTOR = 1 << 30
 PRAGMAS = ("auto_unroll_max_step",)

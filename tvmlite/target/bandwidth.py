@@ -24,9 +24,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tvmlite.codegen_c import compile_shared
 from tvmlite.target.measured_cache import load_entries, store_entry
 from tvmlite.target.target import Target
-from tvmlite.codegen_c import compile_shared
 
 __all__ = ["Bandwidth", "cached_bandwidth", "default_cache_file", "measure_bandwidth",
            "probe_sizes"]

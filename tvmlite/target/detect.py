@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
+
 from tvmlite.errors import TvmliteError
 
 __all__ = ["CompilerNotFoundError", "detect_host", "probe_cpu", "describe_cpu",

@@ -20,10 +20,18 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from tvmlite.target.detect import (BASE_CFLAGS, OPENMP_PROBE, TRIVIAL_PROBE,
-                                   CompilerNotFoundError, available_cores, compiler_accepts,
-                                   find_compiler, is_gcc, normalize_arch,
-                                   probe_compiler_version)
+from tvmlite.target.detect import (
+    BASE_CFLAGS,
+    OPENMP_PROBE,
+    TRIVIAL_PROBE,
+    CompilerNotFoundError,
+    available_cores,
+    compiler_accepts,
+    find_compiler,
+    is_gcc,
+    normalize_arch,
+    probe_compiler_version,
+)
 
 __all__ = ["NAMED_TARGETS", "TARGET_NAMES", "CROSS_COMPILERS", "FMA_FAMILIES",
            "fma_latency_pipes", "named_target_fields"]

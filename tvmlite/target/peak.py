@@ -42,11 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tvmlite.checks import check_int, check_number
+from tvmlite.codegen_c import compile_shared
 from tvmlite.target.measured_cache import load_entries, store_entry
 from tvmlite.target.peak_bound import Verdict, run_noise, share_of_peak, theoretical_gflops
-from tvmlite.checks import check_int, check_number
 from tvmlite.target.target import Target
-from tvmlite.codegen_c import compile_shared
 
 __all__ = ["Peak", "cached_peak", "default_cache_file", "fma_chains", "judge_kernel",
            "measure_peak", "measure_runs", "peak_library", "raise_peak", "share_of_peak"]

@@ -24,11 +24,22 @@ from typing import Any
 
 from tvmlite.checks import check_int
 from tvmlite.ir.dtypes import BUFFER_DTYPES, ITEMSIZE
-from tvmlite.target.detect import (ARCHES, DEFAULT_CACHE_LINE_BYTES, CompilerNotFoundError,
-                                   cpu_ghz, detect_host, fmt_bytes, isa_vector_registers)
-from tvmlite.target.named import (NAMED_TARGETS, TARGET_NAMES, fma_latency_pipes,
-                                  named_target_fields,
-                                  unknown_name_message)
+from tvmlite.target.detect import (
+    ARCHES,
+    DEFAULT_CACHE_LINE_BYTES,
+    CompilerNotFoundError,
+    cpu_ghz,
+    detect_host,
+    fmt_bytes,
+    isa_vector_registers,
+)
+from tvmlite.target.named import (
+    NAMED_TARGETS,
+    TARGET_NAMES,
+    fma_latency_pipes,
+    named_target_fields,
+    unknown_name_message,
+)
 
 __all__ = ["Target", "CompilerNotFoundError", "TARGET_NAMES", "describe_cpu_text"]
 

@@ -12,12 +12,29 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from tvmlite.ir.expr import (BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select, TensorRead,
-                             Var, as_expr, binop, check_dtype, const, is_float, walk)
 from tvmlite.checks import is_int
+from tvmlite.errors import TvmliteError
+from tvmlite.ir.expr import (
+    BinOp,
+    Call,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Not,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+    as_expr,
+    binop,
+    check_dtype,
+    const,
+    is_float,
+    walk,
+)
 from tvmlite.ir.names import IDENT, RESERVED, RESERVED_PREFIXES  # noqa: F401 (IDENT re-exported)
 from tvmlite.ir.symbolic import SizeVar, fold, is_size_expr, is_static
-from tvmlite.errors import TvmliteError
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
            "all", "any", "const", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf",

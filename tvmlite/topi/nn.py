@@ -14,8 +14,12 @@ from tvmlite.checks import is_int
 from tvmlite.ops.common import dtype_arg, out_size, tuple_arg
 from tvmlite.ops.elementwise import relu_compute, softmax_compute
 from tvmlite.ops.linalg import batch_matmul_compute, dense_compute
-from tvmlite.ops.nn import (avg_pool2d_compute, conv2d_nchw_compute,
-                            depthwise_conv2d_nchw_compute, max_pool2d_compute)
+from tvmlite.ops.nn import (
+    avg_pool2d_compute,
+    conv2d_nchw_compute,
+    depthwise_conv2d_nchw_compute,
+    max_pool2d_compute,
+)
 
 __all__ = ["relu", "softmax", "dense", "batch_matmul", "conv2d_nchw",
            "depthwise_conv2d_nchw", "pool2d", "check_tensor", "check_dtype"]
