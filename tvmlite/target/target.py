@@ -189,12 +189,15 @@ class Target:
         return dict(self.caches).get(name)
 
     def peak_gflops_estimate(self, dtype: str = "float32") -> float:
-        """A *paper* peak: cores * lanes * 2 (FMA) * 2 (FMA units) * GHz.
+        """A *paper* peak: cores * FMA pipes * lanes * 2 (an FMA is two flops) * GHz.
 
-        An estimate only (it assumes two full-width FMA units and the nominal clock from
-        /proc/cpuinfo, 2.5 GHz if unknown); ``python -m bench peak`` measures the real number.
+        An estimate only, for when nothing was measured: the pipes of the target's family
+        (``fma_latency_pipes``) and the nominal clock from /proc/cpuinfo (2.5 GHz if
+        unknown). ``peak_bound.theoretical_gflops`` is the same product at the highest
+        clock the CPU reports, used as an upper bound; ``tvmlite target --peak`` measures.
         """
-        return self.cores * self.vector_lanes(dtype) * 2 * 2 * cpu_ghz()
+        _, pipes = self.fma_latency_pipes
+        return self.cores * pipes * self.vector_lanes(dtype) * 2 * cpu_ghz()
 
     # ------------------------------------------------------------------ serialization
     def to_json(self) -> dict[str, Any]:
