@@ -2,8 +2,9 @@
 silently left out of a regular install (`pip install .`), which an editable install hides."""
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 

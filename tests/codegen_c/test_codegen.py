@@ -108,13 +108,13 @@ def k_int_min_max():
 
 def k_select_mixed_dtypes():
     A = te.placeholder((M, N), name="A")
-    I = te.placeholder((M, N), "int32", name="I")
+    Ints = te.placeholder((M, N), "int32", name="I")
     D = te.placeholder((M, N), "float64", name="D")
     C = te.compute((M, N), lambda i, j: te.if_then_else(
-        I[i, j] > 0, te.cast(A[i, j], "float64"), D[i, j] * 2.0), name="C")
+        Ints[i, j] > 0, te.cast(A[i, j], "float64"), D[i, j] * 2.0), name="C")
     s = te.create_schedule(C.op)
     s[C].vectorize(s[C].op.axis[1])
-    return s, [A, I, D, C], lambda a, n, d: np.where(n > 0, a.astype(np.float64), d * 2), {}
+    return s, [A, Ints, D, C], lambda a, n, d: np.where(n > 0, a.astype(np.float64), d * 2), {}
 
 
 def k_select_constants_vectorized():
@@ -188,8 +188,8 @@ def k_casts_and_int64():
     s[C].vectorize(s[C].op.axis[1])
     s[D].vectorize(s[D].op.axis[1])
 
-    def ref(a, l):
-        c = (a * np.float32(100)).astype(np.int64) + l * 3000000000
+    def ref(a, longs):
+        c = (a * np.float32(100)).astype(np.int64) + longs * 3000000000
         return c, (c % 1000).astype(np.float64) * 0.5
     return s, [A, L, C, D], ref, {}
 
@@ -420,6 +420,7 @@ def test_clang_builds_the_gemm_recipe_without_warnings():
 
 def test_vector_exp_and_sigmoid_match_libm_and_keep_special_values():
     import numpy as np
+
     import tvmlite
     from tvmlite import te
     n = 1024

@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from tvmlite.codegen_c import CompileError, compile_shared, load_library
 from tvmlite.codegen_c.compiler import CompileTimeoutError, default_cache_dir
-
 from tvmlite.target.target import Target
 
 ADD = """

@@ -8,8 +8,14 @@ import pytest
 
 from tvmlite import ops, te
 from tvmlite.codegen_c import compile_shared
-from tvmlite.codegen_c.harness import (HarnessError, build_harness, prelude, read_outputs,
-                                       run_harness, write_inputs)
+from tvmlite.codegen_c.harness import (
+    HarnessError,
+    build_harness,
+    prelude,
+    read_outputs,
+    run_harness,
+    write_inputs,
+)
 from tvmlite.runtime.module import generate_c
 from tvmlite.target import Target
 from tvmlite.testing.cross import TensorArg, harness_packs

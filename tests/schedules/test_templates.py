@@ -17,14 +17,14 @@ import pytest
 import tvmlite
 import tvmlite.schedules as schedules
 from tvmlite import testing
-from tvmlite.runtime.module import generate_c
 from tvmlite.ops import OPS
+from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.search import templated
 from tvmlite.search.measure.inputs import MeasureResult
 from tvmlite.search.records.record import make_record
-from tvmlite.search.templated.space import SpaceError
 from tvmlite.search.records.workload import Workload
+from tvmlite.search.templated.space import SpaceError
 
 SAMPLES = 30            # random configs per main case, besides the fallback
 FEW = 8                 # per extra case (odd sizes, strides, groups, other dtypes)

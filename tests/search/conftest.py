@@ -28,7 +28,8 @@ def _user_computes():
     X = te.placeholder((2, 8, 16), name="X")
     Y = te.placeholder((2, 16, 12), name="Y")
     r = te.reduce_axis((0, 16), name="r")
-    bmm = te.compute((2, 8, 12), lambda b, i, j: te.sum(X[b, i, r] * Y[b, r, j], axis=r), name="bmm")
+    bmm = te.compute((2, 8, 12), lambda b, i, j: te.sum(X[b, i, r] * Y[b, r, j], axis=r),
+                     name="bmm")
     m = te.reduce_axis((0, 12), name="m")
     mx = te.compute((2, 8), lambda b, i: te.max(bmm[b, i, m], axis=m), name="mx")
     ex = te.compute((2, 8, 12), lambda b, i, j: te.exp(bmm[b, i, j] - mx[b, i]), name="ex")

@@ -9,8 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tvmlite.search.compare import (CurvePoint, Run, band, best_by_time, best_by_trial,
-                                    make_tuner, method_curves, summarize, templated_task)
+from tvmlite.search.compare import (
+    CurvePoint,
+    Run,
+    band,
+    best_by_time,
+    best_by_trial,
+    make_tuner,
+    method_curves,
+    summarize,
+    templated_task,
+)
 from tvmlite.search.result import Trial
 
 

@@ -39,7 +39,9 @@ def matmul_sched(kind):
         io, ii = s[C].split(i, factor=8)
         jo, ji = s[C].split(j, factor=16)
         s[C].reorder(io, jo, k, ii, ji)
-        s[C].vectorize(ji); s[C].unroll(ii); s[C].parallel(io)
+        s[C].vectorize(ji)
+        s[C].unroll(ii)
+        s[C].parallel(io)
     elif kind == "cache_write_compute_at":
         CL = s.cache_write(C, "local")
         io, jo, ii, ji = s[C].tile(i, j, 32, 32)
@@ -54,7 +56,8 @@ def matmul_sched(kind):
     elif kind == "fuse_split_vec":
         f = s[C].fuse(i, j)
         fo, fi = s[C].split(f, factor=48)   # 48 does not divide 64: tails everywhere
-        s[C].parallel(fo); s[C].vectorize(fi)
+        s[C].parallel(fo)
+        s[C].vectorize(fi)
     elif kind == "nparts_cache_read":
         io, ii = s[C].split(i, nparts=3)   # inner extent ceil(M / 3): symbolic
         iio, iii = s[C].split(ii, factor=5)
@@ -146,7 +149,8 @@ def softmax_sched(kind):
         s[expv].compute_inline()
         f = s[out].fuse(i, j)
         fo, fi = s[out].split(f, factor=64)
-        s[out].parallel(fo); s[out].vectorize(fi)
+        s[out].parallel(fo)
+        s[out].vectorize(fi)
     return s, [data, out]
 
 
@@ -280,7 +284,9 @@ def test_cache_stage_region_is_constant_so_its_axes_unroll():
     (ck,) = s[CL].op.reduce_axis
     cjo, cji = s[CL].split(cj, factor=16)
     s[CL].reorder(ck, ci, cjo, cji)
-    s[CL].vectorize(cji); s[CL].unroll(ci); s[CL].unroll(cjo)
+    s[CL].vectorize(cji)
+    s[CL].unroll(ci)
+    s[CL].unroll(cjo)
     text = str(tvmlite.lower(s, [A, B, C]))
     assert "* 8 + 7 < M" in text    # the hoisted guard of a whole 8-row tile
     mod = tvmlite.build(s, [A, B, C], name="matmul")

@@ -10,11 +10,11 @@ import pytest
 from tvmlite import te
 from tvmlite.codegen_c import compile_shared, load_library
 from tvmlite.ops import OPS
+from tvmlite.schedule.steps import ReorderStep, SplitStep
 from tvmlite.search.measure import builder as builder_mod
 from tvmlite.search.measure.builder import KERNEL, ArgSpec, LocalBuilder
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
 from tvmlite.search.measure.reference import reference_steps
-from tvmlite.schedule.steps import ReorderStep, SplitStep
 from tvmlite.target.target import CompilerNotFoundError, Target
 
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tvmlite.search.measure.dask_cluster import (MEASURE, parse_address, share_cores,
-                                                 unusable)
+from tvmlite.search.measure.dask_cluster import MEASURE, parse_address, share_cores, unusable
 from tvmlite.target.target import CompilerNotFoundError, Target
 
 try:

@@ -21,9 +21,8 @@ from tvmlite import search  # noqa: E402
 from tvmlite.codegen_c import compile_shared  # noqa: E402
 from tvmlite.search.measure.base_runner import RunnerError  # noqa: E402
 from tvmlite.search.measure.builder import BuildResult, LocalBuilder  # noqa: E402
+from tvmlite.search.measure.dask_runner import AHEAD, DaskRunner, DaskWorkerWarning, parse_address  # noqa: E402
 from tvmlite.search.measure.dask_worker import START_TOPIC  # noqa: E402
-from tvmlite.search.measure.dask_runner import (AHEAD, DaskRunner, DaskWorkerWarning,  # noqa: E402
-                                                parse_address)
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput  # noqa: E402
 from tvmlite.search.records.record import load_records  # noqa: E402
 from tvmlite.search.records.workload import Workload  # noqa: E402
@@ -402,7 +401,9 @@ def test_a_candidate_whose_worker_dies_twice_is_an_error_record(cluster, workloa
 
 
 def test_tuning_options_take_a_runner_name_or_object_and_nothing_else():
-    with pytest.raises(ValueError, match="TuningOptions.runner must be one of local, qemu or a Runner"):
+    with pytest.raises(ValueError,
+                       match="TuningOptions.runner must be one of local, qemu or a Runner"):
         search.TuningOptions(runner="dask://127.0.0.1:8786")
-    with pytest.raises(ValueError, match=r"DaskRunner\(repeat=\.\.\.\) must be a positive int, got 0"):
+    with pytest.raises(ValueError,
+                       match=r"DaskRunner\(repeat=\.\.\.\) must be a positive int, got 0"):
         DaskRunner("dask://127.0.0.1:8786", repeat=0)

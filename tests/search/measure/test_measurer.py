@@ -8,13 +8,13 @@ import sys
 import pytest
 
 from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.steps import SplitStep
 from tvmlite.search.measure.base_runner import Runner
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult, state_key
 from tvmlite.search.measure.measurer import BUILDS_PER_JOB, Measurer, Quota, check_log_path
 from tvmlite.search.records.record import append_record, load_records, make_record
 from tvmlite.search.records.workload import Workload
-from tvmlite.schedule.steps import SplitStep
 
 
 class CountingRunner:

@@ -11,8 +11,13 @@ from tvmlite.search.measure import runner as runner_mod
 from tvmlite.search.measure.base_runner import KernelRunner
 from tvmlite.search.measure.builder import BuildResult, arg_specs
 from tvmlite.search.measure.inputs import MeasureErrorNo
-from tvmlite.search.measure.protocol import (REFERENCE_TIMEOUT_MIN, MeasureConfig,
-                                             ReferenceCache, Verdict, check_tolerances)
+from tvmlite.search.measure.protocol import (
+    REFERENCE_TIMEOUT_MIN,
+    MeasureConfig,
+    ReferenceCache,
+    Verdict,
+    check_tolerances,
+)
 from tvmlite.search.measure.qemu_runner import QemuRunner
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.records.workload import Workload

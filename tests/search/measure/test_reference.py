@@ -15,8 +15,12 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.steps import AnnotateStep, ReorderStep
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.measure.reference import (NO_CONTRACT, reference_state, reference_steps,
-                                              reference_target)
+from tvmlite.search.measure.reference import (
+    NO_CONTRACT,
+    reference_state,
+    reference_steps,
+    reference_target,
+)
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import CompilerNotFoundError, Target
 from tvmlite.testing.check import evaluate_te, random_inputs, reduction_length, tolerance

@@ -11,11 +11,11 @@ import pytest
 from tvmlite import te
 from tvmlite.codegen_c import compile_shared
 from tvmlite.ops import OPS
+from tvmlite.schedule.steps import SplitStep
 from tvmlite.search.measure import worker
 from tvmlite.search.measure.builder import BuildResult, LocalBuilder
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
 from tvmlite.search.measure.runner import LocalRunner
-from tvmlite.schedule.steps import SplitStep
 from tvmlite.target.target import Target
 from tvmlite.testing.check import random_inputs
 
@@ -228,7 +228,9 @@ def test_worker_threads_are_bound_unless_the_user_says_otherwise():
     env = worker_env({"PATH": "/usr/bin"})
     assert env["OMP_PROC_BIND"] == "true" and env["OPENBLAS_NUM_THREADS"] == "1"
     assert worker_env({"OMP_PROC_BIND": "false"})["OMP_PROC_BIND"] == "false"
-    import tvmlite, os
+    import os
+
+    import tvmlite
     assert os.path.dirname(os.path.dirname(os.path.abspath(tvmlite.__file__))) in \
         env["PYTHONPATH"].split(os.pathsep)
 
@@ -238,6 +240,7 @@ def test_reference_folders_of_dead_tunings_are_swept(tmp_path: Path) -> None:
     runner that makes one deletes those whose owner is dead, and nothing else."""
     import subprocess
     import sys
+
     from tvmlite.search.measure.runner import sweep_stale_reference_dirs
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -7,8 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tvmlite.search.model.cost_model import (LOSSES, MIN_TRAINING_PROGRAMS, CostModelFileError,
-                                             RandomModel, XGBModel, pairwise_accuracy)
+from tvmlite.search.model.cost_model import (
+    LOSSES,
+    MIN_TRAINING_PROGRAMS,
+    CostModelFileError,
+    RandomModel,
+    XGBModel,
+    pairwise_accuracy,
+)
 
 F = 8
 WEIGHTS = np.random.default_rng(123).uniform(0.2, 2.0, F)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from tvmlite import te
-from tvmlite.passes.pipeline import lower, loop_nest
+from tvmlite.ir.stmt import Store, walk_stmts
 from tvmlite.ops import OPS
+from tvmlite.passes.pipeline import loop_nest, lower
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.schedules.recipes import gemm_packed
 from tvmlite.search.model import features as F
-from tvmlite.ir.stmt import Store, walk_stmts
 from tvmlite.target.target import Target
 
 SMALL = {

@@ -3,17 +3,23 @@ in the package, loaded by default at the start of both searches, off with
 ``TuningOptions(pretrained=False)``."""
 from __future__ import annotations
 
-import tomllib
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 
 from tvmlite.search.model.cost_model import XGBModel
 from tvmlite.search.model.features import FEATURE_NAMES
-from tvmlite.search.model.pretrained import (FILES, PretrainedWarning, cpu_label, load_pretrained,
-                                             main, training_rows)
+from tvmlite.search.model.pretrained import (
+    FILES,
+    PretrainedWarning,
+    cpu_label,
+    load_pretrained,
+    main,
+    training_rows,
+)
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.template_free.task import SearchTask
 

@@ -13,8 +13,13 @@ from tvmlite.codegen_c import load_library
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.deploy import replay
-from tvmlite.search.records.record import (TargetMismatchWarning, append_record, best_record,
-                                           load_records, make_record)
+from tvmlite.search.records.record import (
+    TargetMismatchWarning,
+    append_record,
+    best_record,
+    load_records,
+    make_record,
+)
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.task import SearchTask
 from tvmlite.target import Target

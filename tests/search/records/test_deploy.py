@@ -10,12 +10,12 @@ import pytest
 
 from tvmlite import ops
 from tvmlite.codegen_c import load_library
+from tvmlite.schedule.steps import SplitStep
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.records.record import TargetMismatchWarning, append_record, load_records
 from tvmlite.search.records.deploy import BUNDLE, replay
+from tvmlite.search.records.record import TargetMismatchWarning, append_record, load_records
 from tvmlite.search.template_free.task import SearchTask
-from tvmlite.schedule.steps import SplitStep
 from tvmlite.target.target import Target
 
 QUICK = TuningOptions(population=32, generations=1, measures_per_round=4, number=1, repeat=2,

@@ -6,10 +6,15 @@ import re
 
 import pytest
 
-from tvmlite.search.records import logs
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
-from tvmlite.search.records.record import (RecordError, RecordWarning, append_record, load_records,
-                                           make_record)
+from tvmlite.search.records import logs
+from tvmlite.search.records.record import (
+    RecordError,
+    RecordWarning,
+    append_record,
+    load_records,
+    make_record,
+)
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 

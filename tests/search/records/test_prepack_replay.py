@@ -226,6 +226,7 @@ def test_a_constant_input_has_the_same_exported_api_whether_or_not_the_best_pack
 @pytest.mark.parametrize("which", ["plain", "packed"])
 def test_apply_best_of_a_constant_input_builds_a_module_that_packs(both_logs, which):
     import numpy as np
+
     import tvmlite
     task = SearchTask(func="matmul", args=(M, N, K, "float32"), constants=["B"])
     s, args = task.apply_best(both_logs[which])

@@ -15,10 +15,23 @@ from pathlib import Path
 import pytest
 
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
-from tvmlite.search.records.record import (FORMAT_VERSION, MAX_LINE, Record, RecordError,
-                                           RecordWarning, RecordWriter, TargetMismatchWarning,
-                                           append_record, best_first, best_record, best_valid,
-                                           better, load_records, make_record, target_matches)
+from tvmlite.search.records.record import (
+    FORMAT_VERSION,
+    MAX_LINE,
+    Record,
+    RecordError,
+    RecordWarning,
+    RecordWriter,
+    TargetMismatchWarning,
+    append_record,
+    best_first,
+    best_record,
+    best_valid,
+    better,
+    load_records,
+    make_record,
+    target_matches,
+)
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 
@@ -233,7 +246,8 @@ WRITER = textwrap.dedent("""
         time.sleep(0.005)
     for i in range(500):
         res = MeasureResult(costs=(1e-4 + i * 1e-7,))
-        append_record(log, make_record(MeasureInput(wl, (), decisions), res, target, "random", seed))
+        append_record(log, make_record(MeasureInput(wl, (), decisions), res, target, "random",
+                                       seed))
 """)
 
 

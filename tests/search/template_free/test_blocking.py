@@ -73,7 +73,8 @@ def test_blocked_decisions_on_avx512_and_avx2():
     sk = _packed(bound)
     got = {name: blocked_decisions(bound, sk, Target.from_name(name), loose=symbolic_axes(wl, sk))
            for name in ("x86_64-avx512", "x86_64-avx2")}
-    assert [got["x86_64-avx512"][f"tile:C_local.{a}"] for a in "ijk"] == [[8, 1, 14], [2, 1, 32], [64]]
+    assert [got["x86_64-avx512"][f"tile:C_local.{a}"] for a in "ijk"] == \
+        [[8, 1, 14], [2, 1, 32], [64]]
     assert [got["x86_64-avx2"][f"tile:C_local.{a}"] for a in "ijk"] == [[4, 1, 6], [1, 1, 16], [16]]
 
 

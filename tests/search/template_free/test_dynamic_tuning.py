@@ -10,15 +10,23 @@ import numpy as np
 import pytest
 
 import tvmlite
-from tvmlite import te, search
-from tvmlite.search.records.dispatch import (DispatchTable, build_dispatch, export_dispatch,
-                                             ranges_from_choice)
+from tvmlite import search, te
+from tvmlite.search.records.dispatch import (
+    DispatchTable,
+    build_dispatch,
+    export_dispatch,
+    ranges_from_choice,
+)
 from tvmlite.search.records.record import load_records
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.blocking import blocked_decisions
-from tvmlite.search.template_free.dynamic import (MAX_SIZES, TIE, choose_variants,
-                                                  fastest_per_size,
-                                                  representative_sizes)
+from tvmlite.search.template_free.dynamic import (
+    MAX_SIZES,
+    TIE,
+    choose_variants,
+    fastest_per_size,
+    representative_sizes,
+)
 from tvmlite.search.template_free.sketch import generate_sketches, symbolic_axes
 from tvmlite.target.target import Target
 
@@ -142,7 +150,10 @@ int main(void) {
   const int64_t sizes[] = {1, 3, 17, 40, 41, 100, 1025};
   for (int s = 0; s < 7; ++s)
     for (int v = -1; v < 2; ++v)
-      if (check(sizes[s], v)) { printf("wrong at M=%ld variant %d\n", (long)sizes[s], v); return 1; }
+      if (check(sizes[s], v)) {
+        printf("wrong at M=%ld variant %d\n", (long)sizes[s], v);
+        return 1;
+      }
   float x[64];
   if (mm(0, x, x, x) != -2) { printf("M=0 accepted\n"); return 1; }
   printf("ok\n");
@@ -308,6 +319,7 @@ def test_probe_sizes_lie_between_sizes_that_chose_different_variants():
 
 def test_measuring_outward_stops_where_a_candidate_is_spread_times_slower():
     from types import SimpleNamespace
+
     from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
     from tvmlite.search.template_free.dynamic import SPREAD, _measure_outward
     sizes = [1, 2, 3, 4, 5]

@@ -7,12 +7,15 @@ from __future__ import annotations
 import math
 import random
 
-
 from tvmlite.search.model.features import schedule_features
 from tvmlite.search.records.workload import Workload
-from tvmlite.search.template_free.evolution import (Candidate, EvolutionarySearch, mutate,
-                                                    mutate_loose_tile,
-                                                    mutate_tile)
+from tvmlite.search.template_free.evolution import (
+    Candidate,
+    EvolutionarySearch,
+    mutate,
+    mutate_loose_tile,
+    mutate_tile,
+)
 from tvmlite.search.template_free.loose import LOOSE_COVER, loose_choices, loose_options
 from tvmlite.search.template_free.sketch import MAX_INNERMOST, UNROLL_STEPS, generate_sketches
 from tvmlite.target.target import Target

@@ -5,8 +5,12 @@ import random
 import numpy as np
 import pytest
 
-from tvmlite.search.template_free.loose import (LOOSE_COVER, loose_choices, loose_options,
-                                                sample_loose_factors)
+from tvmlite.search.template_free.loose import (
+    LOOSE_COVER,
+    loose_choices,
+    loose_options,
+    sample_loose_factors,
+)
 
 
 def test_loose_options_read_the_register_file():

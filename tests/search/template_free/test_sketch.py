@@ -5,15 +5,22 @@ import random
 import numpy as np
 import pytest
 
-from tvmlite.passes.pipeline import loop_nest
-from tvmlite.schedule.state import ScheduleError
-from tvmlite.search.template_free import dag
 from tvmlite import te
+from tvmlite.passes.pipeline import loop_nest
 from tvmlite.schedule.schedule import Schedule
-from tvmlite.search.template_free.sketch import (RULES, Rule, Tile, generate_sketches,
-                                                 realize, register_block, sample_factors,
-                                                 symbolic_axes)
+from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.records.workload import Workload
+from tvmlite.search.template_free import dag
+from tvmlite.search.template_free.sketch import (
+    RULES,
+    Rule,
+    Tile,
+    generate_sketches,
+    realize,
+    register_block,
+    sample_factors,
+    symbolic_axes,
+)
 from tvmlite.target.target import Target
 from tvmlite.testing.check import check_schedule, evaluate_te, reduction_length, tolerance
 
@@ -294,11 +301,17 @@ def test_priors_read_the_target():
     """Innermost tiles, unroll steps and the register block's FMA floor scale with the
     target's vectors and registers, not with one CPU."""
     import random as _random
-    from tvmlite.target.target import Target
-    from tvmlite.search.records.workload import Workload
+
     from tvmlite.schedule.state import ScheduleError
-    from tvmlite.search.template_free.sketch import (fma_block_floor, generate_sketches,
-                                                     max_innermost, realize, unroll_steps)
+    from tvmlite.search.records.workload import Workload
+    from tvmlite.search.template_free.sketch import (
+        fma_block_floor,
+        generate_sketches,
+        max_innermost,
+        realize,
+        unroll_steps,
+    )
+    from tvmlite.target.target import Target
     assert max_innermost(16, 32) == 64 and max_innermost(8, 16) == 16
     assert max_innermost(4, 32) == 16
     assert unroll_steps(32) == (0, 16, 64, 512) and unroll_steps(16) == (0, 8, 32, 256)

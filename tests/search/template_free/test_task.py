@@ -5,11 +5,11 @@ import json
 import pytest
 
 from tvmlite import ops
-from tvmlite.search.model.cost_model import RandomModel
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+from tvmlite.search.model.cost_model import RandomModel
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.template_free.policy import SketchPolicy
 from tvmlite.search.records.record import load_records
+from tvmlite.search.template_free.policy import SketchPolicy
 from tvmlite.search.template_free.scheduler import TaskScheduler
 from tvmlite.search.template_free.task import SearchTask
 from tvmlite.testing.check import check_schedule, evaluate_te, reduction_length, tolerance

@@ -12,9 +12,16 @@ import numpy as np
 import pytest
 
 from tvmlite import te
-from tvmlite.search.templated.knobs import (MAX_REORDER, AnnotateEntity, OtherOptionEntity,
-                                            ReorderEntity, SpaceError, SplitEntity, make_knob,
-                                            vector_friendly)
+from tvmlite.search.templated.knobs import (
+    MAX_REORDER,
+    AnnotateEntity,
+    OtherOptionEntity,
+    ReorderEntity,
+    SpaceError,
+    SplitEntity,
+    make_knob,
+    vector_friendly,
+)
 from tvmlite.target.target import Target
 from tvmlite.testing import check_schedule
 
@@ -117,7 +124,7 @@ def test_entities_applied_to_a_schedule_compute_the_same_thing():
     s = te.create_schedule(B.op)
     i, j = s[B].op.axis
     i0, i1, i2 = SplitEntity((3, 2, 2)).apply(s, B, i)
-    assert [ax.name for ax in (i0, i1, i2)] == [l.name for l in s[B].leaf_iter_vars][:3]
+    assert [ax.name for ax in (i0, i1, i2)] == [leaf.name for leaf in s[B].leaf_iter_vars][:3]
     order = ReorderEntity((1, 0, 2, 3)).apply(s, B, [i0, i1, i2, j])
     AnnotateEntity(("none", "unroll", "none", "vec")).apply(s, B, order)
     assert OtherOptionEntity(5).value() == 5

@@ -12,9 +12,16 @@ import pytest
 from tvmlite import te
 from tvmlite.ops import OPS
 from tvmlite.schedule.schedule import LoopAxis
-from tvmlite.search.templated.space import (AnnotateEntity, Config, ConfigSpace, OtherOptionEntity,
-                                            ReorderEntity, SpaceError, SplitEntity)
 from tvmlite.schedule.steps import AnnotateStep, ReorderStep, SplitStep
+from tvmlite.search.templated.space import (
+    AnnotateEntity,
+    Config,
+    ConfigSpace,
+    OtherOptionEntity,
+    ReorderEntity,
+    SpaceError,
+    SplitEntity,
+)
 from tvmlite.target.target import Target
 
 # Fallback splits prefer the target's float32 lanes: fix them at 16 (512-bit vectors) so

@@ -12,16 +12,27 @@ import numpy as np
 import pytest
 
 from tvmlite import te
-from tvmlite.runtime.module import build
 from tvmlite.ops import OPS
+from tvmlite.runtime.module import build
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
-from tvmlite.search.records.record import (RecordWarning, TargetMismatchWarning, append_record,
-                                           make_record)
-from tvmlite.search.templated.space import SpaceError
-from tvmlite.search.templated.task import (TEMPLATES, FallbackConfigWarning, TemplatedTask,
-                                           TemplateError, apply_history_best, create, template)
+from tvmlite.search.records.record import (
+    RecordWarning,
+    TargetMismatchWarning,
+    append_record,
+    make_record,
+)
 from tvmlite.search.records.workload import Workload
+from tvmlite.search.templated.space import SpaceError
+from tvmlite.search.templated.task import (
+    TEMPLATES,
+    FallbackConfigWarning,
+    TemplatedTask,
+    TemplateError,
+    apply_history_best,
+    create,
+    template,
+)
 from tvmlite.target.target import Target
 from tvmlite.testing.check import check_schedule
 

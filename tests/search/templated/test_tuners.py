@@ -11,12 +11,17 @@ import pytest
 
 from tvmlite import te
 from tvmlite.ops import OPS
-from tvmlite.search.templated import tuners
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.record import best_record, load_records, make_record
+from tvmlite.search.templated import tuners
 from tvmlite.search.templated.task import apply_history_best, create, template
-from tvmlite.search.templated.tuners import GATuner, GridSearchTuner, RandomTuner, SmallHistoryWarning
+from tvmlite.search.templated.tuners import (
+    GATuner,
+    GridSearchTuner,
+    RandomTuner,
+    SmallHistoryWarning,
+)
 from tvmlite.search.templated.xgb_tuner import XGBTuner
 from tvmlite.testing.check import check_schedule, evaluate_te, reduction_length, tolerance
 

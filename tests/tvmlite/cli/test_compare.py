@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from tvmlite.search.records.record import load_records
-from tvmlite.search.result import Trial
 
 from tvmlite import cli
 from tvmlite.cli.compare import CSV_COLUMNS, Run, summarize, text_table
+from tvmlite.search.records.record import load_records
+from tvmlite.search.result import Trial
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -51,7 +51,8 @@ def test_explain_the_best_record_a_line_and_a_workload(log, capsys, monkeypatch)
     assert out.startswith(f"# line {best_line} of")
     assert cli.main(["explain", str(path), "--record", "1", "--workload", "matmul"]) == 0
     assert capsys.readouterr().out.startswith("# line 1 of")
-    assert cli.main(["explain", str(path), "--record", "99"]) == 2   # a line the log lacks is the user's choice: a usage error, as for show --index
+    # a line the log lacks is the user's choice: a usage error, as for show --index
+    assert cli.main(["explain", str(path), "--record", "99"]) == 2
     assert "line 99" in capsys.readouterr().err
     assert cli.main(["explain", str(path), "--workload", "conv"]) == 2
     assert "matches 0 workloads" in capsys.readouterr().err

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tvmlite.search.measure.inputs import MeasureErrorNo
 from tvmlite.search.records.record import load_records
 

@@ -7,7 +7,7 @@ import numpy as np
 
 import tvmlite
 from tvmlite import te
-from tvmlite.ir.expr import BinOp, Call, Cast, Cmp, Const, Not, Ramp, Broadcast, Select, Var
+from tvmlite.ir.expr import BinOp, Broadcast, Call, Cast, Cmp, Const, Not, Ramp, Select, Var
 from tvmlite.ir.printer import expr_str, stmt_str
 from tvmlite.ir.stmt import Allocate, Buffer, For, IfThenElse, Seq, Store
 

@@ -228,10 +228,10 @@ def test_interpreter_out_of_bounds_read_is_an_error_unless_guarded() -> None:
 
 
 def test_interpreter_integer_semantics_are_floor() -> None:
-    I = te.placeholder((7,), "int32", name="I")
-    out = te.compute((7,), lambda i: I[i] // 3 * 10 + I[i] % 3, name="out")
+    Ints = te.placeholder((7,), "int32", name="I")
+    out = te.compute((7,), lambda i: Ints[i] // 3 * 10 + Ints[i] % 3, name="out")
     x = np.arange(-3, 4, dtype="int32")
-    np.testing.assert_array_equal(testing.evaluate_te([I, out], [x]), x // 3 * 10 + x % 3)
+    np.testing.assert_array_equal(testing.evaluate_te([Ints, out], [x]), x // 3 * 10 + x % 3)
 
 
 def test_interpreter_functions_casts_and_masked_reduction() -> None:

@@ -3,8 +3,8 @@ division for perfect splits, regions of compute_at), its argument checks, and go
 snapshots of three canonical schedules (IR text and C). Every schedule is also run.
 
 Golden files live in tests/tvmlite/passes/golden; ``TVMLITE_UPDATE_GOLDEN=1 pytest ...``
-rewrites those that differ and fails for each (review the diff, then rerun). They are generated with a fixed vector width (32 bytes) so they do not
-depend on the machine.
+rewrites those that differ and fails for each (review the diff, then rerun). They are generated
+with a fixed vector width (32 bytes) so they do not depend on the machine.
 """
 from __future__ import annotations
 
@@ -138,14 +138,14 @@ def test_fuse_of_contiguous_axes_is_a_flat_index():
 
 def test_fuse_of_a_subset_divides_only_where_an_axis_is_used_alone():
     A = te.placeholder((4, 6, 5), name="A")
-    C = te.compute((4, 6, 5), lambda i, j, l: A[i, j, l] * 2 + i, name="C")
+    C = te.compute((4, 6, 5), lambda i, j, k: A[i, j, k] * 2 + i, name="C")
     s = te.create_schedule(C.op)
-    i, j, l = s[C].op.axis
-    s[C].reorder(l, i, j)
+    i, j, k = s[C].op.axis
+    s[C].reorder(k, i, j)
     s[C].fuse(i, j)
     text = lowered(s, [A, C])
     # the addresses recombine (i // 6 * 30 + i % 6 * 5 == i * 5): only the value of i divides
-    assert "A[l + i_j_fused * 5]" in text and "i_j_fused // 6" in text and "%" not in text
+    assert "A[k + i_j_fused * 5]" in text and "i_j_fused // 6" in text and "%" not in text
     check(s, [A, C], lambda a: a * 2 + np.arange(4, dtype=np.float32)[:, None, None])
 
 

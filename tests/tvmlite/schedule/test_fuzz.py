@@ -59,7 +59,8 @@ def _schedule_stage(data, s, name: str, at_root: bool) -> None:
             data.draw(st.booleans(), label="vectorize"):
         h.vectorize(leaves[-1].name)
     leaves = s.state.stage(name).leaves
-    if at_root and leaves[0].kind == "spatial" and leaves[0].annotation == "none" and data.draw(st.booleans(), label="parallel"):
+    if at_root and leaves[0].kind == "spatial" and leaves[0].annotation == "none" and \
+            data.draw(st.booleans(), label="parallel"):
         h.parallel(leaves[0].name)
     leaves = s.state.stage(name).leaves
     small = [it for it in leaves if it.annotation == "none" and _constant(it, 8)]

@@ -1,7 +1,6 @@
 """Reductions, dtypes and expressions under schedules, checked against numpy."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -178,17 +177,17 @@ def test_abs_int():
 
 def test_casts():
     A = te.placeholder((M, N), name="A")
-    I = te.compute((M, N), lambda i, j: te.cast(A[i, j] * 10, "int32"), name="I")
-    D = te.compute((M, N), lambda i, j: te.cast(I[i, j], "float64") / 4 +
+    Ints = te.compute((M, N), lambda i, j: te.cast(A[i, j] * 10, "int32"), name="I")
+    D = te.compute((M, N), lambda i, j: te.cast(Ints[i, j], "float64") / 4 +
                    te.cast(A[i, j], "float64"), name="D")
     s = te.create_schedule(D.op)
     s[D].vectorize(s[D].op.axis[1])
-    s[I].vectorize(s[I].op.axis[1])
+    s[Ints].vectorize(s[Ints].op.axis[1])
 
     def ref(a):
         i = (a * np.float32(10)).astype(np.int32)       # C truncates toward zero
         return i, i.astype(np.float64) / 4 + a.astype(np.float64)
-    check(s, [A, I, D], ref, rtol=1e-12, atol=1e-12)
+    check(s, [A, Ints, D], ref, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("vectorize", [False, True])

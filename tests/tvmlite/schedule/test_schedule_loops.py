@@ -5,7 +5,6 @@ Shapes are small and odd (17x23x19) so every split has a remainder somewhere.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -27,7 +26,7 @@ def elementwise(shape=(M, N), dtype="float32"):
     elif len(shape) == 2:
         C = te.compute(shape, lambda i, j: A[i, j] * 2 + 1, name="C")
     else:
-        C = te.compute(shape, lambda i, j, l: A[i, j, l] * 2 + 1, name="C")
+        C = te.compute(shape, lambda i, j, k: A[i, j, k] * 2 + 1, name="C")
     return A, C
 
 
@@ -113,11 +112,11 @@ def test_tile(fx, fy):
 
 def test_reorder_subset_keeps_other_positions():
     A = te.placeholder((5, 7, 9), name="A")
-    C = te.compute((5, 7, 9), lambda i, j, l: A[i, j, l] + 1, name="C")
+    C = te.compute((5, 7, 9), lambda i, j, k: A[i, j, k] + 1, name="C")
     s = te.create_schedule(C.op)
-    i, j, l = s[C].op.axis
-    s[C].reorder(l, i)                        # j stays in the middle
-    assert [n for n, _ in extents(s, "C")] == ["l", "j", "i"]
+    i, j, k = s[C].op.axis
+    s[C].reorder(k, i)                        # j stays in the middle
+    assert [n for n, _ in extents(s, "C")] == ["k", "j", "i"]
     check(s, [A, C], lambda a: a + 1)
 
 
@@ -274,12 +273,12 @@ def test_vectorize_other_dtypes(dtype):
 
 def test_vectorize_select_call_and_cast():
     A = te.placeholder((M, N), name="A")
-    I = te.placeholder((M, N), "int32", name="I")
+    Ints = te.placeholder((M, N), "int32", name="I")
     C = te.compute((M, N), lambda i, j: te.if_then_else(
-        A[i, j] > 0, te.exp(A[i, j]), te.cast(I[i, j], "float32") * 0.5), name="C")
+        A[i, j] > 0, te.exp(A[i, j]), te.cast(Ints[i, j], "float32") * 0.5), name="C")
     s = te.create_schedule(C.op)
     s[C].vectorize(s[C].op.axis[1])
-    check(s, [A, I, C], lambda a, n: np.where(a > 0, np.exp(a), n.astype("float32") * 0.5))
+    check(s, [A, Ints, C], lambda a, n: np.where(a > 0, np.exp(a), n.astype("float32") * 0.5))
 
 
 # -- parallel / unroll / pragma ------------------------------------------------------

@@ -2,7 +2,6 @@
 cache_write, cache_read, rfactor), each built, run and checked against numpy."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 

@@ -10,13 +10,23 @@ import pytest
 
 import tvmlite
 from tvmlite import ScheduleError, ops, te
-from tvmlite.schedule.schedule import Schedule
-from tvmlite.testing.check import check_schedule as check
-from tvmlite.schedule.step_json import STEP_KINDS, step_from_json
-from tvmlite.schedule.steps import (AnnotateStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
-                                    ComputeInlineStep, ComputeRootStep, FuseStep, PragmaStep,
-                                    ReorderStep, RfactorStep, SplitStep)
 from tvmlite.schedule.prepack import ConstantStep, PrepackStep
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.step_json import STEP_KINDS, step_from_json
+from tvmlite.schedule.steps import (
+    AnnotateStep,
+    CacheReadStep,
+    CacheWriteStep,
+    ComputeAtStep,
+    ComputeInlineStep,
+    ComputeRootStep,
+    FuseStep,
+    PragmaStep,
+    ReorderStep,
+    RfactorStep,
+    SplitStep,
+)
+from tvmlite.testing.check import check_schedule as check
 from tvmlite.testing.workloads import ODD_MNK, matmul_reference
 
 M, N, K = ODD_MNK

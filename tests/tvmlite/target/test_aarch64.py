@@ -12,8 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tvmlite import ops, te
-from tvmlite.testing.check import (assert_allclose, random_inputs, reduction_length,
-                                   reference)
+from tvmlite.testing.check import assert_allclose, random_inputs, reduction_length, reference
 from tvmlite.testing.cross import cross_unavailable, run_on_target
 
 REASON = cross_unavailable("aarch64-neon")

@@ -23,8 +23,16 @@ import pytest
 import tvmlite
 from tvmlite.schedules.recipes import gemm_packed
 from tvmlite.target import peak as peaks
-from tvmlite.target.peak_bound import (MAX_NOISE, MIN_NOISE, NOMINAL_HEADROOM, Clock,
-                                       Verdict, max_clock, run_noise, theoretical_gflops)
+from tvmlite.target.peak_bound import (
+    MAX_NOISE,
+    MIN_NOISE,
+    NOMINAL_HEADROOM,
+    Clock,
+    Verdict,
+    max_clock,
+    run_noise,
+    theoretical_gflops,
+)
 from tvmlite.target.target import Target
 
 HOST = Target.host()

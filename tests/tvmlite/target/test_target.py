@@ -152,7 +152,7 @@ HASWELL = "processor\t: 0\nflags\t\t: fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx a
 
 
 def test_aarch64_cpuinfo_gives_neon_and_128_bit_vectors() -> None:
-    from tvmlite.target.detect import _cpuinfo_features, normalize_arch, _vector_bits
+    from tvmlite.target.detect import _cpuinfo_features, _vector_bits, normalize_arch
     assert normalize_arch("arm64") == "aarch64"
     features = _cpuinfo_features("aarch64", GRAVITON)
     assert "neon" in features and not any(f.startswith("avx") for f in features)

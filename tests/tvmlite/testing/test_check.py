@@ -10,8 +10,13 @@ import pytest
 
 from tvmlite import te
 from tvmlite.search.measure import worker
-from tvmlite.testing.check import (assert_allclose, mismatch, mismatches, random_inputs,
-                                   seeded_arrays)
+from tvmlite.testing.check import (
+    assert_allclose,
+    mismatch,
+    mismatches,
+    random_inputs,
+    seeded_arrays,
+)
 
 
 def test_nan_matches_only_nan_and_infinity_only_the_same_infinity() -> None:
@@ -56,6 +61,6 @@ def test_the_measuring_worker_does_not_import_the_interpreter_or_scipy() -> None
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
-    from tvmlite.testing.check import evaluate_te    # still importable, loaded on use
     from tvmlite.testing import evaluate_te as same
+    from tvmlite.testing.check import evaluate_te  # still importable, loaded on use
     assert evaluate_te is same and callable(evaluate_te)
