@@ -35,6 +35,7 @@ _EXPORTS = {
     "RandomTuner": "templated.tuners", "GridSearchTuner": "templated.tuners",
     "GATuner": "templated.tuners", "XGBTuner": "templated.xgb_tuner",
     "ConfigSpace": "templated.space", "explain": "records.explain",
+    "extract_tasks": "graph_tasks",
 }
 # sub-packages and the modules users reach as search.<name> (search.sketch.Rule, search.logs)
 _MODULES = {"templated": "templated", "template_free": "template_free", "measure": "measure",

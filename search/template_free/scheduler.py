@@ -41,7 +41,9 @@ class TaskScheduler:
         if strategy not in STRATEGIES:
             raise ValueError(f"TaskScheduler: strategy must be one of {STRATEGIES}, "
                              f"got {strategy!r}")
-        weights = list(weights) if weights is not None else [1.0] * len(tasks)
+        # default: each task's ``weight`` (extract_tasks sets how often the model runs it)
+        weights = list(weights) if weights is not None else \
+            [getattr(t, "weight", 1.0) for t in tasks]
         if len(weights) != len(tasks) or any(not isinstance(w, (int, float)) or w <= 0
                                              for w in weights):
             raise ValueError("TaskScheduler: weights must be one positive number per task")

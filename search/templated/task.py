@@ -38,9 +38,11 @@ from typing import Any, Callable
 
 from tvmlite import te
 from tvmlite.errors import TvmliteError, TvmliteWarning
+from tvmlite.graph.dispatch import current_lookup, reset_lookup, set_lookup
 from tvmlite.ir.symbolic import SizeVar
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.records.graph_lookup import GraphLookup
 from tvmlite.search.records.record import (
     Record,
     RecordWarning,
@@ -252,8 +254,10 @@ _DISPATCH: contextvars.ContextVar[Any] = contextvars.ContextVar("tvmlite_templat
 
 class apply_history_best:
     """``with apply_history_best(log):`` makes templates called inside use the best
-    record of the log (a path or a list of Records). Contexts nest: a template not
-    found in the inner log is looked up in the outer one."""
+    record of the log (a path or a list of Records), and ``tvmlite.build(graph)`` the
+    best template-free record of each fused kernel, found by its workload key
+    (``records.graph_lookup``). Contexts nest: a template or kernel not found in the
+    inner log is looked up in the outer one."""
 
     def __init__(self, records: str | os.PathLike | Iterable[Record]):
         if isinstance(records, (str, os.PathLike)):
@@ -272,6 +276,8 @@ class apply_history_best:
             if r.result.ok and isinstance(d, dict) and isinstance(d.get("template"), str):
                 self._by_key.setdefault(r.workload.key, []).append(r)
         self._tokens: list = []
+        self._records = records   # template-free ones serve tvmlite.build(graph)
+        self._graph_tokens: list = []
 
     def lookup(self, task: TemplatedTask) -> tuple[Config, Record] | None:
         """(config, record) of the best usable record of ``task`` (``best_first``: real
@@ -310,7 +316,9 @@ class apply_history_best:
 
     def __enter__(self) -> "apply_history_best":
         self._tokens.append(_DISPATCH.set(self))
+        self._graph_tokens.append(set_lookup(GraphLookup(self._records, current_lookup())))
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        reset_lookup(self._graph_tokens.pop())
         _DISPATCH.reset(self._tokens.pop())

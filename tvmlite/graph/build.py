@@ -132,11 +132,15 @@ class GraphModule:
             t = self.graph.types[k.output]
             env[k.output] = empty(tuple(t.shape), t.dtype)
             args = [env[v] for v in k.compute.arg_values] + [env[k.output]]
+            packed = {p.input for p in k.module.packs}
+            if packed:   # a record pre-packs weights: pack them once, here
+                args = [k.module.pack(b.name, a) if b.name in packed else a
+                        for a, b in zip(args, k.module.arg_buffers)]
             calls.append((k.module, args))
 
         def run() -> None:
             for mod, args in calls:
-                mod(*args)
+                mod.run_packed(*args)
         return run, env
 
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:

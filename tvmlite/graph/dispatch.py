@@ -11,7 +11,7 @@ import contextlib
 import contextvars
 from typing import Any, Callable, Iterator, Optional
 
-__all__ = ["Lookup", "current_lookup", "use_lookup"]
+__all__ = ["Lookup", "current_lookup", "use_lookup", "set_lookup", "reset_lookup"]
 
 Lookup = Callable[[str, Any, Any], Optional[tuple]]
 
@@ -33,3 +33,14 @@ def use_lookup(lookup: Lookup) -> Iterator[Lookup | None]:
         yield outer
     finally:
         _LOOKUP.reset(token)
+
+
+def set_lookup(lookup: Lookup) -> contextvars.Token:
+    """Install ``lookup`` until ``reset_lookup(token)`` (for a class-based context such
+    as ``apply_history_best``)."""
+    return _LOOKUP.set(lookup)
+
+
+def reset_lookup(token: contextvars.Token) -> None:
+    """Restore the lookup ``set_lookup`` replaced."""
+    _LOOKUP.reset(token)
