@@ -4,7 +4,8 @@
 
 - ``kernel_<i>.c``: each distinct kernel's C, as built (compiled on its own, so the
   kernels' static helpers never clash), and ``<name>.c``, the model's entry points;
-- ``lib<name>.so``: all of them linked into one library; ``<name>.h`` declares
+- ``lib<name>.so``: all of them linked into one library (``<name>_kernels.h`` declares
+  each kernel and its C timer, for profiling); ``<name>.h`` declares
   ``int <name>_init(const char *weights_path)``, ``int <name>_run(in0, ..., out0, ...)``
   (model input and output order), ``void <name>_free(void)``,
   ``void <name>_set_num_threads(int)`` and ``const char *<name>_last_error(void)``;
@@ -12,7 +13,8 @@
   header (magic, version, payload bytes, a 64-bit checksum of the payload), which
   ``_init`` reads and verifies;
 - ``manifest.json``: inputs and outputs (names, shapes, dtypes), each kernel with the
-  record its schedule came from, the arena plan, target, compiler and flags.
+  record its schedule came from and the values it reads and writes, the weights'
+  offsets, the arena plan, target, compiler and flags.
 
 Intermediates live in one arena planned here (``plan_arena``): a buffer's lifetime runs
 from the kernel that writes it to the last one that reads it, and buffers whose lifetimes
@@ -232,6 +234,9 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
     main = directory / f"{name}.c"
     main.write_text(src)
     (directory / f"{name}.h").write_text(header(name, decl))
+    # the kernels' own entry points (each with its C timer), for profiling tools
+    (directory / f"{name}_kernels.h").write_text(header(f"{name}_kernels", "".join(
+        dict.fromkeys(k.module.decl for k in module.kernels))))
     (directory / f"{name}.weights").write_bytes(blob)
     lib = link_shared(sources + [main], module.target, directory / f"lib{name}.so")
     manifest = {
@@ -239,7 +244,11 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
         "inputs": [_value(g, v) for v in g.inputs], "outputs": [_value(g, v) for v in g.outputs],
         "kernels": [{"name": k.name, "function": k.module.name, "key": k.key,
                      "nodes": [n.op for n in _kernel_nodes(g, k.output)],
+                     "args": list(k.compute.arg_values) + [k.output],
                      "record": k.record} for k in module.kernels],
+        "values": {v: _value(g, v) for k in module.kernels
+                   for v in list(k.compute.arg_values) + [k.output]},
+        "weight_offsets": offsets,
         "arena": {"bytes": arena.size, "intermediates_bytes": arena.total,
                   "offsets": arena.offsets},
         "weights": {"file": f"{name}.weights", "bytes": len(blob), "checksum64": checksum,

@@ -40,6 +40,7 @@ from tvmlite.cli.args import (
 )
 from tvmlite.cli.compare import compare
 from tvmlite.cli.explain import add_explain_command
+from tvmlite.cli.model import add_model_commands
 from tvmlite.cli.progress import Progress
 from tvmlite.cli.tune import cmd_tune, tune_summary
 from tvmlite.ops import OPS
@@ -148,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--c", action="store_true", help="print the C source instead")
     target_args(c, runner=False)
     add_explain_command(sub, command)
+    add_model_commands(sub, command)
     return p
 
 
