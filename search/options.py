@@ -12,7 +12,7 @@ from tvmlite.checks import check_int, check_number
 from tvmlite.search.measure.base_runner import Runner
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.measurer import Measurer
-from tvmlite.search.measure.protocol import MeasureConfig
+from tvmlite.search.measure.protocol import MeasureConfig, check_fields
 from tvmlite.search.measure.qemu_runner import QemuRunner
 from tvmlite.search.measure.runner import LocalRunner
 
@@ -49,8 +49,13 @@ class TuningOptions:
     pretrained: bool = True
 
     def __post_init__(self) -> None:
-        positive_ints = ("measures_per_round", "population", "number", "repeat")
-        nonneg_ints = ("generations", "seeds_from_best", "seed")
+        # the measuring fields are the protocol's: checked by its one rule
+        measuring = {f.name: getattr(self, f.name) for f in fields(MeasureConfig)
+                     if f.name != "timeout"}
+        check_fields({**measuring, "timeout": self.run_timeout}, "TuningOptions",
+                     spelled={"timeout": "run_timeout"})
+        positive_ints = ("measures_per_round", "population")
+        nonneg_ints = ("generations", "seeds_from_best")
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name in positive_ints + nonneg_ints:
@@ -58,18 +63,15 @@ class TuningOptions:
                 check_int(v, f"TuningOptions.{f.name}", lo)
             elif f.name in ("mutation_prob", "eps_greedy"):
                 check_number(v, f"TuningOptions.{f.name}", 0, 1)
-            elif f.name in ("build_timeout", "run_timeout"):
+            elif f.name == "build_timeout":
                 check_number(v, f"TuningOptions.{f.name} (seconds)", 0, lo_open=True)
-            elif f.name == "min_repeat_ms":
-                check_number(v, "TuningOptions.min_repeat_ms", 0)
-            elif f.name in ("early_stopping", "n_parallel", "n_threads"):
+            elif f.name in ("early_stopping", "n_parallel"):
                 check_int(v, f"TuningOptions.{f.name}", 1, allow_none=True)
             elif f.name == "runner" and v is not None and not isinstance(v, Runner) \
                     and v not in RUNNERS:
                 raise ValueError(f"TuningOptions.runner must be one of {', '.join(RUNNERS)} or "
                                  f"a Runner (LocalRunner, DaskRunner, ...), got {v!r}")
-            elif f.name in ("flush_cache", "check_correctness", "pretrained") \
-                    and not isinstance(v, bool):
+            elif f.name == "pretrained" and not isinstance(v, bool):
                 raise ValueError(f"TuningOptions.{f.name} must be True or False, got {v!r}")
 
     def measurer(self, log_file: Any, target: Any, tuner: str) -> Any:

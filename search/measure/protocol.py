@@ -16,13 +16,16 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from tvmlite.checks import check_int, check_number
 from tvmlite.errors import TvmliteError
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureErrorNo
 from tvmlite.testing.check import reduction_length, tolerance
+
+if TYPE_CHECKING:  # the records package imports this one
+    from tvmlite.search.records.workload import Workload
 
 __all__ = ["MeasureConfig", "Verdict", "ReferenceCache", "check_tolerances", "check_fields",
            "REFERENCE_TIMEOUT_FACTOR", "REFERENCE_TIMEOUT_MIN", "SLOW_FRACTION"]
@@ -113,19 +116,22 @@ class MeasureConfig:
         return dataclasses.asdict(self)
 
 
-def check_fields(values: Mapping[str, Any], owner: str) -> None:
+def check_fields(values: Mapping[str, Any], owner: str,
+                 spelled: Mapping[str, str] | None = None) -> None:
     """Raise ValueError naming ``owner(field=...)`` and what to use, for a bad value
-    among a MeasureConfig's ``values``."""
+    among a MeasureConfig's ``values``; ``spelled`` renames a field as the owner spells
+    it (TuningOptions calls the timeout ``run_timeout``)."""
+    def arg(name: str) -> str:
+        return f"{owner}({(spelled or {}).get(name, name)}=...)"
     for name, low in (("number", 1), ("repeat", 1), ("seed", 0)):
-        check_int(values[name], f"{owner}({name}=...)", low)
-    check_int(values["n_threads"], f"{owner}(n_threads=...) (None: OpenMP's default, all "
+        check_int(values[name], arg(name), low)
+    check_int(values["n_threads"], f"{arg('n_threads')} (None: OpenMP's default, all "
                                    f"cores)", 1, allow_none=True)
-    check_number(values["min_repeat_ms"], f"{owner}(min_repeat_ms=...)", 0)
-    check_number(values["timeout"], f"{owner}(timeout=...) in seconds", 0, lo_open=True)
+    check_number(values["min_repeat_ms"], arg("min_repeat_ms"), 0)
+    check_number(values["timeout"], f"{arg('timeout')} in seconds", 0, lo_open=True)
     for name in ("flush_cache", "check_correctness"):
         if not isinstance(values[name], bool):
-            raise ValueError(f"{owner}({name}=...) must be True or False, got "
-                             f"{values[name]!r}")
+            raise ValueError(f"{arg(name)} must be True or False, got {values[name]!r}")
 
 
 class Verdict(TvmliteError):
@@ -148,7 +154,7 @@ class ReferenceCache(Generic[T]):
         self._entries: dict[str, T | _Unavailable] = {}
         self._lock = threading.Lock()
 
-    def get(self, workload: Any, reference: Callable[[Any], BuildResult]) -> T:
+    def get(self, workload: Workload, reference: Callable[[Any], BuildResult]) -> T:
         """The prepared reference of ``workload``; Verdict UNKNOWN when its reference
         build (``reference(workload)``) or preparing it failed, now or before."""
         with self._lock:
@@ -170,7 +176,7 @@ class ReferenceCache(Generic[T]):
             raise Verdict(MeasureErrorNo.UNKNOWN, entry.msg)
         return entry
 
-    def fail(self, workload: Any, why: str) -> Verdict:
+    def fail(self, workload: Workload, why: str) -> Verdict:
         """Mark ``workload`` uncheckable because its reference kernel failed (``why``);
         returns the Verdict its candidates get."""
         msg = self._failed(workload, why)
@@ -178,7 +184,7 @@ class ReferenceCache(Generic[T]):
             self._entries[workload.key] = _Unavailable(msg)
         return Verdict(MeasureErrorNo.UNKNOWN, msg)
 
-    def _failed(self, workload: Any, why: str) -> str:
+    def _failed(self, workload: Workload, why: str) -> str:
         where = f" {self.where}" if self.where else ""
         return (f"the reference (unscheduled) kernel of workload {workload.key} failed"
                 f"{where}, so no candidate of it can be checked: {why}")
@@ -193,7 +199,7 @@ class _Unavailable:
     msg: str
 
 
-def check_tolerances(workload: Any, build: BuildResult) -> list[tuple[float, float]]:
+def check_tolerances(workload: Workload, build: BuildResult) -> list[tuple[float, float]]:
     """(rtol, atol) for each output of ``build``, from its dtype and the workload's
     longest reduction (at its sizes, for a dynamic workload)."""
     tensors = workload.bound().tensors if getattr(workload, "sizes", None) \
