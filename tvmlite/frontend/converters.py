@@ -33,6 +33,7 @@ class Context(Protocol):
     def fresh(self, base: str) -> str: ...
     def constant(self, value: np.ndarray, base: str = "const") -> str: ...
     def set_constant(self, name: str, value: np.ndarray) -> None: ...
+    def add(self, node: Node) -> None: ...
 
 
 def _a(onnx_node: Any, key: str, default: Any = None) -> Any:
@@ -96,7 +97,37 @@ def _window(n: Any, ctx: Context, kernel: tuple) -> dict[str, Any]:
                                               dil), "dilations": dil}
 
 
+def _via_2d(n: Any, ctx: Context, convert: Callable[[Any, Context], list[Node]]) -> list[Node]:
+    """A 1-D Conv or pool as the 2-D one over (N, C, 1, L): inputs reshaped, window
+    attributes given a leading 1 (pads a leading 0), the output reshaped back."""
+    import onnx.helper as oh
+    x = ctx.type(n.input[0])
+    x4 = ctx.fresh(n.input[0] + "_2d")
+    ctx.add(node("reshape", n, [n.input[0]], [x4], shape=x.shape[:2] + (1,) + x.shape[2:]))
+    inputs = [x4] + list(n.input[1:])
+    if n.op_type == "Conv":
+        w = ctx.type(n.input[1])
+        inputs[1] = ctx.fresh(n.input[1] + "_2d")
+        ctx.add(node("reshape", n, [n.input[1]], [inputs[1]],
+                     shape=w.shape[:2] + (1,) + w.shape[2:]))
+    attrs = {}
+    for at in n.attribute:
+        v = oh.get_attribute_value(at)
+        if at.name in ("kernel_shape", "strides", "dilations"):
+            v = [1] + list(v)
+        elif at.name == "pads":
+            v = [0, v[0], 0, v[1]]
+        attrs[at.name] = v.decode() if isinstance(v, bytes) else v
+    y4 = ctx.fresh(n.output[0] + "_2d")
+    for out in convert(oh.make_node(n.op_type, inputs, [y4], name=n.name, **attrs), ctx):
+        ctx.add(out)
+    y = ctx.type(y4)
+    return [node("reshape", n, [y4], [n.output[0]], shape=y.shape[:2] + y.shape[3:])]
+
+
 def conv(n: Any, ctx: Context) -> list[Node]:
+    if len(ctx.type(n.input[0]).shape) == 3:
+        return _via_2d(n, ctx, conv)
     w = ctx.type(n.input[1])
     win = _window(n, ctx, tuple(w.shape[2:]))
     has_bias = len(n.input) > 2 and n.input[2]
@@ -111,6 +142,8 @@ def conv(n: Any, ctx: Context) -> list[Node]:
 
 def pool(op: str) -> Callable[[Any, Context], list[Node]]:
     def convert(n: Any, ctx: Context) -> list[Node]:
+        if len(ctx.type(n.input[0]).shape) == 3:
+            return _via_2d(n, ctx, convert)
         kernel = tuple(_a(n, "kernel_shape"))
         win = _window(n, ctx, kernel)
         if win.pop("dilations") != (1, 1):
@@ -396,5 +429,5 @@ CONVERTERS: dict[str, Callable[[Any, Context], list[Node]]] = {
     "Gather": gather, "Cast": cast, "Where": _simple("where"), "Equal": _simple("equal"),
     "Shape": shape, "Slice": slice_, "Expand": expand, "Range": _simple("range"),
     "Exp": _simple("exp"), "Neg": _simple("neg"), "Max": _simple("max"),
-    "Min": _simple("min"),
+    "Min": _simple("min"), "Abs": _simple("abs"),
 }

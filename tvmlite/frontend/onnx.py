@@ -24,6 +24,8 @@ from tvmlite.frontend.converters import CONVERTERS, ConversionError
 from tvmlite.graph.ir import Graph, GraphError, Node, TensorType
 from tvmlite.graph.ops import KIND, evaluate, infer
 
+MAX_OPSET = 25   # no op we convert changed its meaning after opset 21
+
 __all__ = ["from_onnx", "OnnxImportError", "UnsupportedOpsError", "ConversionError"]
 
 
@@ -196,8 +198,9 @@ def from_onnx(model: Any, shapes: Mapping[str, Any] | None = None,
     proto = load_model(model)
     check_supported(proto)
     opset = _opset(proto)
-    if not 1 <= opset <= 23:
-        raise OnnxImportError(f"from_onnx: opset {opset} is not supported (9 to 21 are)")
+    if not 1 <= opset <= MAX_OPSET:
+        raise OnnxImportError(f"from_onnx: opset {opset} is not supported (1 to "
+                              f"{MAX_OPSET} are; the converters follow 9 to 21)")
     shapes = dict(shapes or {})
     imp = _Importer(proto, opset)
     for t in proto.graph.initializer:

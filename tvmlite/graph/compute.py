@@ -66,6 +66,8 @@ def _unary(op: str, node: Node, x: Any, dtype: str) -> Any:
         return c(1.0) / (c(1.0) + te.exp(c(0.0) - x))
     if op in ("tanh", "exp", "log", "sqrt", "erf", "abs"):
         return getattr(te, op)(x)
+    if op == "identity":
+        return x
     if op == "neg":
         return c(0.0) - x
     if op == "leaky_relu":
