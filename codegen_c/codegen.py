@@ -278,8 +278,8 @@ class CodeGen:
         ct = CTYPE[b.dtype]
         if not is_static(numel(b.shape)):  # a region of symbolic size: on the heap
             self.emit("{", depth)
-            self.emit(f"{ct}* restrict {b.name} = ({ct}*)aligned_alloc({ALIGNMENT}, {self.nbytes(b)});",
-                      depth + 1)
+            self.emit(f"{ct}* restrict {b.name} = "
+                      f"({ct}*)aligned_alloc({ALIGNMENT}, {self.nbytes(b)});", depth + 1)
             self.emit(f"if ({b.name} == NULL) {{ tvmlite_status = -1; }} else {{", depth + 1)
             self.stmt(s.body, depth + 2)
             self.emit(f"free({b.name});", depth + 2)
@@ -328,7 +328,8 @@ def promotable(s: Allocate) -> int:
         elif isinstance(st, IfThenElse):
             exprs = [st.cond]
         for e in exprs:
-            idx.extend(x.indices[0] for x in walk(e) if isinstance(x, Load) and x.buffer.name == b.name)
+            idx.extend(x.indices[0] for x in walk(e)
+                       if isinstance(x, Load) and x.buffer.name == b.name)
     if not idx or not all(isinstance(i, Ramp) and i.stride == 1 and isinstance(i.base, Const)
                           for i in idx):
         return 0
@@ -448,8 +449,9 @@ def cdecl(func: LoweredFunc, outputs: Iterable[str]) -> str:
     outputs = list(outputs)
     n = func.name
     p = params(func, outputs).replace(" restrict", "")
-    packs = "".join(f"int32_t {pk.func.name}({params(pk.func, [pk.packed]).replace(' restrict', '')});\n"
-                    for pk in getattr(func, "packs", ()))
+    packs = "".join(
+        f"int32_t {pk.func.name}({params(pk.func, [pk.packed]).replace(' restrict', '')});\n"
+        for pk in getattr(func, "packs", ()))
     return (f"int32_t {n}({p});\n"
             f"double {n}_time({p}, int32_t number);\n"
             f"void {n}_set_num_threads(int32_t n);\n") + packs

@@ -74,7 +74,8 @@ VEXP = """static inline {vt} {name}({vt} x) {{
   {mt} over = x > hi, under = x < lo, nan = x != x;
   {vt} c = ({vt})((({mt})x & ~(over | under | nan)) | (({mt})hi & over) | (({mt})lo & under));
   {vt} fx = c * 1.44269504088896341f;
-  {mt} n = __builtin_convertvector(fx + ({vt})((({mt})(z + 0.5f) & ~(fx < 0)) | (({mt})(z - 0.5f) & (fx < 0))), {mt});
+  {mt} n = __builtin_convertvector(fx + ({vt})((({mt})(z + 0.5f) & ~(fx < 0)) | \
+(({mt})(z - 0.5f) & (fx < 0))), {mt});
   {vt} nf = __builtin_convertvector(n, {vt});
   {vt} r = c - nf * 0.693359375f + nf * 2.12194440e-4f;
   {vt} p = z + 1.9875691500e-4f;

@@ -11,19 +11,20 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codegen_c")) an
         _os.path.isfile(_os.path.join(_root, "codegen_c", "codegen.py")):
     __path__.append(_root)  # type: ignore[name-defined]
 
-from tvmlite import ops, te
-from tvmlite.errors import TvmliteError, TvmliteWarning
-from tvmlite.passes.pipeline import lower
-from tvmlite.runtime.arrays import asaligned, empty
-from tvmlite.runtime.device import Device, cpu
-from tvmlite.runtime.module import Module, TimeResult, build
-from tvmlite.schedule.schedule import Schedule
-from tvmlite.schedule.state import ScheduleError
-from tvmlite.target.target import CompilerNotFoundError, Target
+# After the path set-up above: tvmlite.runtime imports tvmlite.codegen_c, found through it.
+from tvmlite import ops, te  # noqa: E402
+from tvmlite.errors import TvmliteError, TvmliteWarning  # noqa: E402
+from tvmlite.passes.pipeline import lower  # noqa: E402
+from tvmlite.runtime.arrays import asaligned, empty  # noqa: E402
+from tvmlite.runtime.device import Device, cpu  # noqa: E402
+from tvmlite.runtime.module import Module, TimeResult, build  # noqa: E402
+from tvmlite.schedule.schedule import Schedule  # noqa: E402
+from tvmlite.schedule.state import ScheduleError  # noqa: E402
+from tvmlite.target.target import CompilerNotFoundError, Target  # noqa: E402
 
-__all__ = ["te", "ops", "empty", "asaligned", "lower", "build", "Module", "TimeResult", "Schedule", "ScheduleError",
-           "Target", "CompilerNotFoundError", "TvmliteError", "TvmliteWarning", "search", "schedules",
-           "cpu", "Device", "nd", "topi", "autotvm"]
+__all__ = ["te", "ops", "empty", "asaligned", "lower", "build", "Module", "TimeResult", "Schedule",
+           "ScheduleError", "Target", "CompilerNotFoundError", "TvmliteError", "TvmliteWarning",
+           "search", "schedules", "cpu", "Device", "nd", "topi", "autotvm"]
 __version__ = "0.1.0"
 
 

@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(a build, a measurement, a file); 130 interrupted")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def command(parent: Any, name: str, func: Callable, text: str) -> argparse.ArgumentParser:
+    def command(parent: Any, name: str, func: Callable | None,
+                text: str) -> argparse.ArgumentParser:
         c = parent.add_parser(name, help=text, description=text)
         c.set_defaults(func=func, parser=c)
         return c
@@ -186,9 +187,9 @@ def cmd_target(args: argparse.Namespace) -> int:
         bandwidths.cached_bandwidth(target)
     if args.json:
         d = target.to_json()
-        if args.bandwidth:
+        if args.bandwidth and bw is not None:     # measured: never None
             d["bandwidth"] = bw.to_json()
-        if args.peak:
+        if args.peak and measured is not None:
             d["peak"] = measured.to_json()
         print(json.dumps(d, indent=2))
         return 0

@@ -160,7 +160,8 @@ def register_block(final_body: Stmt, registers: int) -> RegisterBlock | None:
     once, plus one temporary."""
     best = None
     for loop, body, regs in _innermost_blocks(final_body):
-        acc, span = set(), {}
+        acc: set[tuple[str, str]] = set()
+        span: dict[str, tuple[int, int]] = {}   # operand -> (first use, last use)
         for pos, st in enumerate(_walk(body)):
             exprs = [st.value] if isinstance(st, Store) else \
                 [st.cond] if isinstance(st, IfThenElse) else []
@@ -188,7 +189,8 @@ def register_block(final_body: Stmt, registers: int) -> RegisterBlock | None:
 def stack_locals(final_body: Stmt, stack_limit: int) -> list[str]:
     """Local buffers codegen declares as stack arrays (not kept in registers)."""
     return [s.buffer.name for s in _walk(final_body) if isinstance(s, Allocate)
-            and not promotable(s) and s.buffer.size * ITEMSIZE.get(s.buffer.dtype, 4) <= stack_limit]
+            and not promotable(s)
+            and s.buffer.size * ITEMSIZE.get(s.buffer.dtype, 4) <= stack_limit]
 
 
 def register_findings(block: RegisterBlock | None, spills, on_stack: tuple = ()) -> list[Finding]:

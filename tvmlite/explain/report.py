@@ -94,7 +94,8 @@ def _peak(target: Target, dtype: str, peak: float | None, measure: bool
         return got.gflops * scale, (f"fp32 FMA peak measured by codegen_c/peak.c, "
                                     f"{got.threads} bound threads, best of "
                                     f"{len(got.runs)} runs" +
-                                    (", raised by a kernel" if got.raised_from is not None else "") +
+                                    (", raised by a kernel" if got.raised_from is not None
+                                     else "") +
                                     (", halved for float64" if scale < 1 else "")), got.noise
     return (target.peak_gflops_estimate(dtype),
             "estimated from the spec; `tvmlite target --peak` measures it", MIN_NOISE)
@@ -190,7 +191,7 @@ def _roofline_findings(roof: Roofline, args: tuple) -> list[Finding]:
                             "the findings above (scalar lanes, spills, idle threads) are "
                             "where the rest goes")]
         return []
-    lv = roof.level(bound)
+    lv = roof.bound_level()
     args_bytes = sum(b.size * ITEMSIZE.get(b.dtype, 4) for b in args)
     if bound == "memory" and lv.bytes <= COMPULSORY * args_bytes:
         return [Finding("roofline", "kernel", f"memory-bound on compulsory traffic: "
@@ -212,7 +213,8 @@ def build_warnings(func: Any, source: str, lib_path: Any, target: Target) -> lis
     """The scalar fallbacks and spill warning of a kernel just built, one line each."""
     lane: list = []
     generate(func, [b.name for b in func.args], openmp=target.openmp, fallbacks=lane)
-    out = [f"{func.name}: {f.where}: {f.what}" for f in vector_findings(func.vector_decisions, lane)]
+    out = [f"{func.name}: {f.where}: {f.what}"
+           for f in vector_findings(func.vector_decisions, lane)]
     spills = read_spills(lib_path, func.name, target.compiler, target.arch)
     if not isinstance(spills, str) and spills.spills:
         on_stack = stack_locals(func.body, STACK_LIMIT)

@@ -107,13 +107,18 @@ class Roofline:
     def level(self, name: str) -> Level | None:
         return next((lv for lv in self.levels if lv.name == name), None)
 
+    def bound_level(self) -> Level:
+        """The level ``bound`` names; only for a kernel not compute-bound (StopIteration
+        otherwise), as ``bound`` then always names one of ``levels``."""
+        return next(lv for lv in self.levels if lv.name == self.bound)
+
     def one_line(self) -> str:
         """"compute-bound, 91% of attainable" / "L2-bound: 4.1 B/flop, 60% of attainable" /
         "compute-bound, at the peak (216.6 of 215.2 GFLOP/s)"."""
         frac = self._measured_text()
         if self.bound == "compute":
             return "compute-bound" + (f", {frac}" if frac else "")
-        lv = self.level(self.bound)
+        lv = self.bound_level()
         head = f"{self.bound}-bound: {lv.bytes / max(1, self.flops):.2g} B/flop"
         return head + (f", {frac}" if frac else "")
 
@@ -128,12 +133,12 @@ class Roofline:
             att = "-" if a is None else f"{a:.1f} GFLOP/s"
             out.append(f"  {lv.name:<7} {lv.bytes:>14,} B  {intensity} flop/B  at {bw:>9}"
                        f" -> {att}")
-        m = self.measured_gflops
+        m, v = self.measured_gflops, self.verdict
         out.append(f"bound:       {self.bound}; attainable {self.attainable_gflops:.1f} GFLOP/s")
-        if m is not None:
+        if m is not None and v is not None and self.seconds is not None:  # all three, or none
             out.append(f"measured:    {m:.2f} GFLOP/s ({self.seconds * 1e3:.4g} ms): "
                        f"{self._measured_text()}")
-            if self.bound != "compute" and self.verdict.kind not in ("share", "at_peak"):
+            if self.bound != "compute" and v.kind not in ("share", "at_peak"):
                 out.append("             (the bandwidth was measured on a busier machine, or "
                            "the model overcounts: its L1 bytes count every load the IR holds, "
                            "some of which the compiler merges)")

@@ -92,14 +92,15 @@ def read_spills(lib_path: str | Path, kernel: str, compiler: str, arch: str
 
 def _functions(text: str, kernel: str) -> list:
     """Instructions (address, mnemonic, operands) of ``kernel`` and its OpenMP bodies."""
-    funcs, current = [], None
+    funcs: list[list] = []
+    current: list | None = None
     for line in text.splitlines():
         m = _FUNC.match(line)
         if m:
             name = m.group(1)
             keep = name == kernel or name.startswith(f"{kernel}._omp_fn")
             current = [] if keep else None
-            if keep:
+            if current is not None:
                 funcs.append(current)
             continue
         if current is not None:

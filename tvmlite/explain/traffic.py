@@ -16,8 +16,8 @@ How the bytes are counted (a reuse-distance model, per cache size C):
 - Statements in sequence add up (no reuse across them is assumed).
 
 The bytes L1 itself serves are the bytes of every load the vectorized code executes
-(stores have their own port) (a vector access counts its lanes, a broadcast one element; a load repeated in
-straight-line code counts once, as the compiler keeps it in a register); buffers codegen
+(stores have their own port) (a vector access counts its lanes, a broadcast one element; a load
+repeated in straight-line code counts once, as the compiler keeps it in a register); buffers codegen
 keeps in vector registers (``codegen.promotable``) cost nothing anywhere. A kernel
 whose whole working set fits in a cache moves nothing across that cache's boundary: it
 is timed run after run, so its data stay there (warm). The bytes of
@@ -34,8 +34,8 @@ from typing import Any
 from tvmlite.codegen_c.codegen import promotable
 from tvmlite.ir.expr import ITEMSIZE, BinOp, Call, Load, Ramp, Select, free_vars, walk
 from tvmlite.ir.printer import expr_str
-from tvmlite.ir.simplify import bound
-from tvmlite.ir.stmt import Allocate, For, IfThenElse, Stmt, Store, stmt_children
+from tvmlite.ir.simplify import Ranges, bound
+from tvmlite.ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, stmt_children
 
 LINE_BYTES = 64   # the cache line of every x86-64 and AArch64 core we compile for
 FLOAT_OPS = ("+", "-", "*", "/", "min", "max")
@@ -43,7 +43,7 @@ FLOAT_OPS = ("+", "-", "*", "/", "min", "max")
 
 @dataclass(frozen=True)
 class Access:
-    buffer: object          # ir.stmt.Buffer
+    buffer: Buffer
     indices: tuple
     loops: tuple            # enclosing For nodes, outermost first
 
@@ -68,8 +68,8 @@ def _box(acc: Access, varying: set) -> tuple:
     """The accessed region per dimension, (lo, hi, points): loops in ``varying`` range,
     the others are held fixed; ``points`` is at most the product of the extents of the
     ranging loops the index uses (two disjoint pieces are not their bounding box)."""
-    ranges = {f.var.name: ((0, f.extent - 1) if id(f) in varying else (0, 0))
-              for f in acc.loops}
+    ranges: Ranges = {f.var.name: ((0, f.extent - 1) if id(f) in varying else (0, 0))
+                      for f in acc.loops}
     extents = {f.var.name: f.extent for f in acc.loops if id(f) in varying}
     box = []
     for e, dim in zip(acc.indices, acc.buffer.shape):

@@ -65,17 +65,19 @@ def conv1d(N: int, L: int, CI: int, CO: int, kernel: Any, stride: Any = 1, paddi
     OL = out_size(op, "L", L, k, s, p, d)
     rc = te.reduce_axis((0, CI), name="rc")
     rl = te.reduce_axis((0, k), name="rl")
+    # The output position axis stays `l`: te names each axis after its parameter, and
+    # records and the generated loops refer to it by that name.
     if layout == "NLC":
         data = te.placeholder((N, L, CI), dtype, name="data")
         weight = te.placeholder((k, CI, CO), dtype, name="weight")
         padded = pad(data, (0, p, 0), layout)
-        out = te.compute((N, OL, CO), lambda n, l, f: te.sum(
+        out = te.compute((N, OL, CO), lambda n, l, f: te.sum(  # noqa: E741 (axis name)
             padded[n, window(l, s, rl, d), rc] * weight[rl, rc, f], axis=[rc, rl]), name=op)
     else:
         data = te.placeholder((N, CI, L), dtype, name="data")
         weight = te.placeholder((CO, CI, k), dtype, name="weight")
         padded = pad(data, (0, 0, p), layout)
-        out = te.compute((N, CO, OL), lambda n, f, l: te.sum(
+        out = te.compute((N, CO, OL), lambda n, f, l: te.sum(  # noqa: E741 (axis name)
             padded[n, rc, window(l, s, rl, d)] * weight[f, rc, rl], axis=[rc, rl]), name=op)
     return [data, weight, out]
 

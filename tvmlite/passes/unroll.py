@@ -30,7 +30,8 @@ MAX_COPIES = 1024
 def steps(s: Stmt, vector_bytes: int) -> int:
     """Statements the nest becomes once unrolled, counting a vectorized loop as the
     native vectors it is cut into: the measure of generated code size (and of lowering
-    and compile time), so on a 64-byte vector a 64-lane float32 loop counts four times a 16-lane one."""
+    and compile time), so on a 64-byte vector a 64-lane float32 loop counts four times a
+    16-lane one."""
     if isinstance(s, Store):
         return 1
     if isinstance(s, For) and not isinstance(s.extent, int):
@@ -44,7 +45,8 @@ def steps(s: Stmt, vector_bytes: int) -> int:
     if isinstance(s, Seq):
         return sum(steps(x, vector_bytes) for x in s.stmts)
     if isinstance(s, IfThenElse):
-        return steps(s.then, vector_bytes) + (0 if s.other is None else steps(s.other, vector_bytes))
+        other = 0 if s.other is None else steps(s.other, vector_bytes)
+        return steps(s.then, vector_bytes) + other
     if isinstance(s, Allocate):
         return steps(s.body, vector_bytes)
     return 1

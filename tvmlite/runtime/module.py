@@ -2,8 +2,9 @@
 (or ``tvmlite.nd`` arrays: TVM's NDArray, unwrapped to the aligned numpy array it holds).
 
 The call checks every argument (count, ndarray, dtype, shape, C-contiguity,
-writability of outputs, no output overlapping another argument) before any pointer reaches C, so a wrong array is a clear
-``TypeError``/``ValueError``, never a crash. Timing runs in C (``<name>_time``).
+writability of outputs, no output overlapping another argument) before any pointer reaches C,
+so a wrong array is a clear ``TypeError``/``ValueError``, never a crash. Timing runs in C
+(``<name>_time``).
 """
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ class TimeResult:
         return min(self.results)
 
     def __repr__(self) -> str:
-        return f"TimeResult(median={self.median:.6g}s, mean={self.mean:.6g}s, n={len(self.results)})"
+        return (f"TimeResult(median={self.median:.6g}s, mean={self.mean:.6g}s, "
+                f"n={len(self.results)})")
 
 
 class Module:

@@ -17,9 +17,9 @@ stage after this one (split, parallel, vectorize) schedule that function.
 
 A constant input's exported API does not depend on the schedule a search picked:
 ``ConstantStep(tensor)`` (``s.constant(tensor)``; what ``declare_constants`` appends for
-every input declared constant that no prepack packs) adds a pack stage that copies the input as it is, so the
-kernel still takes ``<input>_packed`` and ``<kernel>_pack_<input>`` still exists (a plain
-copy) whether or not the best schedule chose a panel layout.
+every input declared constant that no prepack packs) adds a pack stage that copies the input
+as it is, so the kernel still takes ``<input>_packed`` and ``<kernel>_pack_<input>`` still
+exists (a plain copy) whether or not the best schedule chose a panel layout.
 
 Map: PrepackStep · ConstantStep, declare_constants, packed_inputs · kernel_view (the
 kernel's state) · pack_view (one pack function's).

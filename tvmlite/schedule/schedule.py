@@ -124,7 +124,8 @@ class Schedule:
             dim += ndim
         if factor is None and isinstance(dim, int) and 0 <= dim < ndim:
             factor = self.state.stage(stage).op.axis[dim].extent
-        return self.apply(PrepackStep(stage, dim, factor))
+        # factor stays None only for a dim out of range, which PrepackStep.apply rejects first
+        return self.apply(PrepackStep(stage, dim, factor))  # type: ignore[arg-type]
 
     def constant(self, tensor: Any) -> Tensor:
         """Input ``tensor`` is constant: the kernel reads it through a pack function, a

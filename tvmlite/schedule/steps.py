@@ -13,6 +13,7 @@ cache_read, rfactor) · JSON registry.
 from __future__ import annotations
 
 import hashlib
+from abc import abstractmethod
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
@@ -67,6 +68,11 @@ def unique_name(name: str, taken: set) -> str:
 
 class Step:
     kind: ClassVar[str]
+
+    @abstractmethod
+    def apply(self, state: State) -> tuple[State, Any]:
+        """The state after this step, and what the step made (the new loops' names, the
+        new stage's name, or None): every concrete step defines it."""
 
     def to_json(self) -> dict:
         d: dict = {"kind": self.kind}
@@ -126,8 +132,8 @@ class SplitStep(Step):
         outer = unique_name(f"{self.iter}_outer", taken)
         inner = unique_name(f"{self.iter}_inner", taken | {outer})
         i = st.leaf_index(self.iter)
-        leaves = st.leaves[:i] + (Iter(outer, outer_ext, it.kind), Iter(inner, inner_ext, it.kind)) \
-            + st.leaves[i + 1:]
+        leaves = st.leaves[:i] + (Iter(outer, outer_ext, it.kind),
+                                  Iter(inner, inner_ext, it.kind)) + st.leaves[i + 1:]
         rel = Split(self.iter, outer, inner, self.factor, self.nparts)
         state = state.with_stage(replace(st, leaves=leaves, relations=st.relations + (rel,)))
         return _retarget(state, self.stage, (self.iter,), inner), (outer, inner)
@@ -452,7 +458,8 @@ class RfactorStep(Step):
         inner_ext = st.leaf(rel.inner).extent
         ko = Var(rel.outer)
         ki = Var(rel.inner)
-        k_value = BinOp("+", BinOp("+", BinOp("*", ko, as_extent_expr(inner_ext)), ki), Const(k.min))
+        k_value = BinOp("+", BinOp("+", BinOp("*", ko, as_extent_expr(inner_ext)), ki),
+                        Const(k.min))
         keep, fold = (rel.inner, rel.outer) if self.iter == rel.inner else (rel.outer, rel.inner)
         ext = {rel.outer: outer_ext, rel.inner: inner_ext}
         body: Reduce = op.body
@@ -471,7 +478,8 @@ class RfactorStep(Step):
         axis.insert(self.factor_axis, keep_iv)
         taken = taken_names(state)
         rf_name = unique_name(f"{self.stage}_rf", taken)
-        rf_op = ComputeOp(rf_name, tuple(axis), Reduce(body.combiner, src, (fold_iv,) + rest, where))
+        rf_op = ComputeOp(rf_name, tuple(axis),
+                          Reduce(body.combiner, src, (fold_iv,) + rest, where))
         r_iv = IterVar(Var(keep), ext[keep], "reduce")
         idx = [iv.var for iv in op.axis]
         idx.insert(self.factor_axis, r_iv.var)

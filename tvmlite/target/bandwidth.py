@@ -71,11 +71,11 @@ def default_cache_file() -> Path:
     return Path(os.path.expanduser("~/.cache/tvmlite/bandwidth.json"))
 
 
-def probe_sizes(target: Any, threads: int) -> tuple[list, bool]:
+def probe_sizes(target: Target, threads: int) -> tuple[list, bool]:
     """[(level, bytes per thread)] for ``target``'s known caches plus memory, and whether
     the memory buffer still fits in L3 (because of the cap)."""
     caches = dict(target.caches)
-    sizes = []
+    sizes: list[tuple[str, int]] = []
     for name in ("L1d", "L2"):
         if name in caches:
             sizes.append((name, max(4096, caches[name] // 2)))
@@ -93,8 +93,8 @@ def _source() -> str:
     return (Path(tvmlite.codegen_c.__file__).parent / "stream.c").read_text()
 
 
-def measure_bandwidth(target: Any = None, threads: int | None = None, seconds: float = 0.3,
-                      cache_file: str | os.PathLike | None = None,
+def measure_bandwidth(target: Target | None = None, threads: int | None = None,
+                      seconds: float = 0.3, cache_file: str | os.PathLike | None = None,
                       sizes: list | None = None) -> Bandwidth:
     """Measure every level (``seconds`` each in ``RUNS`` runs, the best kept, after a
     short warm-up) in one bound child
@@ -135,7 +135,7 @@ def measure_bandwidth(target: Any = None, threads: int | None = None, seconds: f
     return bw
 
 
-def cached_bandwidth(target: Any = None, cache_file: str | os.PathLike | None = None
+def cached_bandwidth(target: Target | None = None, cache_file: str | os.PathLike | None = None
                      ) -> Bandwidth | None:
     """The cached bandwidth of ``target`` (default: this machine), or None."""
     target = target or Target.host()
@@ -150,7 +150,7 @@ def _load(path: Path) -> dict:
     return load_entries(path)
 
 
-def _store(target: Any, bw: Bandwidth, path: Path) -> None:
+def _store(target: Target, bw: Bandwidth, path: Path) -> None:
     """Replace this target's entry (see measured_cache.store_entry)."""
     store_entry(path, target.key(), {**bw.to_json(), "arch": target.arch})
 

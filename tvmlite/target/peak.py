@@ -40,7 +40,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tvmlite.checks import check_int, check_number
 from tvmlite.codegen_c import compile_shared
@@ -61,7 +61,7 @@ SECONDS, RUNS = 0.25, 6       # several short runs: one of them catches a quiet 
 _MEASURED: set = set()        # (cache file, target key) measured by this process
 
 
-def fma_chains(target: Any) -> int:
+def fma_chains(target: Target) -> int:
     """Accumulator chains of the peak loop for ``target``: three quarters of its vector
     registers (12 of 16 on AVX2/SSE, 24 of 32 on AVX-512 and AArch64), never fewer than
     latency x pipes (``Target.fma_latency_pipes``, per family) and always leaving two
@@ -135,12 +135,12 @@ def _source() -> str:
     return (Path(tvmlite.codegen_c.__file__).parent / "peak.c").read_text()
 
 
-def peak_flags(target: Any) -> tuple[str, ...]:
+def peak_flags(target: Target) -> tuple[str, ...]:
     """The -D flags that size the loop for ``target`` (vector width, chains)."""
     return (f"-DVEC_BYTES={target.vector_bits // 8}", f"-DNACC={fma_chains(target)}")
 
 
-def peak_library(target: Any) -> Path:
+def peak_library(target: Target) -> Path:
     """peak.c compiled (cached) for ``target``, sized by ``peak_flags``."""
     return compile_shared(_source(), target, extra_flags=peak_flags(target))
 
@@ -170,7 +170,7 @@ def _children_cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _run_child(target: Any, threads: int, seconds: float, runs: int, gemm: bool) -> tuple:
+def _run_child(target: Target, threads: int, seconds: float, runs: int, gemm: bool) -> tuple:
     """(FMA runs, GEMM runs, other processes' busy cores) from one bound child."""
     _check(threads, seconds, runs)
     lib = peak_library(target)
@@ -198,7 +198,7 @@ def _run_child(target: Any, threads: int, seconds: float, runs: int, gemm: bool)
     return [float(x) for x in out["fma"]], [float(x) for x in out.get("gemm", [])], load
 
 
-def measure_runs(target: Any = None, threads: int | None = None, seconds: float = 1.0,
+def measure_runs(target: Target | None = None, threads: int | None = None, seconds: float = 1.0,
                  runs: int = 5) -> list[float]:
     """GFLOP/s of ``runs`` timed runs of the FMA loop, ``seconds`` each (after a short
     warm-up), all in one child process with ``threads`` OpenMP threads bound to cores
@@ -208,7 +208,7 @@ def measure_runs(target: Any = None, threads: int | None = None, seconds: float 
     return _run_child(target, threads, seconds, runs, gemm=False)[0]
 
 
-def measure_peak(target: Any = None, threads: int | None = None, seconds: float = SECONDS,
+def measure_peak(target: Target | None = None, threads: int | None = None, seconds: float = SECONDS,
                  runs: int = RUNS, cache_file: str | os.PathLike | None = None) -> Peak:
     """Measure the peak: the FMA loop's best of ``runs`` short runs and, on this
     machine's own target, a numpy GEMM's best in the same child; the larger is the peak.
@@ -235,7 +235,7 @@ def measure_peak(target: Any = None, threads: int | None = None, seconds: float 
     return peak
 
 
-def cached_peak(target: Any = None, cache_file: str | os.PathLike | None = None,
+def cached_peak(target: Target | None = None, cache_file: str | os.PathLike | None = None,
                 remeasure: bool = True) -> Peak | None:
     """The cached peak of ``target`` (default: this machine), or None if it was never
     measured here (or only by the old, spilling loop). A damaged cache file counts as
@@ -270,7 +270,7 @@ def _parse(entry: Any) -> Peak | None:
         return None
 
 
-def raise_peak(target: Any, gflops: float, cache_file: str | os.PathLike | None = None
+def raise_peak(target: Target, gflops: float, cache_file: str | os.PathLike | None = None
                ) -> Peak | None:
     """Cache ``gflops`` (fp32) as ``target``'s peak: a kernel ran at it, so the probe's
     lower figure read low. Nothing happens without a cached peak or below it; returns the
@@ -285,9 +285,9 @@ def raise_peak(target: Any, gflops: float, cache_file: str | os.PathLike | None 
     return new
 
 
-def judge_kernel(gflops: float, target: Any = None, dtype: str = "float32",
+def judge_kernel(gflops: float, target: Target | None = None, dtype: str = "float32",
                  cache_file: str | os.PathLike | None = None, measure: bool = True,
-                 theoretical: float | None | str = "detect") -> Verdict:
+                 theoretical: float | Literal["detect"] | None = "detect") -> Verdict:
     """What a kernel's ``gflops`` (in ``dtype``) means on ``target``: read against the
     cached peak (measured now when missing and ``measure``; else the spec-sheet
     estimate), its noise and the theoretical peak (``peak_bound.theoretical_gflops``
@@ -301,7 +301,7 @@ def judge_kernel(gflops: float, target: Any = None, dtype: str = "float32",
             measured = measure_peak(target, cache_file=cache_file)
         except (OSError, RuntimeError, ValueError):
             measured = None
-    theo = theoretical_gflops(target, dtype) if theoretical == "detect" else theoretical
+    theo = theoretical_gflops(target, dtype) if isinstance(theoretical, str) else theoretical
     if measured is None:
         return Verdict(gflops, target.peak_gflops_estimate(dtype), theoretical=theo,
                        how="estimated; `tvmlite target --peak` measures it")
@@ -316,7 +316,7 @@ def _load(path: Path) -> dict:
     return load_entries(path)
 
 
-def _store(target: Any, peak: Peak, path: Path) -> None:
+def _store(target: Target, peak: Peak, path: Path) -> None:
     """Replace this target's entry (see measured_cache.store_entry)."""
     store_entry(path, target.key(), {**peak.to_json(), "arch": target.arch,
                           "features": list(target.features), "compiler": target.compiler})

@@ -28,7 +28,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Literal, Sequence
+
+from tvmlite.target.target import Target
 
 __all__ = ["MIN_NOISE", "MAX_NOISE", "NOMINAL_HEADROOM", "Clock", "Verdict", "max_clock",
            "run_noise", "share_of_peak", "theoretical_gflops"]
@@ -73,11 +75,11 @@ def max_clock(cpu_dir: str | Path = CPU_DIR, cpuinfo: str | Path = CPUINFO) -> C
     return Clock(max(mhz) / 1e3, False) if mhz and max(mhz) > 0 else None
 
 
-def theoretical_gflops(target: Any, dtype: str = "float32",
-                       clock: Clock | None | str = "detect") -> float | None:
+def theoretical_gflops(target: Target, dtype: str = "float32",
+                       clock: Clock | Literal["detect"] | None = "detect") -> float | None:
     """cores x FMA pipes x lanes of ``dtype`` x 2 x the clock ``bound_ghz`` of ``target``,
     GFLOP/s; None when the clock is unknown. ``clock`` defaults to ``max_clock()``."""
-    clk = max_clock() if clock == "detect" else clock
+    clk = max_clock() if isinstance(clock, str) else clock
     if clk is None:
         return None
     _, pipes = target.fma_latency_pipes

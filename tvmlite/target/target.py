@@ -143,7 +143,7 @@ class Target:
         return Target(**named_target_fields(name, compiler, cores))
 
     @staticmethod
-    def resolve(target: Any, what: str = "target") -> Target:
+    def resolve(target: Target | str | None, what: str = "target") -> Target:
         """``target`` as a Target: a Target stays, a name goes through ``from_name``, None
         is this machine. Anything else is a TypeError naming ``what``."""
         if target is None:

@@ -279,7 +279,8 @@ def check_body(name: str, axis: tuple[IterVar, ...], body: Expr) -> None:
     for node in walk(body):
         if isinstance(node, BinOp) and node.op in ("//", "%") and isinstance(node.b, Const) \
                 and node.b.value == 0:
-            raise ZeroDivisorError(f"compute {name}: integer {'division' if node.op == '//' else 'modulo'} "
+            what = "division" if node.op == "//" else "modulo"
+            raise ZeroDivisorError(f"compute {name}: integer {what} "
                                     f"by zero in {node}; C leaves it undefined, so divide by a "
                                     f"non-zero value")
         if isinstance(node, Var) and node.name not in known and not isinstance(node, SizeVar):

@@ -7,8 +7,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tvmlite.testing.check import (assert_allclose, check_module, check_schedule, random_inputs,
-                                   reduction_length, reference, tolerance)
+from tvmlite.testing.check import (
+    assert_allclose,
+    check_module,
+    check_schedule,
+    random_inputs,
+    reduction_length,
+    reference,
+    tolerance,
+)
 from tvmlite.testing.references import REFERENCES
 from tvmlite.testing.workloads import ODD_MNK, matmul_reference, tiled_matmul, two_stage
 

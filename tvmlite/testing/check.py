@@ -22,10 +22,10 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from tvmlite import te
-from tvmlite.runtime.arrays import asaligned, full
-from tvmlite.testing.references import REFERENCES
-from tvmlite.runtime.module import build
 from tvmlite.ops import OPS
+from tvmlite.runtime.arrays import asaligned, full
+from tvmlite.runtime.module import build
+from tvmlite.testing.references import REFERENCES
 
 __all__ = ["reference", "random_inputs", "seeded_arrays", "check_module",
            "check_schedule", "reduction_length", "tolerance", "assert_allclose",

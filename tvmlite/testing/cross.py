@@ -16,8 +16,14 @@ import numpy as np
 
 from tvmlite import te
 from tvmlite.codegen_c import compile_shared
-from tvmlite.codegen_c.harness import (EmulatorNotFoundError, build_harness, emulator_prefix,
-                                       read_outputs, run_harness, write_inputs)
+from tvmlite.codegen_c.harness import (
+    EmulatorNotFoundError,
+    build_harness,
+    emulator_prefix,
+    read_outputs,
+    run_harness,
+    write_inputs,
+)
 from tvmlite.runtime.module import generate_c
 from tvmlite.target.target import CompilerNotFoundError, Target
 

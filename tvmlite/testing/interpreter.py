@@ -24,8 +24,19 @@ import numpy as np
 from scipy import special
 
 from tvmlite import te
-from tvmlite.ir.expr import (BinOp, Call, Cast, Cmp, Const, Expr, Not, Reduce, Select, TensorRead,
-                             Var)
+from tvmlite.ir.expr import (
+    BinOp,
+    Call,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Not,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+)
 
 DEFAULT_MAX_ELEMENTS = 1 << 22  # grid points per evaluated block (a few 32 MB temporaries)
 

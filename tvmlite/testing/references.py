@@ -39,8 +39,8 @@ def conv_nc(x: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: A
         win = tuple(slice(k * d[i], k * d[i] + (osz[i] - 1) * s[i] + 1, s[i])
                     for i, k in enumerate(kpos))
         at: tuple[Any, ...] = (Ellipsis, *win)
-        out += np.einsum("ngc...,goc->ngo...", xg[at], wg[(Ellipsis, *kpos)],
-                         optimize=True)
+        tap: tuple[Any, ...] = (Ellipsis, *kpos)
+        out += np.einsum("ngc...,goc->ngo...", xg[at], wg[tap], optimize=True)
     return out.reshape(N, CO, *osz)
 
 
@@ -62,7 +62,8 @@ def pool_nc(x: np.ndarray, kernel: Any, stride: Any, padding: Any, kind: str,
     for ky, kx in np.ndindex(*k):
         win = (slice(ky, ky + (osz[0] - 1) * s[0] + 1, s[0]),
                slice(kx, kx + (osz[1] - 1) * s[1] + 1, s[1]))
-        part = xp[(Ellipsis, *win)]
+        window: tuple[Any, ...] = (Ellipsis, *win)
+        part = xp[window]
         if out is None:
             out = part.copy()
         elif kind == "max":
