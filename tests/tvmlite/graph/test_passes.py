@@ -1,0 +1,134 @@
+"""The graph passes, each on a hand-made graph: folding, Identity removal, batch norm
+folding, dead nodes, layout, fusion; and print(graph) one line per kernel."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tvmlite.graph import PIPELINE, Graph, GraphError, Node, TensorType, optimize
+from tvmlite.graph.ir import attrs_of
+from tvmlite.graph.ops import evaluate
+from tvmlite.graph.passes import fold_batch_norm, fold_constants, fuse, remove_dead, remove_identity
+
+F = "float32"
+
+
+def t(*shape):
+    return TensorType(shape, F)
+
+
+def conv(x, w, out):
+    return Node("conv", (x, w), (out,), attrs_of({"strides": (1, 1), "pads": (1, 1, 1, 1),
+                                                  "dilations": (1, 1), "group": 1}), out)
+
+
+def interpret(g, feeds):
+    env = {**g.constants, **feeds}
+    for n in g.nodes:
+        env[n.output] = evaluate(n, [env[i] for i in n.inputs if i])
+    return [env[o] for o in g.outputs]
+
+
+def test_pipeline_is_listed_in_order():
+    names = [p.__name__ for p in PIPELINE]
+    assert names.index("fold_constants") < names.index("remove_dead") < names.index("fuse")
+
+
+def test_fold_constants_computes_all_constant_nodes():
+    g = Graph((Node("transpose", ("w",), ("wt",), attrs_of({"perm": (1, 0)})),
+               Node("matmul", ("x", "wt"), ("y",))), ("x",), ("y",),
+              {"x": t(2, 3), "w": t(4, 3), "wt": t(3, 4), "y": t(2, 4)},
+              {"w": np.arange(12, dtype=np.float32).reshape(4, 3)})
+    f = fold_constants(g)
+    assert [n.op for n in f.nodes] == ["matmul"]
+    assert np.array_equal(f.constants["wt"], g.constants["w"].T)
+
+
+def test_identity_removed_and_readers_rewired():
+    g = Graph((Node("relu", ("x",), ("a",)), Node("identity", ("a",), ("b",)),
+               Node("relu", ("b",), ("c",))), ("x",), ("c",),
+              {"x": t(3), "a": t(3), "b": t(3), "c": t(3)})
+    r = remove_identity(g)
+    assert [n.op for n in r.nodes] == ["relu", "relu"] and r.nodes[1].inputs == ("a",)
+    # an identity straight from an input to an output stays (nothing else computes it)
+    g2 = Graph((Node("identity", ("x",), ("y",)),), ("x",), ("y",), {"x": t(3), "y": t(3)})
+    assert [n.op for n in remove_identity(g2).nodes] == ["identity"]
+
+
+def _bn_graph(bias: bool):
+    rng = np.random.default_rng(0)
+    c = {"w": rng.standard_normal((4, 2, 3, 3)).astype(np.float32),
+         "s": rng.random(4).astype(np.float32), "b": rng.random(4).astype(np.float32),
+         "m": rng.random(4).astype(np.float32), "v": rng.random(4).astype(np.float32) + .5,
+         "cb": rng.random((4, 1, 1)).astype(np.float32)}
+    nodes = [conv("x", "w", "c")]
+    types = {"x": t(1, 2, 5, 5), "c": t(1, 4, 5, 5), "y": t(1, 4, 5, 5), "cc": t(1, 4, 5, 5),
+             **{k: TensorType(v.shape, F) for k, v in c.items()}}
+    src = "c"
+    if bias:
+        nodes.append(Node("add", ("c", "cb"), ("cc",)))
+        src = "cc"
+    nodes.append(Node("batch_norm", (src, "s", "b", "m", "v"), ("y",),
+                      attrs_of({"epsilon": 1e-5})))
+    return Graph(tuple(nodes), ("x",), ("y",), types, c)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_batch_norm_folds_into_the_conv(bias):
+    g = _bn_graph(bias)
+    f = remove_dead(fold_batch_norm(g))
+    assert [n.op for n in f.nodes] == ["conv", "add"]
+    x = np.random.default_rng(1).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    np.testing.assert_allclose(interpret(f, {"x": x})[0], interpret(g, {"x": x})[0],
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_without_a_conv_is_scale_and_shift():
+    g = _bn_graph(False)
+    g = g.replace(nodes=(Node("relu", ("x",), ("c",)),) + g.nodes[1:],
+                  types={**g.types, "c": t(1, 2, 5, 5), "y": t(1, 2, 5, 5)},
+                  constants={**g.constants, **{k: g.constants[k][:2] for k in "sbmv"}})
+    f = fold_batch_norm(g)
+    assert [n.op for n in f.nodes] == ["relu", "mul", "add"]
+
+
+def test_dead_nodes_and_constants_go():
+    g = Graph((Node("relu", ("x",), ("a",)), Node("add", ("x", "k"), ("dead",))), ("x",),
+              ("a",), {"x": t(3), "a": t(3), "dead": t(3), "k": t(3)},
+              {"k": np.ones(3, np.float32)})
+    d = remove_dead(g)
+    assert [n.op for n in d.nodes] == ["relu"] and "k" not in d.constants
+
+
+def test_fusion_one_anchor_with_its_elementwise_and_residual():
+    nodes = (conv("x", "w", "c"), Node("add", ("c", "b"), ("cb",)),
+             Node("relu", ("cb",), ("r",)), conv("r", "w2", "c2"),
+             Node("add", ("c2", "r"), ("res",)), Node("relu", ("res",), ("y",)),
+             Node("reshape", ("y",), ("f",), attrs_of({"shape": (1, 64)})),
+             Node("sigmoid", ("f",), ("z",)))
+    types = {"x": t(1, 4, 4, 4), "w": t(4, 4, 3, 3), "w2": t(4, 4, 3, 3), "b": t(4, 1, 1),
+             **{v: t(1, 4, 4, 4) for v in ("c", "cb", "r", "c2", "res", "y")},
+             "f": t(1, 64), "z": t(1, 64)}
+    consts = {k: np.zeros(types[k].shape, np.float32) for k in ("w", "w2", "b")}
+    g = fuse(Graph(nodes, ("x",), ("z",), types, consts))
+    assert [[n.op for n in k.nodes] for k in g.kernels] == [
+        ["conv", "add", "relu"], ["conv", "add", "relu", "reshape", "sigmoid"]]
+    assert g.kernels[1].inputs == ("r", "w2")
+    text = str(g)
+    assert text.count("\n  k") == 2 and "k1_conv: conv+add+relu+reshape+sigmoid -> z" in text
+
+
+def test_injective_chain_without_anchor_is_one_kernel():
+    g = optimize(Graph((Node("relu", ("x",), ("a",)),
+                        Node("transpose", ("a",), ("b",), attrs_of({"perm": (1, 0)})),
+                        Node("tanh", ("b",), ("c",))), ("x",), ("c",),
+                       {"x": t(2, 3), "a": t(2, 3), "b": t(3, 2), "c": t(3, 2)}))
+    assert len(g.kernels) == 1 and g.kernels[0].anchor is None and g.layout == "NCHW"
+
+
+def test_graph_errors():
+    with pytest.raises(GraphError, match="no outputs"):
+        Graph((), ("x",), (), {"x": t(1)})
+    with pytest.raises(GraphError, match="cycle"):
+        Graph((Node("relu", ("b",), ("a",)), Node("relu", ("a",), ("b",))), ("x",), ("b",),
+              {"x": t(1), "a": t(1), "b": t(1)})
