@@ -215,11 +215,21 @@ def _pool(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name:
         return avg_pool2d_compute(x, kernel, strides, (pt, pl), count_include_pad=include)
     if not any((pt, pl, extra_b, extra_r)):
         return avg_pool2d_compute(x, kernel, strides, 0)
-    if include and (extra_b, extra_r) <= (pb, pr):
-        xp = _pad4(x, (pt, pl, extra_b, extra_r), 0.0, f"{name}_pad")
-        return avg_pool2d_compute(xp, kernel, strides, 0)
-    raise GraphError(f"node {node.name!r} (AveragePool): asymmetric padding or ceil_mode is "
-                     f"not supported")
+    # asymmetric pads or ceil_mode: sum over an explicitly padded input, divided by the
+    # window's cells inside the input (or inside input + pads with count_include_pad;
+    # the ceil-mode overhang never counts)
+    xp = _pad4(x, (pt, pl, extra_b, extra_r), 0.0, f"{name}_pad")
+    mean = avg_pool2d_compute(xp, kernel, strides, 0)
+    (kh, kw), (sh, sw) = kernel, strides
+    lo = (-pt, -pl) if include else (0, 0)
+    hi = (h + pb, w + pr) if include else (h, w)
+
+    def cells(o: Any, d: int) -> Any:
+        start = o * (sh, sw)[d] - (pt, pl)[d]
+        return te.min(start + (kh, kw)[d], hi[d]) - te.max(start, lo[d])
+
+    return te.compute(out_shape, lambda n, c, oy, ox: mean[n, c, oy, ox] * _cst(
+        float(kh * kw), x.dtype) / te.cast(cells(oy, 0) * cells(ox, 1), x.dtype), name=name)
 
 
 def _reduce(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],

@@ -143,3 +143,14 @@ def test_run_checks_feeds_by_name():
         mod.run({})
     t = mod.time_evaluator(number=2, repeat=2)({"x": np.ones((2, 3), np.float32)})
     assert len(t.results) == 2
+
+
+@pytest.mark.parametrize("op", ["AveragePool", "MaxPool"])
+@pytest.mark.parametrize("attrs", [{"pads": [0, 0, 1, 1]}, {"ceil_mode": 1},
+                                   {"pads": [1, 1, 1, 1], "ceil_mode": 1},
+                                   {"pads": [0, 1, 1, 0], "count_include_pad": 1}])
+def test_pools_with_asymmetric_pads_and_ceil_mode(op, attrs):
+    if op == "MaxPool":
+        attrs = {k: v for k, v in attrs.items() if k != "count_include_pad"}
+    check(model([oh.make_node(op, ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], **attrs)],
+                [("x", (1, 2, 8, 8))], ["y"]))
