@@ -10,8 +10,10 @@ weights' values, so they are one tuning task and one compiled function.
 target: injective stages inlined, the output's innermost axis vectorized by the target's
 lanes (halved until they divide it), its outer axes fused and parallel, and the anchor
 computed per output row inside that nest, its reduction loops outside its own
-vectorized row. A stage the primitives refuse (``ScheduleError``) falls back to the
-parallel nest without the vector split.
+vectorized row -- when the nodes after the anchor are elementwise; after a reshape or
+transpose the anchor is computed whole at the root instead (vectorized, parallel),
+since a row of the output may need all of it. A stage the primitives refuse
+(``ScheduleError``) falls back to the parallel nest without the vector split.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from typing import Any
 from tvmlite import te
 from tvmlite.graph.compute import Scalar, node_compute
 from tvmlite.graph.ir import Graph, Kernel
+from tvmlite.graph.ops import KIND
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.target.target import Target
@@ -37,6 +40,7 @@ class KernelCompute:
     ``arg_values`` names the graph value each placeholder is fed from."""
     tensors: tuple[Any, ...]
     arg_values: tuple[str, ...]
+    elementwise_epilogue: bool = True   # every node after the anchor keeps its shape
 
     @property
     def output(self) -> Any:
@@ -67,7 +71,11 @@ def kernel_compute(g: Graph, k: Kernel) -> KernelCompute:
         name = "out" if n is k.nodes[-1] else f"s{pos}_{n.op}"
         env[n.output] = node_compute(n, [env[i] for i in n.inputs if i], t.shape, t.dtype, name)
     out = env[k.output]
-    return KernelCompute(tuple(placeholders) + (out,), tuple(arg_values))
+    at = next((i for i, n in enumerate(k.nodes) if KIND.get(n.op) == "anchor"), None)
+    plain = at is None or all(
+        KIND.get(n.op) == "elementwise" and g.types[n.output].shape ==
+        g.types[k.nodes[at].output].shape for n in k.nodes[at + 1:])
+    return KernelCompute(tuple(placeholders) + (out,), tuple(arg_values), plain)
 
 
 def kernel_key(g: Graph, k: Kernel) -> str:
@@ -136,7 +144,7 @@ def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:
         # the output is the anchor itself: its reductions go outside the vector lanes
         if factor is not None:
             o.reorder(*outer, *o.op.reduce_axis, ii)
-    elif len(reductions) == 1 and outer:
+    elif len(reductions) == 1 and outer and kc.elementwise_epilogue:
         anchor = reductions[0]
         anchor.compute_at(o, outer[-1])
         sp = list(anchor.op.axis)
@@ -147,10 +155,9 @@ def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:
             anchor.vectorize(aii)
     else:
         for st in reductions:
-            st_axes = list(st.op.axis)
-            if st_axes and isinstance(st_axes[0].extent, int) and st_axes[0].extent > 1:
-                st.parallel(st_axes[0])
-    attached = len(reductions) == 1 and not o.op.reduce_axis and bool(outer)
+            _root_reduction(st, lanes if vectorize else 1, target.cores)
+    attached = len(reductions) == 1 and not o.op.reduce_axis and bool(outer) and \
+        kc.elementwise_epilogue
     n_fuse = 2 if len(outer) >= 3 or (len(outer) == 2 and not attached) else 1
     first = getattr(outer[0], "extent", None) if outer else None
     if n_fuse == 2 and isinstance(first, int) and first >= target.cores:
@@ -158,3 +165,28 @@ def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:
     if outer:
         o.parallel(o.fuse(*outer[:2]) if n_fuse == 2 else outer[0])
     return s
+
+
+def _root_reduction(st: Any, lanes: int, cores: int) -> None:
+    """A reduction stage computed at the root (several in a kernel, or one read through
+    a reshape or transpose, where computing it per output row would recompute it): its
+    innermost spatial axis vectorized inside the reduction loops, its outer axes
+    parallel."""
+    sp = list(st.op.axis)
+    if not sp:
+        return
+    outer = sp[:-1]
+    f = _vector_factor(sp[-1].extent, lanes) if lanes > 1 else None
+    if f is not None:
+        io, ii = st.split(sp[-1], factor=f)
+        st.reorder(*outer, io, *st.op.reduce_axis, ii)
+        st.vectorize(ii)
+        outer = outer + [io]
+    else:
+        outer = sp
+        st.reorder(*sp, *st.op.reduce_axis)
+    first = getattr(outer[0], "extent", None)
+    if len(outer) >= 2 and isinstance(first, int) and first < cores:
+        st.parallel(st.fuse(outer[0], outer[1]))
+    elif outer:
+        st.parallel(outer[0])
