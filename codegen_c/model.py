@@ -220,7 +220,8 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
     sizes = {v: int(np.prod(g.types[v].shape)) * np.dtype(g.types[v].dtype).itemsize
              for v in inter}
     arena = plan_arena(sizes, {v: (order[v], last.get(v, order[v])) for v in inter})
-    kernel_names, sources = {}, []
+    kernel_names: dict[str, str] = {}
+    sources: list[Path] = []
     for k in module.kernels:
         if k.key in kernel_names:
             continue

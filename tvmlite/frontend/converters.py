@@ -269,8 +269,8 @@ def squeeze(n: Any, ctx: Context) -> list[Node]:
 
 def unsqueeze(n: Any, ctx: Context) -> list[Node]:
     x = ctx.type(n.input[0])
-    axes = _axes(n, ctx, 13, len(x.shape) + len(_a(n, "axes", []) or
-                                                  (_opt(ctx, n, 1) if ctx.opset >= 13 else [])))
+    given = _opt(ctx, n, 1) if ctx.opset >= 13 else _a(n, "axes", [])
+    axes = _axes(n, ctx, 13, len(x.shape) + (0 if given is None else len(given)))
     shape = list(x.shape)
     for a in axes or []:
         shape.insert(a, 1)
@@ -336,10 +336,10 @@ def slice_(n: Any, ctx: Context) -> list[Node]:
     else:
         starts, ends = _need(ctx, n, 1, "starts"), _need(ctx, n, 2, "ends")
         axes, steps = _opt(ctx, n, 3), _opt(ctx, n, 4)
-    axes = list(range(len(starts))) if axes is None else [int(a) for a in axes]
-    steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
+    axis_list = list(range(len(starts))) if axes is None else [int(a) for a in axes]
+    step_list = [1] * len(starts) if steps is None else [int(s) for s in steps]
     ranges = []
-    for ax, b, e, s in zip(axes, starts, ends, steps):
+    for ax, b, e, s in zip(axis_list, starts, ends, step_list):
         ax %= len(x.shape)
         r = range(x.shape[ax])[slice(int(b), int(e), s)]
         ranges.append((ax, r.start, s, len(r)))

@@ -215,10 +215,10 @@ def from_onnx(model: Any, shapes: Mapping[str, Any] | None = None,
             continue
         tt = vi.type.tensor_type
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
+        dims: list[int] = []
         if vi.name in shapes:
-            shape = tuple(int(d) for d in shapes.pop(vi.name))
+            dims = [int(d) for d in shapes.pop(vi.name)]
         else:
-            shape = []
             for d, dim in enumerate(tt.shape.dim):
                 if not dim.HasField("dim_value") or dim.dim_value < 1:
                     sym = dim.dim_param or "?"
@@ -226,9 +226,8 @@ def from_onnx(model: Any, shapes: Mapping[str, Any] | None = None,
                                           f"dimension {sym!r} (axis {d}); give its shape, "
                                           f"e.g. shapes={{{vi.name!r}: (1, ...)}} or --shape "
                                           f"{vi.name}=1,...")
-                shape.append(int(dim.dim_value))
-            shape = tuple(shape)
-        imp.types[vi.name] = TensorType(shape, dtype)
+                dims.append(int(dim.dim_value))
+        imp.types[vi.name] = TensorType(tuple(dims), dtype)
         imp.names.add(vi.name)
         inputs.append(vi.name)
     for n in proto.graph.node:

@@ -112,14 +112,14 @@ def infer(node: Node, types: Mapping[str, TensorType]) -> TensorType:
         return TensorType(tuple(a.shape[p] for p in node.attr("perm")), a.dtype)
     if op == "concat":
         ax = node.attr("axis")
-        shape = list(a.shape)
-        shape[ax] = sum(t.shape[ax] for t in ins)
-        return TensorType(tuple(shape), a.dtype)
+        dims = list(a.shape)
+        dims[ax] = sum(t.shape[ax] for t in ins)
+        return TensorType(tuple(dims), a.dtype)
     if op == "slice":
-        shape = list(a.shape)
+        dims = list(a.shape)
         for ax, _, _, length in node.attr("ranges"):
-            shape[ax] = length
-        return TensorType(tuple(shape), a.dtype)
+            dims[ax] = length
+        return TensorType(tuple(dims), a.dtype)
     if op == "gather":
         ax = node.attr("axis")
         ishape = node.attr("indices_shape") if len(ins) == 1 else ins[1].shape
@@ -184,7 +184,8 @@ def _conv_ref(node: Node, x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def evaluate(node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
     """``node`` computed by numpy on ``args`` (its inputs, in order)."""
-    op, a = node.op, args[0] if args else None
+    op = node.op
+    a: Any = args[0] if args else None
     if op in UNARY:
         return UNARY[op](a).astype(a.dtype)
     if op in BINARY:
@@ -222,7 +223,7 @@ def evaluate(node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
         "shape": lambda: np.array(a.shape, np.int64),
         "constant_of_shape": lambda: np.full(tuple(int(d) for d in a), node.attr("value"),
                                              node.attr("dtype")),
-        "range": lambda: np.arange(a, args[1], args[2]).astype(a.dtype),
+        "range": lambda: np.arange(a.item(), args[1].item(), args[2].item()).astype(a.dtype),
     }
     if op not in table:
         raise GraphError(f"node {node.name or op!r}: no numpy meaning for op {op!r}")

@@ -42,7 +42,7 @@ def fold_batch_norm(g: Graph) -> Graph:
         if any(p is None for p in params):
             raise GraphError(f"node {n.name!r} (BatchNormalization): scale, bias, mean and "
                              f"var must be constants at inference")
-        gamma, beta, mean, var = (p.astype(np.float64) for p in params)
+        gamma, beta, mean, var = (np.asarray(p, np.float64) for p in params)
         k = gamma / np.sqrt(var + n.attr("epsilon"))
         shift = beta - mean * k
         x = n.inputs[0]
