@@ -142,7 +142,7 @@ def model_c(module: Any, name: str, kernel_names: dict[str, str], weight_offsets
     for k in module.kernels:
         if k.key not in seen:
             seen.add(k.key)
-            lines.append(k.module.decl)
+            lines.append(k.code.decl)
     lines += ["static char g_err[512];", "static unsigned char *g_weights;",
               "static unsigned char *g_arena;", "",
               f"const char *{name}_last_error(void) {{ return g_err; }}", "",
@@ -203,9 +203,9 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
         raise ExportError(f"export_library: name must be a C identifier, got {name!r}")
     g = module.graph
     for k in module.kernels:
-        if k.module.packs:
+        if k.code.packs:
             raise ExportError(f"export_library: kernel {k.name}'s record pre-packs "
-                              f"{[p.input for p in k.module.packs]}; exporting pre-packed "
+                              f"{[p.input for p in k.code.packs]}; exporting pre-packed "
                               f"kernels into a model library is not supported yet")
     directory.mkdir(parents=True, exist_ok=True)
     used = {v for k in module.kernels for v in k.compute.arg_values}
@@ -225,9 +225,9 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
     for k in module.kernels:
         if k.key in kernel_names:
             continue
-        kernel_names[k.key] = k.module.name
+        kernel_names[k.key] = k.code.name
         path = directory / f"kernel_{len(sources)}.c"
-        path.write_text(k.module.source)
+        path.write_text(k.code.source)
         sources.append(path)
     checksum = struct.unpack("<Q", blob[24:32])[0]
     src, decl = model_c(module, name, kernel_names, offsets, arena, len(blob) - HEADER_BYTES,
@@ -237,13 +237,13 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
     (directory / f"{name}.h").write_text(header(name, decl))
     # the kernels' own entry points (each with its C timer), for profiling tools
     (directory / f"{name}_kernels.h").write_text(header(f"{name}_kernels", "".join(
-        dict.fromkeys(k.module.decl for k in module.kernels))))
+        dict.fromkeys(k.code.decl for k in module.kernels))))
     (directory / f"{name}.weights").write_bytes(blob)
     lib = link_shared(sources + [main], module.target, directory / f"lib{name}.so")
     manifest = {
         "name": name, "format": 1,
         "inputs": [_value(g, v) for v in g.inputs], "outputs": [_value(g, v) for v in g.outputs],
-        "kernels": [{"name": k.name, "function": k.module.name, "key": k.key,
+        "kernels": [{"name": k.name, "function": k.code.name, "key": k.key,
                      "nodes": [n.op for n in _kernel_nodes(g, k.output)],
                      "args": list(k.compute.arg_values) + [k.output],
                      "record": k.record} for k in module.kernels],

@@ -27,7 +27,6 @@ from tvmlite.frontend import from_onnx
 from tvmlite.graph.build import build_graph
 from tvmlite.graph.library import ModelLibrary
 from tvmlite.search.templated.task import apply_history_best
-from tvmlite.target.target import Target
 
 __all__ = ["add_model_commands", "cmd_compile", "cmd_run", "parse_shape", "parse_input"]
 
@@ -76,9 +75,6 @@ def add_model_commands(sub: Any, command: Any) -> None:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     target = resolve_target(args)
-    if not target.same_cpu(Target.host()):
-        raise UsageError(f"compile --target {args.target}: model libraries are built for this "
-                         f"machine only (cross builds of models are not supported yet)")
     if not args.name.isidentifier():
         raise UsageError(f"--name {args.name!r}: must be a C identifier")
     graph = from_onnx(Path(args.model), shapes=dict(args.shape))

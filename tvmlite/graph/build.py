@@ -24,12 +24,12 @@ from tvmlite.graph.ir import Graph, GraphError
 from tvmlite.graph.kernel import KernelCompute, default_schedule, kernel_compute, kernel_key
 from tvmlite.graph.passes import optimize
 from tvmlite.runtime.arrays import empty
-from tvmlite.runtime.module import Module, TimeResult
+from tvmlite.runtime.module import Module, TimeResult, generate_c
 from tvmlite.runtime.module import build as build_kernel
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.target.target import Target
 
-__all__ = ["GraphModule", "BuiltKernel", "build_graph", "FeedError"]
+__all__ = ["GraphModule", "BuiltKernel", "KernelCode", "build_graph", "FeedError"]
 
 
 class FeedError(GraphError):
@@ -37,16 +37,32 @@ class FeedError(GraphError):
 
 
 @dataclass(frozen=True)
+class KernelCode:
+    """A kernel's C: its function name, source, declarations and pre-packed inputs."""
+    name: str
+    source: str
+    decl: str
+    packs: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
 class BuiltKernel:
-    """One kernel of the graph: its compute, schedule, compiled module, and where its
-    schedule came from (``record`` is the record's identity, or None: default)."""
+    """One kernel of the graph: its compute, schedule, C, loaded module (None when built
+    for another machine) and where its schedule came from (``record``: the record's
+    summary, or None: the default schedule)."""
     name: str
     key: str
     compute: KernelCompute
     schedule: Schedule
-    module: Module
+    module: Module | None
     output: str
     record: Any
+    code: KernelCode
+
+
+def _runs_here(target: Target) -> bool:
+    host = Target.host()
+    return target.arch == host.arch and set(target.features) <= set(host.features)
 
 
 def _schedule_of(kc: KernelCompute, key: str, target: Target) -> tuple[Schedule, Any]:
@@ -76,13 +92,21 @@ def build_graph(graph: Graph, target: Any = None, quiet: bool = False) -> "Graph
             distinct[key] = (kc, s, record)
         plans.append((k, kc, key))
 
-    def compile_one(item: tuple[str, tuple[KernelCompute, Schedule, Any]]) -> tuple[str, Module]:
+    here = _runs_here(target)
+
+    def compile_one(item: tuple[str, tuple[KernelCompute, Schedule, Any]]
+                    ) -> tuple[str, tuple[Module | None, KernelCode]]:
         key, (kc, s, _) = item
-        return key, build_kernel(s, list(kc.tensors), target, name=f"k_{key[:16]}")
-    with ThreadPoolExecutor(max_workers=max(1, min(4, target.cores))) as pool:
-        modules = dict(pool.map(compile_one, distinct.items()))
-    kernels = tuple(BuiltKernel(k.name, key, kc, distinct[key][1], modules[key], k.output,
-                                distinct[key][2]) for k, kc, key in plans)
+        name = f"k_{key[:16]}"
+        if not here:   # another machine's code: generated here, compiled at export
+            func, source, decl = generate_c(s, list(kc.tensors), target, name)
+            return key, (None, KernelCode(name, source, decl, tuple(getattr(func, "packs", ()))))
+        mod = build_kernel(s, list(kc.tensors), target, name=name)
+        return key, (mod, KernelCode(mod.name, mod.source, mod.decl, tuple(mod.packs)))
+    with ThreadPoolExecutor(max_workers=max(1, min(4, Target.host().cores))) as pool:
+        built = dict(pool.map(compile_one, distinct.items()))
+    kernels = tuple(BuiltKernel(k.name, key, kc, distinct[key][1], built[key][0], k.output,
+                                distinct[key][2], built[key][1]) for k, kc, key in plans)
     missing = sum(1 for key, (_, _, r) in distinct.items() if r is None)
     if missing and not quiet:
         print(f"tvmlite.build: {missing} of {len(distinct)} distinct kernels had no tuning "
@@ -124,19 +148,28 @@ class GraphModule:
             out[name] = np.asarray(a, order="C")
         return out
 
+    def _modules(self) -> list[Module]:
+        mods = [k.module for k in self.kernels]
+        if any(m is None for m in mods):
+            raise GraphError(f"this model was built for {self.target.name or self.target.arch}"
+                             f", which this machine cannot run: export_library it and run "
+                             f"the library there (or under qemu)")
+        return [m for m in mods if m is not None]
+
     def _runner(self, feeds: Mapping[str, Any]) -> tuple[Callable[[], None], dict]:
+        mods = self._modules()
         env: dict[str, np.ndarray] = dict(self.graph.constants)
         env.update(self.check_feeds(feeds))
         calls = []
-        for k in self.kernels:
+        for k, mod in zip(self.kernels, mods):
             t = self.graph.types[k.output]
             env[k.output] = empty(tuple(t.shape), t.dtype)
             args = [env[v] for v in k.compute.arg_values] + [env[k.output]]
-            packed = {p.input for p in k.module.packs}
+            packed = {p.input for p in mod.packs}
             if packed:   # a record pre-packs weights: pack them once, here
-                args = [k.module.pack(b.name, a) if b.name in packed else a
-                        for a, b in zip(args, k.module.arg_buffers)]
-            calls.append((k.module, args))
+                args = [mod.pack(b.name, a) if b.name in packed else a
+                        for a, b in zip(args, mod.arg_buffers)]
+            calls.append((mod, args))
 
         def run() -> None:
             for mod, args in calls:
@@ -168,12 +201,12 @@ class GraphModule:
         """(kernel name, median seconds) of each kernel, in run order."""
         _, env = self._runner(feeds)
         out = []
-        for k in self.kernels:
+        for k, mod in zip(self.kernels, self._modules()):
             args = [env[v] for v in k.compute.arg_values] + [env[k.output]]
             times = []
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                k.module(*args)
+                mod(*args)
                 times.append(time.perf_counter() - t0)
             out.append((k.name, statistics.median(times)))
         return out

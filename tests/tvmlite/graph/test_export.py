@@ -111,3 +111,37 @@ def test_checksum_sees_order():
     a = np.arange(16, dtype=np.uint64).tobytes()
     b = np.arange(16, dtype=np.uint64)[::-1].copy().tobytes()
     assert checksum64(a) != checksum64(b)
+
+
+def test_aarch64_library_under_qemu(tmp_path):
+    import shutil
+
+    from tvmlite.codegen_c.harness import emulator_prefix
+    from tvmlite.target.target import Target
+    try:
+        target = Target.from_name("aarch64-neon")
+        prefix = emulator_prefix("aarch64")
+    except tvmlite.TvmliteError as err:
+        pytest.skip(f"no AArch64 toolchain or qemu: {err}")
+    if shutil.which(target.compiler) is None:
+        pytest.skip("no AArch64 cross compiler")
+    m = _model()
+    mod = tvmlite.build(from_onnx(m), target=target)
+    with pytest.raises(tvmlite.TvmliteError, match="cannot run"):
+        mod.run({"x": np.zeros((1, 3, 6, 6), np.float32)})
+    out = tmp_path / "arm"
+    mod.export_library(out, name="net")
+    (tmp_path / "main.c").write_text(MAIN)
+    exe = tmp_path / "main"
+    subprocess.run([target.compiler, "-O1", str(tmp_path / "main.c"), f"-I{out}", f"-L{out}",
+                    "-lnet", f"-Wl,-rpath,{out}", "-o", str(exe)], check=True)
+    x = RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    x.tofile(tmp_path / "x.bin")
+    proc = subprocess.run(prefix + [str(exe), str(out / "net.weights"), str(tmp_path / "x.bin"),
+                                    str(tmp_path / "out.bin")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = np.fromfile(tmp_path / "out.bin", np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    want = np.concatenate([r.reshape(-1) for r in ref])
+    assert np.abs(got - want).max() <= 1e-3 * np.abs(want).max() + 1e-4
