@@ -33,6 +33,7 @@ from tvmlite.search.options import TuningOptions
 from tvmlite.search.template_free.task import SearchTask
 from tvmlite.search.templated import tuners
 from tvmlite.search.templated.xgb_tuner import XGBTuner
+from tvmlite.target.target import Target
 
 __all__ = ["METHODS", "TUNERS", "REACH", "TIME_POINTS", "CurvePoint", "Experiment",
            "MethodCurves", "MethodSummary", "Run", "band", "best_by_time", "best_by_trial",
@@ -47,7 +48,8 @@ TIME_POINTS = 200    # points of a curve against wall time
 
 # -- the two searches --------------------------------------------------------------------
 
-def templated_task(op: str, kwargs: dict, target: Any = None, constants: Any = ()) -> Any:
+def templated_task(op: str, kwargs: dict, target: Target | str | None = None,
+                   constants: Any = ()) -> Any:
     """The template of operator ``op`` at ``kwargs``; ValueError naming the operators
     that have templates when ``op`` has none."""
     import tvmlite.schedules  # noqa: F401 -- registers the library's templates
@@ -65,8 +67,8 @@ def make_tuner(name: str, task: Any, seed: int = 0, population: int | None = Non
     if name not in TUNERS:
         raise ValueError(f"tuner {name!r} is unknown: use one of {', '.join(TUNERS)}")
     if name == "xgb":
-        return XGBTuner(task, seed=seed, **({"plan_size": population}
-                                                   if population else {}))
+        return XGBTuner(task, plan_size=population, seed=seed) if population else \
+            XGBTuner(task, seed=seed)
     if name == "ga":
         size = max(2, population) if population else 100
         return tuners.GATuner(task, pop_size=size, elite_num=min(3, size), seed=seed)
@@ -141,7 +143,8 @@ def summarize(runs: Sequence[Run]) -> list[MethodSummary]:
 def run_compare(op: str, kwargs: dict, trials: int, seeds: int, out_dir: str | Path,
                 tuner: str = "xgb", options: Any = None, population: int | None = None,
                 on_trial: Callable[[str, int, Any], None] | None = None,
-                on_run: Callable[[Run], None] | None = None, target: Any = None) -> list[Run]:
+                on_run: Callable[[Run], None] | None = None,
+                target: Target | str | None = None) -> list[Run]:
     """Run both methods for seeds 0..seeds-1 with ``trials`` measurements each, logging
     to ``out_dir/<method>_seed<s>.jsonl``. ``options`` (a TuningOptions; its seed is
     replaced by each run's) serve both; ``population`` also sizes the templated tuner
@@ -278,7 +281,7 @@ def run_experiment(op: str, kwargs: dict, trials: int, seeds: int, out_dir: str 
                    tuner: str = "xgb", options: Any = None, population: int | None = None,
                    on_trial: Callable[[str, int, Any], None] | None = None,
                    on_run: Callable[[Run], None] | None = None,
-                   target: Any = None) -> Experiment:
+                   target: Target | str | None = None) -> Experiment:
     """``run_compare`` (same arguments), then its summary and curves."""
     runs = run_compare(op, kwargs, trials, seeds, out_dir, tuner, options, population,
                        on_trial, on_run, target)

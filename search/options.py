@@ -15,6 +15,7 @@ from tvmlite.search.measure.measurer import Measurer
 from tvmlite.search.measure.protocol import MeasureConfig, check_fields
 from tvmlite.search.measure.qemu_runner import QemuRunner
 from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.target.target import Target
 
 RUNNERS = ("local", "qemu")
 
@@ -43,7 +44,7 @@ class TuningOptions:
     # where candidates run, chosen apart from the target: "local" (this machine), "qemu"
     # (the C harness under qemu user mode: correct, emulated timings), or a Runner (e.g.
     # search.DaskRunner), used as is (its own measuring arguments apply); None is "local"
-    runner: Any = "local"
+    runner: str | Runner | None = "local"
     # start the cost model from the shipped pretrained one (search/model/pretrained.py);
     # False: cold, random scores until MIN_TRAINING_PROGRAMS programs ran
     pretrained: bool = True
@@ -74,7 +75,7 @@ class TuningOptions:
             elif f.name == "pretrained" and not isinstance(v, bool):
                 raise ValueError(f"TuningOptions.{f.name} must be True or False, got {v!r}")
 
-    def measurer(self, log_file: Any, target: Any, tuner: str) -> Any:
+    def measurer(self, log_file: Any, target: Target, tuner: str) -> Measurer:
         """The Measurer these options describe (builder + runner + log). The runner is
         checked against ``target`` here, before any tuning starts."""
         builder = LocalBuilder(target, n_parallel=self.n_parallel, timeout=self.build_timeout)

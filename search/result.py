@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from tvmlite.search.records.workload import Workload
+
 
 @dataclass(frozen=True)
 class Trial:
@@ -27,7 +29,7 @@ class Trial:
 
 @dataclass
 class TuneResult:
-    workload: Any
+    workload: Workload
     best: Any = None                      # the best Record (None if nothing valid)
     trials: list = field(default_factory=list)
     measured: int = 0                     # new measurements in this run

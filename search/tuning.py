@@ -33,9 +33,10 @@ from typing import Any, Callable, Sequence
 
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
-from tvmlite.search.measure.measurer import Quota
+from tvmlite.search.measure.measurer import Measurer, Quota
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.record import Record, best_valid, better
+from tvmlite.search.records.workload import Workload
 from tvmlite.search.result import Trial, TuneResult
 
 __all__ = ["Proposer", "Job", "Tally", "tune_loop", "record_input", "of_workload",
@@ -99,7 +100,7 @@ class Job:
     in the log; ``belongs(record)`` says which of the log's records are this job's (they
     resume it, count toward its budget and compete for its best)."""
     proposer: Proposer
-    workload: Any
+    workload: Workload
     budget: int
     belongs: Callable[[Record], bool]
 
@@ -151,7 +152,7 @@ class Tally:
         return trial
 
 
-def tune_loop(jobs: Sequence[Job], measurer: Any, options: TuningOptions,
+def tune_loop(jobs: Sequence[Job], measurer: Measurer, options: TuningOptions,
               callback: Callable[[Trial], None] | None = None,
               choose: Callable[[list, list, list], int | None] | None = None,
               total: int | None = None, early_stopping: int | None = None,
@@ -239,7 +240,7 @@ def tune_loop(jobs: Sequence[Job], measurer: Any, options: TuningOptions,
     return results
 
 
-def _measure(job: Job, batch: list, measurer: Any, quotas: list[Quota], tally: Tally,
+def _measure(job: Job, batch: list, measurer: Measurer, quotas: list[Quota], tally: Tally,
              index: Callable[[], int], invalid: Callable[[], None]
              ) -> tuple[list, list[MeasureResult]]:
     """One round's measurements: the candidates measured (or found in the log) and their

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import abc
 import time
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence
 
 from tvmlite.errors import TvmliteError
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
 from tvmlite.search.measure.protocol import MeasureConfig, ReferenceCache, Verdict
+from tvmlite.target.target import Target
+
+if TYPE_CHECKING:  # the records package imports this one
+    from tvmlite.search.records.workload import Workload
 
 __all__ = ["Runner", "RunnerError", "KernelRunner", "Stopwatch"]
 
@@ -67,7 +71,7 @@ class Runner(abc.ABC):
     seed = property(lambda self: self.config.seed)
 
     @abc.abstractmethod
-    def check_target(self, target: Any) -> None:
+    def check_target(self, target: Target) -> None:
         """Raise RunnerError, naming the target and what would run it, if this runner
         cannot execute code compiled for ``target``."""
 
@@ -166,7 +170,7 @@ class KernelRunner(Runner):
         self.references: ReferenceCache[Any] = ReferenceCache(self.prepare_reference, where)
 
     @abc.abstractmethod
-    def prepare_reference(self, workload: Any, ref: BuildResult) -> Any:
+    def prepare_reference(self, workload: Workload, ref: BuildResult) -> Any:
         """What ``run_kernel`` checks a candidate of ``workload`` against."""
 
     @abc.abstractmethod
@@ -191,8 +195,8 @@ class KernelRunner(Runner):
                                  build_seconds=build.seconds)
         clock = Stopwatch()
         try:
-            prepared = self.references.get(inp.workload, reference) \
-                if self.check_correctness else None
+            prepared = self.references.get(
+                inp.workload, reference) if self.check_correctness else None  # type: ignore[arg-type]  # checked_batch: not None
             clock.restart()        # the reference build is not this candidate's time
             result = MeasureResult(costs=tuple(self.run_kernel(inp, build, prepared, clock)))
         except Verdict as v:

@@ -19,7 +19,7 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from tvmlite import te
 from tvmlite.checks import check_int, check_number
@@ -31,6 +31,9 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, state_key
 from tvmlite.search.measure.reference import reference_steps, reference_target
 from tvmlite.target.target import CompilerNotFoundError, Target
+
+if TYPE_CHECKING:  # the records package imports this one
+    from tvmlite.search.records.workload import Workload
 
 __all__ = ["ArgSpec", "BuildResult", "LocalBuilder", "KERNEL"]
 
@@ -74,8 +77,15 @@ class BuildResult:
     def ok(self) -> bool:
         return self.error_no == MeasureErrorNo.NO_ERROR and self.lib_path is not None
 
+    @property
+    def library(self) -> str:
+        """``lib_path`` of a build that has one: what runners load once ``ok`` is checked."""
+        if self.lib_path is None:
+            raise ValueError(f"build of {self.kernel} has no library: {self.error_msg}")
+        return self.lib_path
 
-def arg_specs(workload: Any) -> tuple[ArgSpec, ...]:
+
+def arg_specs(workload: Workload) -> tuple[ArgSpec, ...]:
     """The kernel's arguments in call order: placeholders are inputs, the rest outputs.
     A dynamic workload measured at sizes (``Workload.at``) has its shapes at those sizes."""
     sizes = getattr(workload, "sizes", None)
@@ -203,7 +213,7 @@ class LocalBuilder:
         with self._lock:
             fut = compiles.get(low.source)
             mine = fut is None
-            if mine:
+            if fut is None:
                 fut = compiles[low.source] = Future()
         if mine:
             fut.set_result(self._compile(low.source, target, self.timeout - low.seconds))
@@ -211,7 +221,7 @@ class LocalBuilder:
         return BuildResult(path, low.decl, KERNEL, low.source, low.args, error_no, msg,
                            low.seconds + cc_seconds, low.sizes, low.packs)
 
-    def build_reference(self, workload: Any) -> BuildResult:
+    def build_reference(self, workload: Workload) -> BuildResult:
         """The build candidates of ``workload`` are checked against: its
         ``reference_steps`` schedule, bit-identical to the unscheduled nest (no Steps) but
         reordered for contiguous inner loops and parallel, so a big reduction's reference
@@ -248,7 +258,7 @@ class LocalBuilder:
         with self._lock:
             fut = lowerings.get(key)
             mine = fut is None
-            if mine:
+            if fut is None:
                 fut = lowerings[key] = Future()
         if mine:
             low = self._lower(inp, target)

@@ -6,7 +6,7 @@ Map: ``parse_address`` · ``unusable`` (why a worker must not measure) · ``shar
 """
 from __future__ import annotations
 
-from typing import Any
+from tvmlite.target.target import Target
 
 __all__ = ["MEASURE", "COMPARED", "START_COMMAND", "parse_address", "unusable",
            "share_cores"]
@@ -31,7 +31,7 @@ def parse_address(text: str) -> str:
     return f"tcp://{host}:{port}"
 
 
-def unusable(desc: dict, resources: dict, target: Any) -> str:
+def unusable(desc: dict, resources: dict, target: Target) -> str:
     """Why the worker that described itself as ``desc`` (``dask_worker.describe_worker``)
     and offers ``resources`` must not measure ``target`` ('' when it may)."""
     if resources.get(MEASURE, 0) < 1:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import queue
 import uuid
 import warnings
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 try:
     import distributed
@@ -69,6 +69,9 @@ from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureR
 from tvmlite.search.measure.protocol import MeasureConfig, ReferenceCache, Verdict
 from tvmlite.target.target import Target
 
+if TYPE_CHECKING:  # the records package imports this one
+    from tvmlite.search.records.workload import Workload
+
 # parse_address, MEASURE and COMPARED stay importable from here (dask_cluster.py)
 __all__ = ["DaskRunner", "DaskWorkerWarning", "parse_address", "MEASURE", "COMPARED",
            "WORKER_TIMEOUT"]
@@ -85,9 +88,9 @@ class DaskWorkerWarning(TvmliteWarning):
     the runner waits for a first worker to register."""
 
 
-def _with_library(workload: Any, ref: BuildResult) -> tuple[BuildResult, bytes]:
+def _with_library(workload: Workload, ref: BuildResult) -> tuple[BuildResult, bytes]:
     """A reference build and its library's bytes, as they travel to the workers."""
-    with open(ref.lib_path, "rb") as f:
+    with open(ref.library, "rb") as f:
         return ref, f.read()
 
 
@@ -194,7 +197,7 @@ class DaskRunner(Runner):
         self._client.subscribe_topic(address, on_event)
         self._watched.add(address)
 
-    def check_target(self, target: Any) -> None:
+    def check_target(self, target: Target) -> None:
         """Connect, ask every worker for its target and keep those that match ``target``;
         RunnerError naming each worker and why, when none does."""
         if not isinstance(target, Target):
@@ -203,14 +206,15 @@ class DaskRunner(Runner):
         self._target = target
         self._known.clear()
         try:
-            self._refresh()
+            self._refresh(target)
         except RunnerError:
             self.close()     # nothing will use the connection: do not leave it open
             raise
 
-    def _refresh(self) -> None:
-        """Bring ``workers`` up to date with the cluster: describe workers not seen yet,
-        drop those gone, re-split shared machines' cores."""
+    def _refresh(self, target: Target) -> None:
+        """Bring ``workers`` up to date with the cluster (measuring for ``target``, the
+        checked one): describe workers not seen yet, drop those gone, re-split shared
+        machines' cores."""
         client = self._connect()
         info = client.scheduler_info(n_workers=-1)["workers"]
         if not info and self.worker_timeout > 0:
@@ -223,7 +227,7 @@ class DaskRunner(Runner):
                 if isinstance(desc, BaseException) or desc is None:
                     desc = {"error": f"it did not answer ({desc!r}); is tvmlite importable "
                                      f"there?", "target": None, "host": "?", "cpus": []}
-                why = unusable(desc, info[addr].get("resources") or {}, self._target)
+                why = unusable(desc, info[addr].get("resources") or {}, target)
                 self._known[addr] = why
                 if why:
                     warnings.warn(f"{self.name}: not measuring on Dask worker {addr}: {why}",
@@ -239,8 +243,8 @@ class DaskRunner(Runner):
             reasons = "; ".join(f"{a}: {w}" for a, w in self._known.items() if w)
             raise RunnerError(
                 f"no Dask worker of {self.name} can measure for this target ("
-                f"{self._target.arch} {' '.join(self._target.features)}, "
-                f"{self._target.vector_bits}-bit vectors, {self._target.cores} cores)"
+                f"{target.arch} {' '.join(target.features)}, "
+                f"{target.vector_bits}-bit vectors, {target.cores} cores)"
                 + (f": {reasons}" if reasons else
                    f": the scheduler has no workers (waited {self.worker_timeout:g}s)")
                 + f". Start workers of that target with `{START_COMMAND}`")
@@ -293,7 +297,7 @@ class DaskRunner(Runner):
         if self._target is None:
             self.check_target(Target.host())   # the builder's default target
         else:
-            self._refresh()
+            self._refresh(self._target)
         self.checked_batch((), (), reference)     # the reference a check needs
         inbox: queue.Queue = queue.Queue()
         feeder = Feeder(iter(pairs), inbox, lambda inp, b: self._job(inp, b, reference))
@@ -314,11 +318,12 @@ class DaskRunner(Runner):
         ref, ref_lib = None, b""
         if self.check_correctness:
             try:    # the reference build and its library bytes, once per workload
-                ref, ref_lib = self._references.get(inp.workload, reference)
+                ref, ref_lib = self._references.get(
+                    inp.workload, reference)  # type: ignore[arg-type]  # checked_batch: not None
             except Verdict as v:
                 return MeasureResult(error_no=v.error_no, error_msg=str(v),
                                      build_seconds=build.seconds)
-        with open(build.lib_path, "rb") as f:
+        with open(build.library, "rb") as f:
             lib = f.read()
         return Job(inp, build, lib, ref, ref_lib)
 

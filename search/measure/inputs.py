@@ -10,7 +10,10 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # the records package imports this one
+    from tvmlite.search.records.workload import Workload
 
 __all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "state_key"]
 
@@ -47,7 +50,7 @@ def state_key(workload_key: str, steps: Sequence[Any]) -> str:
 class MeasureInput:
     """A candidate: the workload, the Steps of its schedule, and the search's decisions
     that produced them (a templated config or sampled decisions; plain JSON, never run)."""
-    workload: Any                    # search.workload.Workload
+    workload: Workload
     steps: tuple
     decisions: Any = None
 

@@ -35,6 +35,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from tvmlite.search.measure.base_runner import Runner
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
 from tvmlite.search.measure.runner import LocalRunner
@@ -114,8 +115,9 @@ class Measurer:
     compile job).
     """
 
-    def __init__(self, log_file: Any = None, builder: Any = None, runner: Any = None,
-                 target: Any = None, tuner: str = "", seed: int | None = None,
+    def __init__(self, log_file: Any = None, builder: LocalBuilder | None = None,
+                 runner: Runner | None = None,
+                 target: Target | None = None, tuner: str = "", seed: int | None = None,
                  chunk: int | None = None):
         if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int)
                                   or chunk < 1):
@@ -236,7 +238,7 @@ class Measurer:
         return BUILDS_PER_JOB * max(1, int(getattr(self.builder, "n_parallel", 4)))
 
     def measure(self, inputs: Sequence[MeasureInput],
-                on_result: Callable[[MeasureInput, MeasureResult, Record], None] | None = None,
+                on_result: Callable[[MeasureInput, MeasureResult, Record], object] | None = None,
                 quotas: Sequence[Quota] = ()) -> list[MeasureResult | None]:
         """Results in input order. Duplicates within the batch are measured once.
 

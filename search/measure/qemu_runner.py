@@ -32,7 +32,7 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from tvmlite.checks import check_int
 from tvmlite.codegen_c import CompileError
@@ -55,7 +55,11 @@ from tvmlite.search.measure.protocol import (
     check_tolerances,
 )
 from tvmlite.target.named import CROSS_COMPILERS
+from tvmlite.target.target import Target
 from tvmlite.testing.check import mismatch
+
+if TYPE_CHECKING:  # the records package imports this one
+    from tvmlite.search.records.workload import Workload
 
 # REFERENCE_TIMEOUT_MIN stays importable from here (defined in protocol.py)
 __all__ = ["QemuRunner", "qemu_command", "REFERENCE_TIMEOUT_MIN"]
@@ -98,14 +102,14 @@ class QemuRunner(KernelRunner):
         self.n_parallel = n_parallel or max(1, len(os.sched_getaffinity(0))
                                             if hasattr(os, "sched_getaffinity") else 1)
         self.name = "qemu"
-        self._target: Any = None
+        self._target: Target | None = None
         self._prefix: list[str] = []
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._harnesses: dict[tuple, str] = {}
         self._lock = threading.Lock()
 
     # -- the seam ----------------------------------------------------------------------
-    def check_target(self, target: Any) -> None:
+    def check_target(self, target: Target) -> None:
         """qemu runs any architecture it has an emulator for; the emulator, the sysroot
         and the target's compiler (which builds the harness) must be here."""
         if target.arch not in CROSS_COMPILERS:
@@ -125,15 +129,14 @@ class QemuRunner(KernelRunner):
                  ) -> Iterator[tuple[int, MeasureResult]]:
         """Every reference first (once per workload), then the candidates ``n_parallel``
         at a time, each yielded as it finishes."""
-        if self._target is None:
-            raise RunnerError("QemuRunner.run: call check_target(target) first: the runner "
-                              "builds its harness for the target the candidates were built for")
+        self._checked_target()
         inputs, builds = self.checked_batch(inputs, builds, reference)
         if self.check_correctness:
             for inp, b in zip(inputs, builds):
                 if b.ok:
                     try:
-                        self.references.get(inp.workload, reference)
+                        self.references.get(
+                            inp.workload, reference)  # type: ignore[arg-type]  # checked_batch: not None
                     except Verdict:
                         pass     # each candidate of the workload gets the message
         with ThreadPoolExecutor(self.n_parallel) as pool:
@@ -155,6 +158,13 @@ class QemuRunner(KernelRunner):
                 self._tmp = tempfile.TemporaryDirectory(prefix="tvmlite-qemu-")
             return tempfile.mkdtemp(dir=self._tmp.name)
 
+    def _checked_target(self) -> Target:
+        """The target ``check_target`` set; RunnerError before it ran."""
+        if self._target is None:
+            raise RunnerError("QemuRunner.run: call check_target(target) first: the runner "
+                              "builds its harness for the target the candidates were built for")
+        return self._target
+
     def _harness(self, build: BuildResult) -> str:
         packs = tuple(build.packs)
         sig = (tuple((a.dtype, a.is_output) for a in build.args),
@@ -162,21 +172,21 @@ class QemuRunner(KernelRunner):
         with self._lock:
             hit = self._harnesses.get(sig)
         if hit is None:
-            hit = str(build_harness(build.args, self._target, packs=packs))
+            hit = str(build_harness(build.args, self._checked_target(), packs=packs))
             with self._lock:
                 self._harnesses[sig] = hit
         return hit
 
     def _harness_run(self, build: BuildResult, outputs_dir: str | None, repeat: int,
                      timeout: float) -> Any:
-        return run_harness(self._harness(build), build.lib_path, build.kernel, build.args,
+        return run_harness(self._harness(build), build.library, build.kernel, build.args,
                            prefix=self._prefix, seed=self.seed, outputs_dir=outputs_dir,
                            number=self.number, repeat=repeat,
                            min_repeat_ms=self.min_repeat_ms, threads=self.n_threads,
                            slow_seconds=self.config.slow_seconds, timeout=timeout,
                            packs=tuple(build.packs))
 
-    def prepare_reference(self, workload: Any, ref: BuildResult) -> tuple:
+    def prepare_reference(self, workload: Workload, ref: BuildResult) -> tuple:
         """(expected outputs, tolerances), computed under the emulator; Verdict if the
         reference kernel fails there."""
         out = self._dir()

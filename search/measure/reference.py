@@ -37,13 +37,17 @@ reference_target (the flags it is compiled with) · reference_state.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from tvmlite.ir.expr import Reduce, TensorRead, Var, walk
 from tvmlite.ir.symbolic import is_static
 from tvmlite.schedule.state import ScheduleError, Stage, State, initial_state
 from tvmlite.schedule.steps import AnnotateStep, ReorderStep, Step
 from tvmlite.target.target import Target
+from tvmlite.te.tensor import Tensor
+
+if TYPE_CHECKING:  # the records package imports this one
+    from tvmlite.search.records.workload import Workload
 
 __all__ = ["reference_steps", "stage_steps", "contiguous_reads", "reference_target",
            "NO_CONTRACT"]
@@ -60,13 +64,17 @@ def reference_target(target: Target) -> Target:
     return dataclasses.replace(target, cflags=(*target.cflags, NO_CONTRACT))
 
 
-def reference_steps(workload: Any) -> tuple[Step, ...]:
+def _outputs(workload: Workload | Sequence[Tensor]) -> tuple[Tensor, ...]:
+    """The output tensors: a Workload's (or anything's with ``outputs``), or the sequence."""
+    return tuple(workload) if isinstance(workload, Sequence) else tuple(workload.outputs)
+
+
+def reference_steps(workload: Workload | Sequence[Tensor]) -> tuple[Step, ...]:
     """The reference schedule of ``workload`` (anything with ``outputs``: a Workload, or
     a sequence of output tensors): per stage, the reorder and parallel of ``stage_steps``.
     Each stage's steps are replayed here; a stage whose steps raise ScheduleError is left
     unscheduled, so the result always replays."""
-    outputs = getattr(workload, "outputs", workload)
-    state = initial_state(tuple(outputs))
+    state = initial_state(_outputs(workload))
     steps: list[Step] = []
     for stage in state.stages:
         mine = stage_steps(stage)
@@ -137,9 +145,9 @@ def contiguous_reads(stage: Stage) -> dict[str, int]:
     return counts
 
 
-def reference_state(workload: Any) -> State:
+def reference_state(workload: Workload | Sequence[Tensor]) -> State:
     """The loop state the reference schedule gives (for printing and tests)."""
-    state = initial_state(tuple(getattr(workload, "outputs", workload)))
+    state = initial_state(_outputs(workload))
     for step in reference_steps(workload):
         state, _ = step.apply(state)
     return state

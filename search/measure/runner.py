@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 import weakref
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tvmlite.errors import TvmliteError
 from tvmlite.search.measure.base_runner import KernelRunner, RunnerError, Stopwatch
@@ -50,6 +50,9 @@ from tvmlite.search.measure.protocol import (
     check_tolerances,
 )
 from tvmlite.target.target import Target
+
+if TYPE_CHECKING:  # the records package imports this one
+    from tvmlite.search.records.workload import Workload
 
 # the protocol's constants stay importable from here (defined in protocol.py)
 __all__ = ["LocalRunner", "REFERENCE_TIMEOUT_FACTOR", "REFERENCE_TIMEOUT_MIN", "SLOW_FRACTION"]
@@ -85,7 +88,7 @@ def sweep_stale_reference_dirs(folder: str | None = None) -> list[str]:
     (a tuning killed with SIGKILL cannot clean up); returns the deleted paths. A folder
     of a live process, another user's, or one without a pid in its name is left alone."""
     folder = folder or tempfile.gettempdir()
-    gone = []
+    gone: list[str] = []
     try:
         names = os.listdir(folder)
     except OSError:
@@ -205,7 +208,8 @@ def _kill(proc: subprocess.Popen, stderr: Any) -> None:
         pass
     proc.wait()
     for f in (proc.stdin, proc.stdout, stderr):
-        f.close()
+        if f is not None:   # the worker's pipes always exist; mypy cannot know
+            f.close()
 
 
 class LocalRunner(KernelRunner):
@@ -254,7 +258,7 @@ class LocalRunner(KernelRunner):
     name = "local"
     emulated = False
 
-    def check_target(self, target: Any) -> None:
+    def check_target(self, target: Target) -> None:
         """This machine runs code for its own architecture and ISA features only."""
         host = Target.host()
         if target.arch != host.arch or not set(target.features) <= set(host.features):
@@ -335,7 +339,7 @@ class LocalRunner(KernelRunner):
                 "n_threads": self.n_threads}
 
     # -- the reference ---------------------------------------------------------------------
-    def prepare_reference(self, workload: Any, ref: BuildResult) -> dict:
+    def prepare_reference(self, workload: Workload, ref: BuildResult) -> dict:
         """The check part of a request for ``workload``: where the worker keeps the
         reference outputs, how to compute them, the tolerances. Nothing runs yet: the
         worker computes them on the first candidate, under the core lock."""
@@ -349,7 +353,7 @@ class LocalRunner(KernelRunner):
                         "sizes": list(ref.sizes)},
                 "tol": check_tolerances(workload, ref)}
 
-    def _compute_reference(self, workload: Any, check: dict, worker: _Worker,
+    def _compute_reference(self, workload: Workload, check: dict, worker: _Worker,
                            deadline: float) -> None:
         """Have the worker compute (and store) the reference outputs. A failure here is
         the reference's, so it marks the whole workload UNKNOWN."""

@@ -24,10 +24,14 @@ import os
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tvmlite.errors import TvmliteError
+
+if TYPE_CHECKING:  # xgboost is imported where it is used: importing it takes ~0.3 s
+    import xgboost as xgb
 
 __all__ = ["CostModel", "RandomModel", "XGBModel", "CostModelFileError", "LOSSES",
            "MIN_TRAINING_PROGRAMS", "pairwise_accuracy"]
@@ -247,7 +251,7 @@ class XGBModel(CostModel):
         self._ys: list[float] = []
         self._groups: list[str] = []
         self._best: dict[str, float] = {}
-        self._booster = None
+        self._booster: xgb.Booster | None = None
         # programs learnt before the search (a pretrained model): the oldest ``_n_prior``
         # entries, dropped once the task's own programs reach ``prior_until``
         self._n_prior = 0
@@ -308,15 +312,16 @@ class XGBModel(CostModel):
     def predict(self, xs: Sequence[np.ndarray]) -> np.ndarray:
         """One score per program, higher = faster. With "pack-sum" a score is minus the
         predicted time relative to the best program measured in its task (-1: as fast)."""
-        if not self.trained:
+        booster = self._booster
+        if booster is None:   # not trained
             return self._rng.random(len(xs))
         packed = pack(xs, self.n_features)
         if not len(xs):
             return np.empty(0)
         if self.loss == "rank":
-            return self._booster.inplace_predict(packed.sums(packed.rows),
-                                                 predict_type="margin").astype(np.float64)
-        rows = self._booster.inplace_predict(packed.rows, predict_type="margin")
+            return booster.inplace_predict(packed.sums(packed.rows),
+                                           predict_type="margin").astype(np.float64)
+        rows = booster.inplace_predict(packed.rows, predict_type="margin")
         sums = packed.sums(rows.astype(np.float64))
         return -sums if self.loss == "pack-sum" else sums
 
@@ -354,7 +359,7 @@ class XGBModel(CostModel):
                 "max_training": self.max_training, "n_features": self.n_features,
                 "best": self._best}
         booster = (np.frombuffer(bytes(self._booster.save_raw(raw_format="ubj")), np.uint8)
-                   if self.trained else np.zeros(0, np.uint8))
+                   if self._booster is not None else np.zeros(0, np.uint8))
         packed = pack(self._xs, self.n_features)
         with open(path, "wb") as f:
             np.savez_compressed(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),

@@ -171,21 +171,21 @@ def program_scale(rows: np.ndarray) -> np.ndarray:
 def _count(e: Expr, c: list, loads: list, in_index: bool) -> None:
     """Add the ops of ``e`` to ``c``; collect its loads. Ops inside load indices are index
     math: counted by dtype like any op, but not as compute ops of the value."""
-    t = type(e)
+    t = type(e)  # exact types, not isinstance: this runs for every node of every candidate
     if t is Const or t is Var:
         return
     slot = -1
-    if t is Load:
+    if type(e) is Load:  # type(e), not t: mypy narrows e only on this form
         loads.append(e)
         for i in e.indices:
             _count(i, c, loads, True)
         return
-    if t is BinOp:
+    if type(e) is BinOp:
         if e.op in ("and", "or"):
             slot = 10
         else:
             slot = (_FLOAT_SLOT if e.a.dtype in _FLOATS else _INT_SLOT)[e.op]
-    elif t is Cmp:
+    elif type(e) is Cmp:
         slot = 4 if e.a.dtype in _FLOATS else 9
     elif t is Not:
         slot = 10
@@ -200,8 +200,8 @@ def _count(e: Expr, c: list, loads: list, in_index: bool) -> None:
         c[slot] += 1
         if not in_index:
             c[_VALUE_OPS] += 1
-    for x in ((e.a, e.b) if t is BinOp or t is Cmp else (e.value,) if t is Cast
-              else children(e)):
+    for x in ((e.a, e.b) if type(e) is BinOp or type(e) is Cmp else
+              (e.value,) if type(e) is Cast else children(e)):
         _count(x, c, loads, in_index)
 
 
@@ -235,7 +235,8 @@ def _footprint(accesses: list, shape: tuple, lv: int) -> tuple[int, list, list]:
     counts, spans = [], []
     total = 1
     for d, size in enumerate(shape):
-        lo_u = hi_u = None
+        lows: list[int] = []
+        highs: list[int] = []
         n = 0
         for acc in accesses:
             lo, terms = acc[d]
@@ -250,9 +251,9 @@ def _footprint(accesses: list, shape: tuple, lv: int) -> tuple[int, list, list]:
                         lo += w
                     cnt *= ext
             n += min(cnt, hi - lo + 1)
-            lo_u = lo if lo_u is None or lo < lo_u else lo_u
-            hi_u = hi if hi_u is None or hi > hi_u else hi_u
-        span = min(hi_u - lo_u + 1, size)
+            lows.append(lo)
+            highs.append(hi)
+        span = min(max(highs) - min(lows) + 1, size)
         cnt = min(n, span)
         counts.append(cnt)
         spans.append(span)

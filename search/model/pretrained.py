@@ -44,6 +44,7 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.model.cost_model import CostModelFileError, XGBModel
 from tvmlite.search.model.features import FEATURE_NAMES, schedule_features
 from tvmlite.search.records.record import load_records
+from tvmlite.target.target import Target
 
 HERE = Path(__file__).resolve().parent
 FILES = {"pack-sum": HERE / "pretrained.npz", "itervar": HERE / "pretrained_itervar.npz"}
@@ -55,7 +56,7 @@ class PretrainedWarning(TvmliteWarning):
     """The shipped model does not fit this tvmlite (features changed): starting cold."""
 
 
-def cpu_label(target: Any) -> str:
+def cpu_label(target: Target) -> str:
     """What tells two CPUs apart in a record: arch, vector width, cores and caches."""
     caches = ",".join(f"{k}={v}" for k, v in sorted(dict(target.caches or {}).items()))
     return f"{target.arch}/{target.vector_bits}b/{target.cores}c/{caches}"

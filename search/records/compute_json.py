@@ -63,8 +63,9 @@ _INT_RANGE = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 HEX64 = re.compile(r"^[0-9a-f]{64}$")   # a workload key: a sha256 in hex
 _TAG = re.compile(r"^[A-Za-z0-9_.]{0,64}$")
 # The fields of each expression node kind, and which of them are sub-expressions.
-_FIELDS = {"const": ("dtype", "value"), "var": ("name",), "size": ("name",), "binop": ("op", "a", "b"),
-           "cmp": ("op", "a", "b"), "not": ("a",), "select": ("cond", "then", "else"),
+_FIELDS = {"const": ("dtype", "value"), "var": ("name",), "size": ("name",),
+           "binop": ("op", "a", "b"), "cmp": ("op", "a", "b"), "not": ("a",),
+           "select": ("cond", "then", "else"),
            "call": ("func", "arg"), "cast": ("dtype", "value"), "read": ("tensor", "indices"),
            "reduce": ("combiner", "source", "axes", "where")}
 _CHILDREN = {"binop": ("a", "b"), "cmp": ("a", "b"), "not": ("a",),
@@ -151,7 +152,7 @@ def compute_json(tensors: Sequence[te.Tensor]) -> dict:
     ops = te.collect_ops([t for t in tensors if isinstance(t.op, te.ComputeOp)])
     index = {id(op): i for i, op in enumerate(ops)}
     budget = _Budget()
-    out = []
+    out: list[dict[str, Any]] = []
     for op in ops:
         if isinstance(op, te.PlaceholderOp):
             out.append({"op": "placeholder", "name": op.name,
@@ -274,14 +275,14 @@ def _read_op(od: Any, i: int, built: list, budget: _Budget) -> te.Tensor:
     with errors_at(where):
         name = te.check_name(od["name"], "name")
     where = f"compute op {i} ({name})"
-    names, extents = [], []
+    names, raw_extents = [], []
     for ax in _list(od["axis"], f"{where}: axis", 1, MAX_NDIM):
         ax = _list(ax, f"{where}: axis entry", 2, 2)
         with errors_at(where):
             names.append(te.check_name(ax[0], "axis name"))
-        extents.append(_dim_in(ax[1], f"{where}: axis extent", budget))
+        raw_extents.append(_dim_in(ax[1], f"{where}: axis extent", budget))
     with errors_at(where):
-        extents = te.check_shape(extents, "axis extents")
+        extents = te.check_shape(raw_extents, "axis extents")
     if len(set(names)) != len(names):
         raise WorkloadError(f"{where}: axis names repeat: {names}")
     if not isinstance(od["tag"], str) or not _TAG.match(od["tag"]):

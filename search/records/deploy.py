@@ -10,8 +10,9 @@ measurement), and only then exported::
     out/manifest.json                                   what is where, and how fast
 
 A record that no longer applies, builds or gives the right answer is reported in
-``ReplayReport.skipped`` and never exported; the next best record is tried instead. Kernel names are the workloads' validated
-identifiers (with the key's first 8 hex digits when two workloads share a name).
+``ReplayReport.skipped`` and never exported; the next best record is tried instead. Kernel
+names are the workloads' validated identifiers (with the key's first 8 hex digits when two
+workloads share a name).
 
 Numbers are labelled with where they were measured: the log's time is the tuning
 machine's ("logged on ..."); the re-check times every kernel again on this machine when
@@ -39,12 +40,23 @@ from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.prepack import declare_constants
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
-from tvmlite.search.measure.base_runner import RunnerError
+from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.measure.runner import LocalRunner
-from tvmlite.search.records.dispatch import DISPATCH_TUNER, export_dispatch, latest_table
-from tvmlite.search.records.record import TargetMismatchWarning, load_records, real_first
+from tvmlite.search.records.dispatch import (
+    DISPATCH_TUNER,
+    DispatchTable,
+    export_dispatch,
+    latest_table,
+)
+from tvmlite.search.records.record import (
+    Record,
+    TargetMismatchWarning,
+    load_records,
+    real_first,
+)
+from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 
 BUNDLE = "tvmlite_kernels"
@@ -64,14 +76,17 @@ class ReplayReport:
     kernels: list = field(default_factory=list)     # manifest entries of exported kernels
     skipped: list = field(default_factory=list)     # {"workload", "key", "reason"}
     bundle: Path | None = None
-    target: Any = None
+    target: Target | None = None
     checked_by: str = ""        # the runner that re-checked each kernel ("" = not checked)
     unchecked_reason: str = ""
 
     def __str__(self) -> str:
         t = self.target
-        where = f" for {t.name or t.arch} ({t.arch}, {' '.join(f for f in t.cflags if f.startswith(('-march', '-mcpu', '-mtune')))})" \
-            if t is not None else ""
+        where = ""
+        if t is not None:
+            arch_flags = " ".join(f for f in t.cflags
+                                  if f.startswith(("-march", "-mcpu", "-mtune")))
+            where = f" for {t.name or t.arch} ({t.arch}, {arch_flags})"
         lines = [f"exported {len(self.kernels)} kernel(s) to {self.out_dir}{where}"]
         if self.checked_by:
             lines.append(f"  checked against the unscheduled build by the {self.checked_by} runner")
@@ -92,8 +107,8 @@ class ReplayReport:
         return "\n".join(lines)
 
 
-def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True,
-           runner: Any = None) -> ReplayReport:
+def replay(log: Any, out_dir: Any, target: Target | str | None = None,
+           check: bool | None = True, runner: Runner | None = None) -> ReplayReport:
     """Export the best record of every workload in ``log`` into ``out_dir``, built for
     ``target`` (a Target or a name; default this machine).
 
@@ -162,7 +177,7 @@ def replay(log: Any, out_dir: Any, target: Any = None, check: bool | None = True
     return report
 
 
-def _why_not_timed_here(runner: Any) -> str | None:
+def _why_not_timed_here(runner: Runner | None) -> str | None:
     """Why the re-check's timings are not this machine's performance (None: they are).
     ``runner`` has passed ``check_target`` already (None: not checking)."""
     if runner is None:
@@ -172,7 +187,7 @@ def _why_not_timed_here(runner: Any) -> str | None:
     return None
 
 
-def _first_good(recs: list, target: Any, builder: Any, runner: Any,
+def _first_good(recs: list, target: Target, builder: LocalBuilder, runner: Runner | None,
                 report: ReplayReport, log: Any) -> tuple | None:
     """The fastest record that still applies, builds and matches the reference (runner
     None: trust the log), with the re-check's costs; every rejected one is reported."""
@@ -186,7 +201,7 @@ def _first_good(recs: list, target: Any, builder: Any, runner: Any,
     return None
 
 
-def declared_constants(rec: Any) -> tuple:
+def declared_constants(rec: Record) -> tuple:
     """The inputs ``rec``'s search declared constant (``--const B``, ``constants=``): its
     decisions' ``constants`` list (both searches write it), the ``prepack:<input>``
     decisions of template-free logs older than that list; names that are not inputs of
@@ -202,7 +217,7 @@ def declared_constants(rec: Any) -> tuple:
     return tuple(n for n in dict.fromkeys(names) if n in inputs)
 
 
-def exported_schedule(rec: Any) -> Schedule:
+def exported_schedule(rec: Record) -> Schedule:
     """The schedule replay exports for ``rec``: its Steps, then every declared constant
     input read through its pack function (``declare_constants``), so the kernel's API is
     the same whichever record of the workload was best. ScheduleError if a Step fails."""
@@ -210,7 +225,7 @@ def exported_schedule(rec: Any) -> Schedule:
     return declare_constants(s, declared_constants(rec))
 
 
-def _export(rec: Any, name: str, target: Any, out: Path, costs: tuple | None,
+def _export(rec: Record, name: str, target: Target, out: Path, costs: tuple | None,
             note: str) -> dict:
     wl = rec.workload
     s = exported_schedule(rec)
@@ -222,7 +237,7 @@ def _export(rec: Any, name: str, target: Any, out: Path, costs: tuple | None,
     return _entry(name, rec, decl, target, costs, note, func)
 
 
-def _ranked(recs: list, target: Any, log: Any) -> list:
+def _ranked(recs: list, target: Target, log: Any) -> list:
     """Valid records, fastest first: those tuned for this CPU, else (with a warning) any."""
     dynamic = any(getattr(r.workload, "sizes", None) for r in recs)
     # one workload at several sizes: times are not comparable, throughput is
@@ -254,7 +269,7 @@ where_logged = Target.which_cpu
 target_label = Target.label
 
 
-def _verify(rec: Any, builder: Any, runner: Any) -> tuple[str | None, tuple]:
+def _verify(rec: Record, builder: LocalBuilder, runner: Runner | None) -> tuple[str | None, tuple]:
     """(why this record must not be exported, the re-check's costs in seconds). The
     reason is None when it applies, builds and matches the reference (with no runner,
     only that its steps apply; then there are no costs)."""
@@ -272,8 +287,8 @@ def _verify(rec: Any, builder: Any, runner: Any) -> tuple[str | None, tuple]:
     return None, tuple(res.costs)
 
 
-def _export_dynamic(recs: list, name: str, target: Any, out: Path, builder: Any, runner: Any,
-                    report: ReplayReport) -> bool:
+def _export_dynamic(recs: list, name: str, target: Target, out: Path, builder: LocalBuilder,
+                    runner: Runner | None, report: ReplayReport) -> bool:
     """A dynamic workload with a dispatch table: export the dispatching entry point and
     its variants (each re-checked at a size it serves). False: no table, export as usual."""
     tables = [r for r in recs if r.tuner == DISPATCH_TUNER]
@@ -323,7 +338,7 @@ def _export_dynamic(recs: list, name: str, target: Any, out: Path, builder: Any,
     return True
 
 
-def _at_largest(wl: Any, table: Any) -> dict:
+def _at_largest(wl: Workload, table: DispatchTable) -> dict:
     """Time and GFLOP/s of a dispatching kernel at its largest tuned size."""
     if not table.tuned:
         return {"time_seconds": 0.0, "gflops": 0.0}
@@ -351,11 +366,11 @@ def _dim(d: Any) -> Any:
     return d if isinstance(d, int) else str(d)
 
 
-def _skip(wl: Any, reason: str) -> dict:
+def _skip(wl: Workload, reason: str) -> dict:
     return {"workload": wl.name, "key": wl.key, "reason": reason}
 
 
-def _entry(name: str, rec: Any, decl: str, target: Any, costs: tuple | None,
+def _entry(name: str, rec: Record, decl: str, target: Target, costs: tuple | None,
            note: str, func: Any = None) -> dict:
     """A manifest entry. Every number says where it was measured: ``logged`` (on the
     tuning machine, ``logged.target``) and ``measured_here`` (this machine's re-check;

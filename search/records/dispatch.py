@@ -32,6 +32,7 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.schedule.step_json import step_from_json
 from tvmlite.search.measure.inputs import MeasureResult
 from tvmlite.search.records.record import Record, RecordError
+from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 
 DISPATCH_TUNER = "dispatch"
@@ -68,7 +69,7 @@ class DispatchTable:
         if not isinstance(d, dict):
             raise RecordError("dispatch record: decisions must hold {'dispatch': {...}}")
         size = d.get("size")
-        if size not in rec.workload.size_names:
+        if not isinstance(size, str) or size not in rec.workload.size_names:
             raise RecordError(f"dispatch record: size {str(size)[:40]!r} is not a symbolic "
                               f"size of the workload {list(rec.workload.size_names)}")
         raw = d.get("variants")
@@ -96,7 +97,8 @@ class DispatchTable:
         tuned = {}
         for t in d.get("tuned") or []:
             if isinstance(t, dict) and isinstance(t.get("size"), int) and \
-                    isinstance(t.get("variant"), int) and isinstance(t.get("seconds"), (int, float)):
+                    isinstance(t.get("variant"), int) and \
+                    isinstance(t.get("seconds"), (int, float)):
                 tuned[t["size"]] = (t["variant"], float(t["seconds"]))
         return cls(size, variants, tuple(ranges), tuned)
 
@@ -119,14 +121,14 @@ def ranges_from_choice(choice: dict) -> tuple:
     return tuple(ranges)
 
 
-def dispatch_record(workload: Any, target: Any, table: DispatchTable) -> Record:
+def dispatch_record(workload: Workload, target: Target, table: DispatchTable) -> Record:
     """The log record of a table; its costs are the chosen times at the tuned sizes."""
     costs = tuple(t for _, (_, t) in sorted(table.tuned.items()))
     return Record(workload, target, (), MeasureResult(costs=costs), table.to_decisions(),
                   DISPATCH_TUNER)
 
 
-def latest_table(records: Sequence[Record], workload: Any) -> tuple | None:
+def latest_table(records: Sequence[Record], workload: Workload) -> tuple | None:
     """(record, table) of the newest valid dispatch record of ``workload`` (by key)."""
     recs = [r for r in records if r.tuner == DISPATCH_TUNER and r.workload.key == workload.key]
     for rec in sorted(recs, key=lambda r: -r.result.timestamp):
@@ -139,7 +141,7 @@ def latest_table(records: Sequence[Record], workload: Any) -> tuple | None:
 
 # -- C -----------------------------------------------------------------------------------
 
-def _variant_sources(workload: Any, table: DispatchTable, target: Any, name: str) -> list:
+def _variant_sources(workload: Workload, table: DispatchTable, target: Target, name: str) -> list:
     """(name_v<i>, LoweredFunc, C source, C declarations) per variant."""
     out = []
     for i, steps in enumerate(table.variants):
@@ -160,7 +162,7 @@ def _dispatch_decl(name: str, func: Any, outputs: list) -> str:
     return cdecl(replace(func, name=name), outputs)
 
 
-def _parts(workload: Any, table: DispatchTable, target: Any, name: str) -> tuple:
+def _parts(workload: Workload, table: DispatchTable, target: Target, name: str) -> tuple:
     variants = _variant_sources(workload, table, target, name)
     outputs = [t.name for t in workload.outputs]
     func = replace(variants[0][1], name=name)
@@ -169,7 +171,7 @@ def _parts(workload: Any, table: DispatchTable, target: Any, name: str) -> tuple
     return variants, func, source, decl, outputs
 
 
-def build_dispatch(workload: Any, table: DispatchTable, target: Any = None,
+def build_dispatch(workload: Workload, table: DispatchTable, target: Target | None = None,
                    name: str = "default_function") -> Module:
     """The dispatching kernel as a Module: call it on arrays of any M; ``module.lib``
     also holds every variant (``<name>_v<i>``)."""
@@ -190,7 +192,7 @@ def build_dispatch(workload: Any, table: DispatchTable, target: Any = None,
     return Module(func, source, decl, lib, target, all_outputs or outputs)
 
 
-def export_dispatch(workload: Any, table: DispatchTable, target: Any, name: str,
+def export_dispatch(workload: Workload, table: DispatchTable, target: Target, name: str,
                     out: Path) -> tuple[list, str]:
     """Write the dispatcher and its variants into ``out`` (``name.c``, ``name_v<i>.c``,
     ``name.h`` declaring all, ``lib<name>.so``); returns (C files, declarations)."""

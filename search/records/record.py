@@ -24,7 +24,7 @@ import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from tvmlite.errors import TvmliteError, TvmliteWarning
 from tvmlite.schedule.state import ScheduleError
@@ -33,6 +33,9 @@ from tvmlite.schedule.steps import Step
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult, state_key
 from tvmlite.search.records.workload import Workload, WorkloadError
 from tvmlite.target.target import Target
+
+if TYPE_CHECKING:  # the runners import the measure package, which imports records
+    from tvmlite.search.measure.base_runner import Runner
 
 __all__ = ["FORMAT_VERSION", "RecordError", "RecordWarning", "TargetMismatchWarning",
            "Record", "make_record", "append_record", "RecordWriter", "iter_records",
@@ -156,7 +159,7 @@ class Record:
 
 
 def make_record(inp: MeasureInput, res: MeasureResult, target: Target, tuner: str = "",
-                seed: int | None = None, runner: Any = None) -> Record:
+                seed: int | None = None, runner: Runner | None = None) -> Record:
     """The record of one measurement, as the measurer appends it to the log; ``runner``
     (the Runner that measured it) gives its name and whether it was emulated."""
     steps = tuple(s if isinstance(s, Step) else _step(s, i) for i, s in enumerate(inp.steps))
@@ -423,8 +426,8 @@ def load_records(path: str | os.PathLike, missing_ok: bool = False) -> list[Reco
     """Every valid record of a log, in file order. Each bad line (bad JSON, truncated,
     nested too deeply, wrong version, invalid field, over 8 MiB) is skipped with a
     RecordWarning ``path:lineno: skipped: reason`` -- the first ``MAX_LINE_WARNINGS``
-    of them, then one warning counting all (1000 garbage lines are not 1000 warnings). A missing file raises
-    FileNotFoundError, or gives [] with ``missing_ok``."""
+    of them, then one warning counting all (1000 garbage lines are not 1000 warnings). A
+    missing file raises FileNotFoundError, or gives [] with ``missing_ok``."""
     return [r for _, r in iter_records(path, missing_ok)]
 
 
@@ -504,7 +507,7 @@ def best_record(log: str | os.PathLike | Iterable[Record], workload: Workload | 
         return here
     if not fallback:
         return None
-    best = best_valid(valid)
+    best = min(valid, key=rank)   # best_valid(valid): every record in valid is ok
     warnings.warn(f"best_record: no record of {best.workload!r} was tuned for this target "
                   f"({target.arch}: {' '.join(target.features) or 'no features'}); using one "
                   f"tuned on {best.target.arch} with features "

@@ -216,7 +216,8 @@ class Workload:
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
-        at = "" if self.sizes is None else " at " + ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        at = "" if self.sizes is None else \
+            " at " + ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         return f"Workload({self.name}({args}){at}, key={self.key[:8]})"
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
 
 from tvmlite.checks import is_int  # decisions come from logs a user may edit
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import State
 from tvmlite.search.template_free import dag
 from tvmlite.search.template_free.priors import decide, unroll_steps
+from tvmlite.target.target import Target
 
 __all__ = ["annotate", "location_candidates", "SERIAL_PROB"]
 
@@ -55,16 +55,17 @@ def _sample_location(cands: list, rng: random.Random) -> int:
     return rng.randrange(len(cands))
 
 
-def annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
+def annotate(s: Schedule, decisions: dict, rng: random.Random, target: Target,
               placed: set) -> None:
     """Compute locations, then parallel, vectorize and auto-unroll for every stage."""
     for st in reversed(s.state.stages):
         if st.name in placed or st.attach is not None or st.name in s.state.outputs:
             continue
         cands = location_candidates(s.state, st.name)
+        # decide calls both at once, so they may read this iteration's cands directly
         idx = decide(decisions, f"at:{st.name}",
-                     lambda v, n=len(cands): is_int(v, 0, n - 1),
-                     lambda c=cands: _sample_location(c, rng))
+                     lambda v: is_int(v, 0, len(cands) - 1),
+                     lambda: _sample_location(cands, rng))
         if cands[idx] == "inline":
             s[st.name].compute_inline()
         elif idx:
@@ -89,7 +90,7 @@ def annotate(s: Schedule, decisions: dict, rng: random.Random, target: Any,
 
 
 def _parallelize(s: Schedule, stage: str, decisions: dict, rng: random.Random,
-                 target: Any) -> None:
+                 target: Target) -> None:
     """Fuse the outermost spatial loops (up to the first reduce or vectorized loop, never
     the innermost) and run the fused loop in parallel."""
     st = s.state.stage(stage)

@@ -45,6 +45,7 @@ from typing import Any, Sequence
 
 from tvmlite.ir.dtypes import ITEMSIZE
 from tvmlite.schedule.state import ScheduleError
+from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.annotate import location_candidates
 from tvmlite.search.template_free.loose import loose_choices
 from tvmlite.search.template_free.priors import (
@@ -61,6 +62,7 @@ from tvmlite.search.template_free.sketch import (
     realize,
     structure,
 )
+from tvmlite.target.target import Target
 
 __all__ = ["blocked_decisions", "PANEL_SHARE", "ROWS_SHARE"]
 
@@ -69,7 +71,7 @@ ROWS_SHARE = 2          # ... and the rows of the other operand it meets 1/2
 DEFAULT_L2 = 256 << 10  # bytes, when the target does not know its L2
 
 
-def blocked_decisions(workload: Any, sketch: Sketch, target: Any,
+def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
                       constants: Sequence[str] = (), loose: frozenset = frozenset()) -> dict | None:
     """The complete decisions of ``sketch`` blocked as above, or None if the sketch does
     not have a BLAS's structure, its rows cannot give the block ``fma_block_floor``
@@ -121,7 +123,7 @@ def blocked_decisions(workload: Any, sketch: Sketch, target: Any,
     copy = next(c.name for c in s.state.stages if c.scope == "local"
                 and [t.name for t in c.op.input_tensors] == [read.tensor]
                 and fuse.stage in s.state.consumers(c.name))
-    decisions = {f"tile:{fuse.stage}.{name}": f for name, f in tiles.items()}
+    decisions: dict[str, Any] = {f"tile:{fuse.stage}.{name}": f for name, f in tiles.items()}
     decisions.update({f"fuse:{fuse.stage}": 2, f"unroll:{fuse.stage}": steps[1],
                       f"unroll:{copy}": steps[1], f"unroll:{fuse.consumer}": steps[2],
                       f"at:{copy}": 0, f"parallel:{fuse.consumer}": 0})

@@ -62,7 +62,8 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
+from tvmlite.search.measure.measurer import Measurer
 from tvmlite.search.model.cost_model import XGBModel
 from tvmlite.search.model.features import N_FEATURES, program_scale
 from tvmlite.search.options import TuningOptions
@@ -74,6 +75,7 @@ from tvmlite.search.records.dispatch import (
     ranges_from_choice,
 )
 from tvmlite.search.records.record import append_record, load_records
+from tvmlite.search.records.workload import Workload
 from tvmlite.search.result import Trial, TuneResult
 from tvmlite.search.template_free.policy import INIT_MIN, SketchPolicy
 from tvmlite.search.tuning import Tally
@@ -111,7 +113,15 @@ def representative_sizes(spec: Any, max_sizes: int = MAX_SIZES) -> list:
     raise ValueError(f"sizes must be a list of ints >= 1 or a (lo, hi) range, got {spec!r}")
 
 
-def check_shapes(workload: Any, shapes: Any) -> tuple[str, list]:
+def all_measured(results: Sequence[MeasureResult | None]) -> list[MeasureResult]:
+    """``Measurer.measure``'s results when no quota applies: then every input has one (a
+    None would misalign the inputs and their results, so it is an error)."""
+    if any(r is None for r in results):
+        raise ValueError("measure without quotas left an input unmeasured")
+    return [r for r in results if r is not None]
+
+
+def check_shapes(workload: Workload, shapes: Any) -> tuple[str, list]:
     """(size name, representative sizes) of a dynamic task's ``shapes=`` argument."""
     names = workload.size_names
     if len(names) != 1:
@@ -200,7 +210,7 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
 
 
 def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, model: Any,
-                     measurer: Any, room: int, account: Callable, best: dict) -> int:
+                     measurer: Measurer, room: int, account: Callable, best: dict) -> int:
     """Measure each ``(size index, candidate)`` of ``batch`` at its own size, then wave by
     wave at the sizes next to the last ones outward, a direction ending where it failed or
     ran ``SPREAD`` times slower than the best there (which cannot be served by it, and the
@@ -214,7 +224,7 @@ def _measure_outward(batch: list, sizes: list, at: dict, policies: dict, model: 
     while wave and used < room:
         wave = wave[:room - used]
         real = [MeasureInput(at[sizes[i]], inp.steps, inp.decisions) for inp, i in wave]
-        measured = measurer.measure(real)
+        measured = all_measured(measurer.measure(real))
         for i in sorted({i for _, i in wave}):
             mine = [(inp, res) for (inp, j), res in zip(wave, measured) if j == i]
             policy = policies[sizes[i]]
@@ -265,7 +275,8 @@ def _unseen(batch: list, seen: set) -> list:
     return out
 
 
-def _seed_from_log(policy: Any, measurer: Any, wl_at: Any, tally: Tally, seen: set) -> None:
+def _seed_from_log(policy: Any, measurer: Measurer, wl_at: Workload, tally: Tally,
+                   seen: set) -> None:
     """Resume: the log's records at this size train the model, count toward the budget
     and give the size's best so far."""
     old = sorted((r for r in measurer.known.values() if r.workload.key == wl_at.key),
@@ -283,7 +294,7 @@ def _key(steps: Sequence[Any]) -> str:
     return json.dumps([s.to_json() for s in steps], sort_keys=True)
 
 
-def _choose(wl: Any, name: str, sizes: list, at: dict, measurer: Any, n_var: int,
+def _choose(wl: Workload, name: str, sizes: list, at: dict, measurer: Measurer, n_var: int,
             tally: Tally, probe: bool) -> DispatchTable | None:
     """Variants and table from every measurement at the tuned sizes (the log's too; a
     variant competes at the sizes it was measured at); the probes between sizes that
@@ -295,7 +306,7 @@ def _choose(wl: Any, name: str, sizes: list, at: dict, measurer: Any, n_var: int
 
     def measure(inputs: list) -> list:
         new = [inp.key not in measurer.known for inp in inputs]
-        out = measurer.measure(inputs)
+        out = all_measured(measurer.measure(inputs))
         for inp, res, fresh in zip(inputs, out, new):
             if fresh:
                 tally.add(res, measurer.known.get(inp.key))
@@ -331,7 +342,7 @@ def fastest_per_size(times: dict, variants: Sequence, sizes: Sequence[int]) -> d
     return tuned
 
 
-def _times(measurer: Any, at: dict) -> tuple[dict, dict]:
+def _times(measurer: Measurer, at: dict) -> tuple[dict, dict]:
     """{candidate: {size: seconds}} of every successful measurement at the tuned sizes,
     and each candidate's Steps (a candidate is its Steps, whatever the size)."""
     size_of = {w.key: m for m, w in at.items()}
@@ -378,7 +389,7 @@ def choose_variants(times: dict, sizes: Sequence[int], n_var: int,
     return chosen
 
 
-def _probes(wl: Any, name: str, tuned: dict, variants: list, steps_of: dict,
+def _probes(wl: Workload, name: str, tuned: dict, variants: list, steps_of: dict,
             measure: Callable[[list], list]) -> dict:
     """{probe size: (variant, seconds)}: where neighbouring tuned sizes chose different
     variants, both measured at the size between them (the geometric mean, odd)."""

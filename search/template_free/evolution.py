@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import state_key
+from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.loose import loose_choices
 from tvmlite.search.template_free.sketch import (
     MAX_INNERMOST,
@@ -26,6 +27,7 @@ from tvmlite.search.template_free.sketch import (
     realize,
     unroll_steps,
 )
+from tvmlite.target.target import Target
 
 MUTATION_WEIGHTS = {"tile": 0.90, "at": 0.05, "unroll": 0.04, "parallel": 0.01}
 
@@ -142,8 +144,8 @@ class EvolutionarySearch:
     (illegal ones cached as None), with their features, so re-scoring after the model
     learns costs one prediction."""
     sketches: list
-    workload: Any
-    target: Any
+    workload: Workload
+    target: Target
     score: Callable[[list], None]       # fills .score of a list of realized candidates
     featurize: Callable[[Any], Any]     # features of a realized schedule; ScheduleError if
     rng: random.Random                  # lowering rejects it

@@ -18,10 +18,12 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.model.features import program_scale, schedule_features
 from tvmlite.search.records.record import load_records, target_matches
+from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.blocking import blocked_decisions
 from tvmlite.search.template_free.evolution import Candidate, EvolutionarySearch
 from tvmlite.search.template_free.sketch import RULES, generate_sketches, symbolic_axes
 from tvmlite.search.tuning import Proposer
+from tvmlite.target.target import Target
 
 INIT_MIN = 64          # random samples seeding each round's evolution, at least ...
 INIT_FRACTION = 4      # ... or a quarter of the population (generations fill it by mutation)
@@ -31,7 +33,7 @@ class SketchPolicy(Proposer):
     """Proposes batches for one workload and learns from their measurements: a proposer
     of the shared tuning loop (``search.tuning``), its candidates MeasureInputs."""
 
-    def __init__(self, workload: Any, target: Any, model: Any, options: Any,
+    def __init__(self, workload: Workload, target: Target, model: Any, options: Any,
                  seed: int = 0, rules: Sequence[Any] | None = None,
                  constants: Sequence[str] = (), init_min: int = INIT_MIN,
                  symbolic: Any = None):
@@ -164,7 +166,7 @@ class SketchPolicy(Proposer):
 
 
 
-def pretrain_from_logs(model: Any, logs: Sequence[Any], target: Any) -> int:
+def pretrain_from_logs(model: Any, logs: Sequence[Any], target: Target) -> int:
     """Teach ``model`` from existing logs (any workloads: transfer learning), before a
     search starts; returns the number of programs it learnt from. Records whose Steps no
     longer apply are skipped; throughputs are normalized per workload by the model."""

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from tvmlite.checks import is_int  # decisions come from logs a user may edit
 from tvmlite.schedule.schedule import Schedule
+from tvmlite.target.target import Target
 
 MAX_INNERMOST = 64         # max_innermost() of AVX-512 float32 (Ansor's fixed value)
 MIN_INNERMOST = 16         # max_innermost never goes below this (a reduce axis's inner tile)
@@ -52,7 +53,7 @@ def unroll_steps(registers: int) -> tuple:
     return (0, max(1, registers // 2), registers * 2, registers * 16)
 
 
-def fma_block_floor(target: Any, registers: int) -> int:
+def fma_block_floor(target: Target, registers: int) -> int:
     """Fewest accumulator vectors a reduction's register block should have: FMA latency
     x pipes of the target's family (``Target.fma_latency_pipes``, 4 x 2 on AVX-512) so
     independent chains keep every FMA pipe busy, capped at half the registers."""
@@ -68,7 +69,7 @@ def _prepack_widths(extent: int, lanes: int, registers: int) -> list[int]:
 
 
 def apply_prepack(s: Schedule, action: Any, decisions: dict, rng: random.Random,
-                  target: Any, placed: set) -> None:
+                  target: Target, placed: set) -> None:
     """For a sketch's ``CacheRead`` action of a constant input: decide whether the copy
     of ``action.tensor`` is made once outside the kernel (pre-packed, in panels of the
     decided width; the new stage joins ``placed``) or inside it as before."""

@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 from tvmlite.checks import is_int  # decisions come from logs a user may edit
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
+from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free import dag
 from tvmlite.search.template_free.annotate import annotate
 from tvmlite.search.template_free.loose import LOOSE_COVER, sample_loose_factors
@@ -46,6 +47,7 @@ from tvmlite.search.template_free.priors import (
     max_innermost,
     unroll_steps,
 )
+from tvmlite.target.target import Target
 
 UNROLL_STEPS = (0, 16, 64, 512)   # unroll_steps() of a 32-register target
 WHOLE_VECTOR_PROB = 0.8    # share of sampled vectorized tiles that are whole vectors
@@ -114,7 +116,8 @@ class Rule:
 
 
 def _tile_with_fusion(state: State, name: str) -> list:
-    return [[Tile(name), FuseInto(name, dag.fusible_consumer(state, name))]]
+    consumer = dag.fusible_consumer(state, name)  # not None: the rule's condition checked it
+    return [[Tile(name), FuseInto(name, consumer)]]  # type: ignore[arg-type]
 
 
 RULES: tuple = (
@@ -147,7 +150,7 @@ def _structural(s: Schedule, action: Any) -> None:
         _apply_rfactor(s, action.stage, {}, random.Random(0))
 
 
-def generate_sketches(workload: Any, rules: Sequence[Rule] = RULES,
+def generate_sketches(workload: Workload, rules: Sequence[Rule] = RULES,
                       max_sketches: int = 16) -> list[Sketch]:
     """Every sketch the rules produce for ``workload`` (at most ``max_sketches``).
 
@@ -157,7 +160,9 @@ def generate_sketches(workload: Any, rules: Sequence[Rule] = RULES,
     """
     done: list[Sketch] = []
     base = workload.schedule()
-    stack = [(base, (), (), len(base.state.stages) - 1)]
+    # (schedule so far, its actions, the rules used, the stage position still to visit)
+    stack: list[tuple[Schedule, tuple, tuple[str, ...], int]] = [
+        (base, (), (), len(base.state.stages) - 1)]
     while stack and len(done) < max_sketches:
         s, actions, used, pos = stack.pop()
         if pos < 0:
@@ -168,7 +173,7 @@ def generate_sketches(workload: Any, rules: Sequence[Rule] = RULES,
                 isinstance(a, (Tile, FuseInto)) and a.stage == name for a in actions):
             stack.append((s, actions, used, pos - 1))
             continue
-        branches = []
+        branches: list[tuple[Schedule, tuple, tuple[str, ...], int]] = []
         for rule in rules:
             if not rule.condition(s.state, name):
                 continue
@@ -217,7 +222,7 @@ def _valid_factors(value: Any, extent: int, parts: int, limit: int = MAX_INNERMO
     return extent % math.prod(value) == 0
 
 
-def structure(workload: Any, sketch: Sketch) -> Schedule:
+def structure(workload: Workload, sketch: Sketch) -> Schedule:
     """``workload``'s schedule with ``sketch``'s stage-changing actions applied (inline,
     cache stages, rfactor) and no numbers decided: the stages a realization tiles."""
     s = workload.schedule()
@@ -227,7 +232,7 @@ def structure(workload: Any, sketch: Sketch) -> Schedule:
     return s
 
 
-def symbolic_axes(workload: Any, sketch: Sketch) -> frozenset:
+def symbolic_axes(workload: Workload, sketch: Sketch) -> frozenset:
     """``(stage, axis)`` of every root axis with a symbolic extent once ``sketch``'s
     stage-changing actions are applied to ``workload`` (the dynamic compute): the axes
     whose tiles are loose (``loose_options``)."""
@@ -240,9 +245,10 @@ def _split_levels(s: Schedule, stage: str, axis: str, factors: list[int]) -> lis
     """Split ``axis`` into len(factors)+1 loops with the given inner factors."""
     loops, rest = [], axis
     for i in range(len(factors)):
-        outer, rest = s[stage].split(rest, factor=math.prod(factors[i:]))
+        outer, inner = s[stage].split(rest, factor=math.prod(factors[i:]))
         loops.append(outer.name)
-    return loops + [rest.name]
+        rest = inner.name
+    return loops + [rest]
 
 
 def register_block(st: Any, decisions: dict, lanes: int) -> int:
@@ -390,8 +396,8 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random,
     s[rf.name].reorder(chunk[0], *others, *reduces, *chunk[1:], inner)
 
 
-def realize(workload: Any, sketch: Sketch, decisions: dict | None, rng: random.Random,
-            target: Any, constants: Sequence[str] = (),
+def realize(workload: Workload, sketch: Sketch, decisions: dict | None, rng: random.Random,
+            target: Target, constants: Sequence[str] = (),
             loose: frozenset = frozenset()) -> tuple[Schedule, dict]:
     """(schedule, the complete decisions used); ScheduleError if the combination is
     illegal (the caller samples another). A cache-read copy of an input in ``constants``
@@ -433,5 +439,6 @@ def _used(key: str, s: Schedule) -> bool:
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
            "symbolic_axes", "structure",
-           "UNROLL_STEPS", "register_block", "max_innermost", "unroll_steps", "fma_block_floor", "Inline", "CacheRead", "CacheWrite", "Rfactor",
+           "UNROLL_STEPS", "register_block", "max_innermost", "unroll_steps", "fma_block_floor",
+           "Inline", "CacheRead", "CacheWrite", "Rfactor",
            "Tile", "FuseInto", "ScheduleError"]

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from tvmlite.ops import OPS
 from tvmlite.schedule.prepack import declare_constants
 from tvmlite.schedule.schedule import Schedule
+from tvmlite.search.measure.measurer import Measurer
 from tvmlite.search.model.cost_model import XGBModel
 from tvmlite.search.model.pretrained import load_pretrained
 from tvmlite.search.options import TuningOptions
@@ -36,7 +37,7 @@ __all__ = ["SearchTask", "make_workload", "check_constants", "run_tuning", "TUNE
 
 
 def make_workload(func: Any = None, args: Sequence[Any] = (), kwargs: dict | None = None,
-                  workload: Any = None, name: str | None = None) -> Workload:
+                  workload: Workload | None = None, name: str | None = None) -> Workload:
     """A Workload from an operator of the library, a user function returning tensors
     (inputs first, output last), an op name, or a ready Workload."""
     if workload is not None:
@@ -84,8 +85,9 @@ def check_constants(workload: Workload, constants: Any) -> tuple:
 class SearchTask:
     """A workload on a target, tuned by sketches + evolutionary search + cost model."""
 
-    def __init__(self, func: Any = None, args: Sequence[Any] = (), target: Any = None,
-                 workload: Any = None, kwargs: dict | None = None, name: str | None = None,
+    def __init__(self, func: Any = None, args: Sequence[Any] = (),
+                 target: Target | str | None = None, workload: Workload | None = None,
+                 kwargs: dict | None = None, name: str | None = None,
                  rules: Sequence[Any] | None = None, shapes: dict | None = None,
                  constants: Sequence[str] = ()):
         if not isinstance(args, (tuple, list)):
@@ -109,7 +111,7 @@ class SearchTask:
 
     @classmethod
     def from_tensors(cls, tensors: Sequence[Any], name: str = "custom",
-                     target: Any = None) -> "SearchTask":
+                     target: Target | str | None = None) -> "SearchTask":
         return cls(workload=Workload.from_tensors(tensors, name=name), target=target)
 
     def __repr__(self) -> str:
@@ -154,7 +156,7 @@ class SearchTask:
         return declare_constants(s, self.constants), list(self.workload.tensors)
 
 
-def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: Any,
+def run_tuning(tasks: Sequence[SearchTask], budgets: Sequence[int], measurer: Measurer,
                options: TuningOptions, callback: Callable[[Trial], None] | None = None,
                models: Sequence[Any] | None = None, choose: Callable | None = None,
                total: int | None = None) -> list[TuneResult]:

@@ -86,18 +86,19 @@ class _Definer(abc.ABC):
         sample, identity first) or "candidates" (lists of indices into ``axes``)."""
         check_knob_name(name)
         n = check_axes_count(axes, f"define_reorder({name!r})", 64)
+        cands: tuple[tuple[int, ...], ...] | None
         if policy == "all" and candidates is None:
             cands = None
         elif policy == "candidates" and isinstance(candidates, (list, tuple)) and candidates:
-            cands = []
+            perms: list[tuple[int, ...]] = []
             for c in candidates:
                 if not isinstance(c, (list, tuple)) or sorted(c) != list(range(n)):
                     raise SpaceError(f"define_reorder({name!r}): candidate {short_repr(c)} must "
                                      f"be a permutation of 0..{n - 1} (indices into axes)")
-                cands.append(tuple(c))
-            if len(set(cands)) != len(cands):
+                perms.append(tuple(c))
+            if len(set(perms)) != len(perms):
                 raise SpaceError(f"define_reorder({name!r}): candidates repeat a permutation")
-            cands = tuple(cands)
+            cands = tuple(perms)
         else:
             raise SpaceError(f"define_reorder({name!r}): use policy='all', or "
                              "policy='candidates' with candidates= a non-empty list of "

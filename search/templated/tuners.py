@@ -164,7 +164,9 @@ class Tuner(Proposer):
 
     def resume(self, records: Sequence[Record]) -> None:
         """Learn the log's records of this template and workload (oldest first)."""
-        self.update([self.task.config_of(r) for r in records], [r.result for r in records])
+        # every record the tuning loop passes belongs to the task, so each has a config
+        pairs = [(c, r.result) for r in records if (c := self.task.config_of(r)) is not None]
+        self.update([c for c, _ in pairs], [res for _, res in pairs])
 
     def unmeasured(self, candidates: Sequence[Config]) -> None:
         """Configs left unmeasured (the log's budget filled): they may be proposed again."""
@@ -237,7 +239,7 @@ class GridSearchTuner(Tuner):
         self._cursor = 0
 
     def _propose(self, n: int) -> list[Config]:
-        out = []
+        out: list[Config] = []
         while len(out) < n and self._cursor < len(self.space):
             if self._cursor not in self.visited:
                 out.append(self.space.get(self._cursor))

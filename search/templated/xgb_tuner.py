@@ -115,17 +115,15 @@ class XGBTuner(Tuner):
 
     def predict(self, configs: Sequence[Config]) -> np.ndarray:
         """Model scores (higher = faster); -inf for configs that do not build."""
-        xs = [self.features(c) for c in configs]
-        ok = [i for i, x in enumerate(xs) if x is not None]
+        built = [(i, x) for i, c in enumerate(configs) if (x := self.features(c)) is not None]
         out = np.full(len(configs), -np.inf)
-        if ok:
-            out[ok] = self.model.predict([xs[i] for i in ok])
+        if built:
+            out[[i for i, _ in built]] = self.model.predict([x for _, x in built])
         return out
 
     # -- ask / tell ---------------------------------------------------------------------------
     def _learn(self, measured: list[tuple[Config, float]]) -> None:
-        rows = [(self.features(c), t) for c, t in measured]
-        rows = [(x, t) for x, t in rows if x is not None]
+        rows = [(x, t) for c, t in measured if (x := self.features(c)) is not None]
         if rows:
             self.model.update([x for x, _ in rows], [t for _, t in rows],
                               [self.task.workload.key] * len(rows))
@@ -234,12 +232,16 @@ class XGBTuner(Tuner):
     def _use_history(self, records: list[Record]) -> int:
         """Pretrain the model: knob features from records of this template that fit the
         space; loop-nest/curve features from any record whose Steps replay."""
-        xs, ys, groups = [], [], []
+        xs: list[np.ndarray] = []
+        ys: list[float] = []
+        groups: list[str] = []
         if self.feature_type == "knob":
             for c, r in self._history_configs(records):
-                xs.append(self.features(c))
-                ys.append(r.gflops)
-                groups.append(r.workload.key)
+                x = self.features(c)
+                if x is not None:    # always: knob features need no build
+                    xs.append(x)
+                    ys.append(r.gflops)
+                    groups.append(r.workload.key)
         else:
             for r in records:
                 try:
