@@ -29,12 +29,15 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from tvmlite.codegen_c.compiler import compile_executable
 from tvmlite.errors import TvmliteError
+
+if TYPE_CHECKING:  # tvmlite.target (peak, bandwidth) imports codegen_c
+    from tvmlite.target.target import Target
 
 __all__ = ["HarnessError", "HarnessResult", "EmulatorNotFoundError", "build_harness",
            "run_harness", "write_inputs", "read_outputs", "harness_arg_flags",
@@ -180,7 +183,7 @@ def prelude(args: Sequence[Any], packs: Sequence[dict] = ()) -> str:
     return "\n".join(lines)
 
 
-def build_harness(args: Sequence[Any], target: Any, cache_dir: Any = None,
+def build_harness(args: Sequence[Any], target: Target, cache_dir: Any = None,
                   packs: Sequence[dict] = ()) -> Path:
     """The harness program for kernels taking ``args`` (objects with ``name``, ``dtype``,
     ``shape``, ``is_output``; a pre-packed input as the original input) and running the

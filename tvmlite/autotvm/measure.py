@@ -9,7 +9,6 @@ own settings)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from tvmlite.search.measure.base_runner import Runner
 from tvmlite.search.measure.builder import LocalBuilder
@@ -19,7 +18,8 @@ from tvmlite.search.options import TuningOptions
 __all__ = ["measure_option", "LocalBuilder", "LocalRunner"]
 
 
-def measure_option(builder: Any = None, runner: Any = None,
+def measure_option(builder: LocalBuilder | None = None,
+                   runner: Runner | str | None = None,
                    options: TuningOptions | None = None) -> TuningOptions:
     """``options`` (default ``TuningOptions()``) measuring with ``builder``'s timeout and
     parallelism and with ``runner`` (a Runner, or a runner name: "local", "qemu")."""

@@ -33,7 +33,7 @@ from tvmlite.search.compare import (
     templated_task,
 )
 from tvmlite.search.records.explain import bound_line
-from tvmlite.search.records.record import best_valid
+from tvmlite.search.records.record import Record, best_valid
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 
@@ -100,7 +100,7 @@ def text_table(summaries: Sequence[MethodSummary], tuner: str = "xgb") -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def _loop_nest(rec: Any) -> str:
+def _loop_nest(rec: Record) -> str:
     import tvmlite
     wl = rec.workload
     s = Schedule.from_steps(wl.outputs, rec.steps)
@@ -110,12 +110,12 @@ def _loop_nest(rec: Any) -> str:
     return f"{steps}\n{func}"
 
 
-def _bound_line(rec: Any) -> str:
+def _bound_line(rec: Record) -> str:
     return bound_line(rec)
 
 
-def report_markdown(runs: Sequence[Run], workload: Any, trials: int, tuner: str = "xgb",
-                    target: Any = None) -> str:
+def report_markdown(runs: Sequence[Run], workload: Workload, trials: int, tuner: str = "xgb",
+                    target: Target | None = None) -> str:
     """report.md: what was compared, the table, errors by code, and each method's best
     schedule (over all seeds) as its Steps and loop nest."""
     summaries = summarize(runs)
@@ -169,7 +169,7 @@ def compare(op: str, kwargs: dict, trials: int, seeds: int, out_dir: str | Path,
             tuner: str = "xgb", options: Any = None, population: int | None = None,
             on_trial: Callable[[str, int, Any], None] | None = None,
             on_run: Callable[[Run], None] | None = None,
-            target: Any = None) -> CompareResult:
+            target: Target | str | None = None) -> CompareResult:
     """``run_experiment`` and write curves.csv, curves.png and report.md into ``out_dir``."""
     target = Target.resolve(target)
     exp = run_experiment(op, kwargs, trials, seeds, out_dir, tuner, options, population,

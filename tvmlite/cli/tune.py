@@ -32,9 +32,11 @@ from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.measure.measurer import check_log_path
 from tvmlite.search.records.explain import bound_line
 from tvmlite.search.records.record import iter_records, load_records
+from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.task import SearchTask
 from tvmlite.search.templated.task import TEMPLATES
 from tvmlite.target import peak as peaks
+from tvmlite.target.target import Target
 
 # -- tune --------------------------------------------------------------------------------------
 
@@ -111,7 +113,7 @@ def _constants(args: argparse.Namespace) -> list:
             if c.strip()]
 
 
-def dynamic_summary(res: Any, workload: Any, log: str) -> str:
+def dynamic_summary(res: Any, workload: Workload, log: str) -> str:
     """Per tuned size: the variant that serves it and its time; the dispatch ranges."""
     table = getattr(res, "dispatch", None)
     lines = [f"{workload.name}: {res.measured} new trial(s) over the sizes "
@@ -128,7 +130,7 @@ def dynamic_summary(res: Any, workload: Any, log: str) -> str:
     return "\n".join(lines)
 
 
-def _check_log(log: str, workload: Any, resume: bool) -> None:
+def _check_log(log: str, workload: Workload, resume: bool) -> None:
     """Before any work: the log must be writable (not a folder, not under a regular
     file, permitted), and without --resume, a log already holding this workload is a
     mistake: the new run would silently count the old records toward its budget."""
@@ -150,7 +152,7 @@ def _check_log(log: str, workload: Any, resume: bool) -> None:
                          "count toward --trials), or pass another --log")
 
 
-def logged_count(log: str, workload: Any, target: Any) -> int | None:
+def logged_count(log: str, workload: Workload, target: Target) -> int | None:
     """Records of ``workload`` for this CPU that are really in the file now (None: no
     file): what the budget counts, so what every message about the log reports."""
     import warnings
@@ -214,7 +216,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0 if res.best is not None else 1
 
 
-def interrupt_message(args: argparse.Namespace, workload: Any, target: Any, measured: int,
+def interrupt_message(args: argparse.Namespace, workload: Workload, target: Target, measured: int,
                       terminated: bool = False) -> str:
     """What an interrupted tuning left: the records really in the log (counted in the
     file), and the command that finishes the budget."""
@@ -229,7 +231,7 @@ def interrupt_message(args: argparse.Namespace, workload: Any, target: Any, meas
             f"  {shlex.join(['tvmlite', *again])}")
 
 
-def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
+def _time_unscheduled(workload: Workload, target: Target, options: Any) -> Any:
     """The unscheduled program (no Steps) timed by a runner like the tuning's; it is the
     reference itself, so nothing to check, and it may be slow: one call per repeat."""
     from dataclasses import replace
@@ -247,7 +249,7 @@ def _time_unscheduled(workload: Any, target: Any, options: Any) -> Any:
         return runner.run([inp], builder.build([inp]))[0]
 
 
-def tune_summary(res: Any, workload: Any, target: Any, log: str, options: Any) -> str:
+def tune_summary(res: Any, workload: Workload, target: Target, log: str, options: Any) -> str:
     """Best time and GFLOP/s, share of this CPU's peak, speedup over the unscheduled
     program (timed now), and the command that replays the log."""
     args = ", ".join(f"{k}={v}" for k, v in workload.args.items())

@@ -10,7 +10,7 @@ is a ``search.Record`` first.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tvmlite.codegen_c import compile_shared
 from tvmlite.explain.report import Explanation, build_warnings, explain_schedule
@@ -18,12 +18,15 @@ from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.target.target import Target
 
+if TYPE_CHECKING:  # only for annotations: tvmlite core does not import search (module doc)
+    from tvmlite.search.records.record import Record
+
 __all__ = ["bound_line", "explain_record", "record_warnings"]
 
 _FIELDS = ("workload", "steps", "result", "mean_cost", "gflops")
 
 
-def _check(record: Any) -> None:
+def _check(record: Record) -> None:
     if not all(hasattr(record, a) for a in _FIELDS):
         raise TypeError(f"explain: expected a search.Record (from search.load_records or "
                         f"best_record), got {type(record).__name__}")
@@ -32,7 +35,7 @@ def _check(record: Any) -> None:
                          "explain a record that ran (`tvmlite log show` lists them)")
 
 
-def explain_record(record: Any, target: Target | None = None, **kwargs: Any) -> Explanation:
+def explain_record(record: Record, target: Target | None = None, **kwargs: Any) -> Explanation:
     """Explain ``record`` on ``target`` (default: this CPU). Keywords go to
     ``explain_schedule`` (peak=, bandwidth=, measure=, check_spills=, source=)."""
     _check(record)
@@ -44,7 +47,7 @@ def explain_record(record: Any, target: Target | None = None, **kwargs: Any) -> 
                             flops=wl.flops, name=wl.name, **kwargs)
 
 
-def bound_line(record: Any, target: Target | None = None) -> str:
+def bound_line(record: Record, target: Target | None = None) -> str:
     """What bounds the record's kernel, in one line ("compute-bound, 91% of attainable",
     "compute-bound, at the peak (...)"), or "unknown: <why>" when it cannot be rebuilt
     here (a summary line must not fail)."""
@@ -54,7 +57,7 @@ def bound_line(record: Any, target: Target | None = None) -> str:
         return f"unknown: {err}"
 
 
-def record_warnings(record: Any, target: Target | None = None) -> list[str]:
+def record_warnings(record: Record, target: Target | None = None) -> list[str]:
     """The scalar fallbacks and spill warning of the record's kernel as it is built for
     ``target`` (``build_warnings``; what ``TVMLITE_LOG=fallbacks`` prints)."""
     _check(record)

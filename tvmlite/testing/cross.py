@@ -49,7 +49,7 @@ def cross_unavailable(target_name: str) -> str | None:
     return None
 
 
-def run_on_target(s: Any, tensors: Sequence[te.Tensor], target: Any,
+def run_on_target(s: Any, tensors: Sequence[te.Tensor], target: Target,
                   inputs: Sequence[np.ndarray], threads: int | None = None,
                   timeout: float = 120.0, warnings_as_errors: bool = True) -> list[np.ndarray]:
     """Build schedule ``s`` of ``tensors`` for ``target`` (a Target or a name), run it once
