@@ -145,3 +145,32 @@ def test_aarch64_library_under_qemu(tmp_path):
                                providers=["CPUExecutionProvider"]).run(None, {"x": x})
     want = np.concatenate([r.reshape(-1) for r in ref])
     assert np.abs(got - want).max() <= 1e-3 * np.abs(want).max() + 1e-4
+
+
+def test_prepacked_weights_are_packed_once_in_init(tmp_path):
+    import re
+
+    from tvmlite import te
+    from tvmlite.graph.dispatch import use_lookup
+    from tvmlite.schedule.prepack import declare_constants
+
+    def packing(key, tensors, target):   # a "record" that reads every conv weight packed
+        weights = [t.name for t in tensors[:-1] if re.fullmatch(r"in\d+_W\d*", t.name)]
+        s = te.create_schedule(tensors[-1].op)
+        return (declare_constants(s, weights), {"test": "packed"}) if weights else None
+    m = _model()
+    with use_lookup(packing):
+        mod = tvmlite.build(from_onnx(m))
+    assert sum(len(k.code.packs) for k in mod.kernels) == 3
+    x = RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for a, b in zip(mod.run({"x": x}), ref):
+        assert np.abs(a - b).max() <= 1e-3 * np.abs(b).max() + 1e-4
+    out = tmp_path / "lib"
+    mod.export_library(out, name="net")
+    assert "net_init" in (out / "net.c").read_text() and "_pack_" in (out / "net.c").read_text()
+    from tvmlite.graph.library import ModelLibrary
+    got = ModelLibrary(out).run({"x": x})
+    for a, b in zip(got, ref):
+        assert np.abs(a - b).max() <= 1e-3 * np.abs(b).max() + 1e-4
