@@ -139,7 +139,9 @@ def model_c(module: Any, name: str, kernel_names: dict[str, str], weight_offsets
     for v, off in arena.offsets.items():
         ptr.setdefault(v, f"(void *)(g_arena + {off})")
     # pre-packed weights: one buffer per (kernel call, packed input), filled in _init
-    packs, pack_lines, call_ptrs = [], [], []
+    packs: list[str] = []
+    pack_lines: list[str] = []
+    call_ptrs: list[list[str]] = []
     for ki, k in enumerate(module.kernels):
         args = [ptr[v] for v in k.compute.arg_values] + [ptr[k.output]]
         names = [t.name for t in k.compute.tensors]
