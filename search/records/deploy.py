@@ -53,8 +53,8 @@ from tvmlite.search.records.dispatch import (
 from tvmlite.search.records.record import (
     Record,
     TargetMismatchWarning,
+    best_first,
     load_records,
-    real_first,
 )
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
@@ -240,9 +240,10 @@ def _export(rec: Record, name: str, target: Target, out: Path, costs: tuple | No
 def _ranked(recs: list, target: Target, log: Any) -> list:
     """Valid records, fastest first: those tuned for this CPU, else (with a warning) any."""
     dynamic = any(getattr(r.workload, "sizes", None) for r in recs)
-    # one workload at several sizes: times are not comparable, throughput is
-    rank = (lambda r: -r.gflops) if dynamic else (lambda r: r.mean_cost)
-    valid = sorted(real_first([r for r in recs if r.result.ok]), key=rank)
+    if dynamic:   # one workload at several sizes: times are not comparable, throughput is
+        valid = sorted((r for r in recs if r.result.ok), key=lambda r: (r.emulated, -r.gflops))
+    else:         # the one rule of the best valid record
+        valid = best_first(recs)
     here = [r for r in valid if r.target.same_cpu(target)]
     if valid and not here:
         other = valid[0].target

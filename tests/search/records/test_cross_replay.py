@@ -87,3 +87,16 @@ def test_emulated_records_never_beat_real_ones() -> None:
     assert best_record([fast_but_emulated], wl, HOST) is fast_but_emulated
     again = type(real).from_json(fast_but_emulated.to_json())
     assert again.emulated and again.runner == "qemu-x86_64"
+
+
+def test_replay_exports_the_real_record_over_a_faster_emulated_one(tmp_path) -> None:
+    """Replay ranks by the one rule of the best valid record (records.best_first)."""
+    wl = Workload.from_op("matmul", M=4, N=4, K=4)
+    inp = MeasureInput(wl, ())
+    log = tmp_path / "mixed.jsonl"
+    append_record(log, dataclasses.replace(
+        make_record(inp, MeasureResult(costs=(1e-6,)), HOST), runner="qemu-x86_64",
+        emulated=True))
+    append_record(log, make_record(inp, MeasureResult(costs=(2e-3,)), HOST))
+    (kernel,) = replay(log, tmp_path / "dist", check=False).kernels
+    assert kernel["emulated"] is False
