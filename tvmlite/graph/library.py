@@ -88,21 +88,23 @@ class ModelLibrary:
         return out
 
     def _call(self, feeds: Mapping[str, Any]) -> tuple[Any, list[np.ndarray], list[Any]]:
+        """The run function, the input and output arrays (the caller keeps them alive
+        while C holds their pointers) and the pointers."""
         ins = self._check(feeds)
         outs = [empty(tuple(o["shape"]), o["dtype"]) for o in self.manifest["outputs"]]
         ptrs = [self.ffi.cast("void *", a.ctypes.data) for a in ins + outs]
-        return getattr(self.lib, f"{self.name}_run"), outs, ptrs
+        return getattr(self.lib, f"{self.name}_run"), ins + outs, ptrs
 
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         """The outputs, in the model's order."""
-        fn, outs, ptrs = self._call(feeds)
+        fn, arrays, ptrs = self._call(feeds)
         if fn(*ptrs) != 0:
             raise LibraryError(f"{self.name}_run: {self.last_error()}")
-        return outs
+        return arrays[len(self.manifest["inputs"]):]
 
     def time_run(self, feeds: Mapping[str, Any], repeat: int = 10) -> list[float]:
         """Seconds of each of ``repeat`` runs (after one warm-up run)."""
-        fn, _, ptrs = self._call(feeds)
+        fn, arrays, ptrs = self._call(feeds)   # arrays: alive while C uses the pointers
         fn(*ptrs)
         times = []
         for _ in range(repeat):
