@@ -162,11 +162,12 @@ class TemplatedTask:
     def __init__(self, name: str, args: Any = (), target: Any = None, constants: Any = ()):
         if isinstance(name, str) and name not in TEMPLATES:
             import tvmlite.schedules  # noqa: F401  (registers the library's templates)
-        self.template = TEMPLATES.get(name) if isinstance(name, str) else None
-        if self.template is None:
+        template = TEMPLATES.get(name) if isinstance(name, str) else None
+        if template is None:
             raise TemplateError(f"unknown template {name!r}; registered: "
                                 f"{', '.join(sorted(TEMPLATES)) or 'none'} (import the module "
                                 "that defines it, e.g. tvmlite.schedules)")
+        self.template: TemplateFunction = template
         if isinstance(args, dict):
             bound = self.template.bind((), args)
         elif isinstance(args, (tuple, list)):
@@ -237,7 +238,8 @@ def create(name: str, args: Any, target: Any = None, constants: Any = ()) -> Tem
     ``constants`` names inputs that are constant in deployment (weights): a template
     that packs such an input (matmul's B) then offers, in its packing knob, to pre-pack
     it once outside the kernel (``s.prepack``)."""
-    values = args.values() if isinstance(args, dict) else args if isinstance(args, (tuple, list)) else ()
+    values = args.values() if isinstance(args, dict) else \
+        args if isinstance(args, (tuple, list)) else ()
     symbolic = [v.name for v in values if isinstance(v, SizeVar)]
     if symbolic:
         raise ValueError(f"templated.create({name!r}): {', '.join(symbolic)} is a symbolic size "
@@ -294,6 +296,8 @@ class apply_history_best:
                     config = task.config_of(r)
                 except SpaceError as err:
                     stale.append(str(err))
+                    continue
+                if config is None:      # not a record of this template and workload
                     continue
                 if stale:
                     warnings.warn(f"template {task.name!r}: skipped {len(stale)} faster "

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from tvmlite.search.records.record import load_records
-from tvmlite.search.result import Trial
 
 from tvmlite import cli
 from tvmlite.cli.args import parse_value
-from tvmlite.target import peak
 from tvmlite.cli.progress import Progress
+from tvmlite.search.records.record import load_records
+from tvmlite.search.result import Trial
+from tvmlite.target import peak
 from tvmlite.target.target import Target
 
 ROOT = Path(__file__).resolve().parents[3]
