@@ -1,20 +1,22 @@
 """The graph passes, one per file, each a pure function ``Graph -> Graph``, run in the
 order of ``PIPELINE`` by ``optimize`` (like ``lower``'s pipeline for loops).
 
-Map: fold_constants · remove_identity (Dropout/Identity) · fold_batch_norm ·
-dead_nodes · layout · fuse.
+Map (module: pass): constants.py fold_constants · identity.py remove_identity
+(Dropout/Identity) · batch_norm.py fold_batch_norm · dead_nodes.py remove_dead ·
+layout.py choose_layout · fusion.py fuse. The modules are not named after their
+functions, so importing one never shadows the function this package exports.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from tvmlite.graph.ir import Graph
+from tvmlite.graph.passes.batch_norm import fold_batch_norm
+from tvmlite.graph.passes.constants import fold_constants
 from tvmlite.graph.passes.dead_nodes import remove_dead
-from tvmlite.graph.passes.fold_batch_norm import fold_batch_norm
-from tvmlite.graph.passes.fold_constants import fold_constants
-from tvmlite.graph.passes.fuse import fuse
+from tvmlite.graph.passes.fusion import fuse
+from tvmlite.graph.passes.identity import remove_identity
 from tvmlite.graph.passes.layout import choose_layout
-from tvmlite.graph.passes.remove_identity import remove_identity
 
 PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
     fold_constants, remove_identity, fold_batch_norm, fold_constants, remove_dead,
