@@ -398,10 +398,16 @@ def _gather(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
     read at run time would need a data-dependent address, which the loop IR lacks."""
     data = args[0]
     values = node.attr("indices")
-    if values is None:
-        raise GraphError(f"node {node.name!r} (Gather): indices computed at run time are "
-                         f"not supported (only constant indices)")
     ax, n = node.attr("axis"), data.shape[node.attr("axis")]
+    if values is None:   # indices read at run time (an embedding lookup)
+        idx = args[1]
+        ri = len(idx.shape)
+
+        def dynamic(i: tuple) -> Any:
+            j = te.cast(idx[tuple(i[ax:ax + ri])] if ri else idx[()], "int64")
+            j = te.max(te.min(te.if_then_else(j < 0, j + n, j), n - 1), 0)
+            return data[tuple(i[:ax]) + (j,) + tuple(i[ax + ri:])]
+        return _pointwise(out_shape, name, dynamic)
     shape_i = node.attr("indices_shape")
     flat = [int(v) + n if int(v) < 0 else int(v) for v in values]
     ri = len(shape_i)

@@ -25,8 +25,6 @@ FAILING = {   # listed ops, not supported in every form yet
     "MaxPool3d": "3-D pools", "AvgPool3d": "3-D pools",
     "MaxPool1d_stride_padding_dilation": "dilated pools",
     "MaxPool2d_stride_padding_dilation": "dilated pools",
-    "Embedding": "Gather with indices read at run time (the loop IR has no data-dependent "
-                 "address); constant indices work",
 }
 
 with warnings.catch_warnings():

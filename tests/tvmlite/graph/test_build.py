@@ -154,3 +154,18 @@ def test_pools_with_asymmetric_pads_and_ceil_mode(op, attrs):
         attrs = {k: v for k, v in attrs.items() if k != "count_include_pad"}
     check(model([oh.make_node(op, ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], **attrs)],
                 [("x", (1, 2, 8, 8))], ["y"]))
+
+
+def test_embedding_gather_with_run_time_indices():
+    table = w(10, 8)
+    g = oh.make_graph([oh.make_node("Gather", ["E", "ids"], ["y"]),
+                       oh.make_node("Relu", ["y"], ["z"])], "emb",
+                      [oh.make_tensor_value_info("ids", TP.INT64, (2, 3))],
+                      [oh.make_tensor_value_info("z", TP.FLOAT, None)], [nh.from_array(table, "E")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    ids = np.array([[1, 9, -1], [0, 3, 3]], np.int64)
+    ours = tvmlite.build(from_onnx(m)).run({"ids": ids})[0]
+    ref = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"ids": ids})[0]
+    np.testing.assert_array_equal(ours, ref)
