@@ -392,10 +392,10 @@ def _slice(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name
 
 def _gather(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
             name: str) -> te.Tensor:
-    """Gather by constant indices (the graph's Scalar or a small constant tensor, passed
-    as ``node``'s ``indices`` attribute by ``kernel_compute``): each output position
-    reads its index as a literal, chosen by a select on the output coordinate. Indices
-    read at run time would need a data-dependent address, which the loop IR lacks."""
+    """Gather. Constant indices (the frontend passes them as the ``indices`` attribute)
+    are literals, chosen by a select on the output coordinate, so no index buffer is
+    read; indices given at run time (an embedding lookup's token ids) are read, wrapped
+    when negative and clamped into the axis, so a bad id never reads out of bounds."""
     data = args[0]
     values = node.attr("indices")
     ax, n = node.attr("axis"), data.shape[node.attr("axis")]
