@@ -8,6 +8,9 @@ from axis" before 13 and "along axis" after; Slice's ranges are attributes befor
 BatchNormalization's ``spatial`` is gone at 9; Dropout's ratio became an input at 12
 (ignored: inference). Values a converter needs to know (a Reshape's shape, a Slice's
 starts) must be constants by then; the importer folds shape arithmetic as it goes.
+
+Map: Context (what a converter sees) · attribute and constant helpers · windows (pads,
+auto_pad, 1-D as 2-D) · one function per op · CONVERTERS (op type -> converter).
 """
 from __future__ import annotations
 

@@ -6,6 +6,10 @@ adds no second definition of an op; the elementwise and injective nodes are one
 ``te.compute`` each, written here by broadcasting or re-indexing their inputs. A
 constant of one element is read as a literal (``Scalar``), not as a buffer, so
 ``x * 0.5`` needs no argument and ``x ** 2`` becomes ``x * x``.
+
+Map: Scalar, read (broadcast) · unary/binary elementwise · node_compute (dispatch) ·
+anchors (conv, matmul, pools, reductions, softmax, layer norm, LRN) · injective
+(reshape, transpose, concat, slice, gather, expand, pad).
 """
 from __future__ import annotations
 
