@@ -98,6 +98,10 @@ class SearchTask:
         self.rules = rules
         self.shapes = shapes
         self.constants = check_constants(self.workload, constants)
+        # a model's task (search.extract_tasks): how many of its kernels this task serves,
+        # and their names; the task scheduler weighs the task's latency by it
+        self.weight: int = 1
+        self.kernel_names: list[str] = []
         if self.workload.is_dynamic:  # symbolic sizes: tuned for a range (dynamic.py)
             from tvmlite.search.template_free.dynamic import check_shapes
             if shapes is None:
