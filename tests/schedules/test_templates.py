@@ -1,5 +1,5 @@
 """The operator library's templates: every config of every template's space builds and
-matches the numpy reference (sampled on small shapes: the fallback plus up to 30 random
+matches the numpy reference (sampled on small shapes: the fallback plus up to 20 random
 configs, the whole space when it is smaller), templates are registered under the
 operator names with the operators' exact signatures, their workloads are the operators'
 own, and their Steps replay without the template."""
@@ -26,7 +26,7 @@ from tvmlite.search.records.record import make_record
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.templated.space import SpaceError
 
-SAMPLES = 30            # random configs per main case, besides the fallback
+SAMPLES = 20            # random configs per main case, besides the fallback
 FEW = 8                 # per extra case (odd sizes, strides, groups, other dtypes)
 
 TEMPLATE_NAMES = ["matmul", "batch_matmul", "dense", "conv1d", "conv2d_nchw", "conv2d_nhwc",
