@@ -13,11 +13,12 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codegen_c")) an
 
 # After the path set-up above: tvmlite.runtime imports tvmlite.codegen_c, found through it.
 from tvmlite import ops, te  # noqa: E402
+from tvmlite.entry import build  # noqa: E402
 from tvmlite.errors import TvmliteError, TvmliteWarning  # noqa: E402
 from tvmlite.passes.pipeline import lower  # noqa: E402
 from tvmlite.runtime.arrays import asaligned, empty  # noqa: E402
 from tvmlite.runtime.device import Device, cpu  # noqa: E402
-from tvmlite.runtime.module import Module, TimeResult, build  # noqa: E402
+from tvmlite.runtime.module import Module, TimeResult  # noqa: E402
 from tvmlite.schedule.schedule import Schedule  # noqa: E402
 from tvmlite.schedule.state import ScheduleError  # noqa: E402
 from tvmlite.target.target import CompilerNotFoundError, Target  # noqa: E402

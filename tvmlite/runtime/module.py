@@ -25,7 +25,6 @@ from tvmlite.codegen_c.codegen import cdecl, generate
 from tvmlite.codegen_c.header import header, pack_doc, size_doc  # their old home: re-exported
 from tvmlite.errors import TvmliteWarning
 from tvmlite.explain.report import explain_schedule
-from tvmlite.graph.ir import Graph
 from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, DTYPE_INFO
 from tvmlite.ir.symbolic import bind_extent, is_static
 from tvmlite.passes.pipeline import LoweredFunc, lower
@@ -358,12 +357,7 @@ def build(s: Schedule, args: Sequence[Any] | None = None, target: Target | None 
     (build it with ``generate_c`` + ``compile_shared``, or replay a log, instead).
     ``explain=True`` prints each scalar fallback and a spill warning to stderr as the
     kernel is built (what ``TVMLITE_LOG=fallbacks`` turns on at the command line).
-
-    ``build(graph, target=None)`` builds a whole model (a ``tvmlite.graph.Graph``) into
-    a ``tvmlite.graph.build.GraphModule``; its second argument may be the target."""
-    if isinstance(s, Graph):
-        from tvmlite.graph.build import build_graph  # graph.build imports this module
-        return build_graph(s, target if target is not None else args)
+    A whole model is built by ``tvmlite.build`` (``tvmlite/entry.py``)."""
     if args is None:
         raise TypeError("build(s, args): the schedule's tensors (args) are required")
     target = Target.resolve(target)   # a Target, a target name, or None: this machine

@@ -14,7 +14,7 @@ output, the last node's."""
 from __future__ import annotations
 
 from tvmlite.graph.ir import Graph, Kernel, Node
-from tvmlite.graph.ops import KIND
+from tvmlite.graph.ops import KIND, flops
 
 
 def fuse(g: Graph) -> Graph:
@@ -54,5 +54,5 @@ def fuse(g: Graph) -> Graph:
                     inputs.append(i)
         label = anchor or nodes[0].op
         kernels.append(Kernel(f"k{k}_{label}", tuple(nodes), tuple(inputs), nodes[-1].output,
-                              anchor))
+                              anchor, sum(flops(n, g.types) for n in nodes)))
     return g.replace(kernels=tuple(kernels))
