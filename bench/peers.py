@@ -116,7 +116,8 @@ with torch.no_grad():
 _TVMLITE = """
 import numpy as np, tvmlite
 from tvmlite.schedule import Schedule
-from tvmlite.search.records.record import best_valid, load_records
+from tvmlite.search.records.best import best_valid
+from tvmlite.search.records.record import load_records
 from tvmlite.testing import random_inputs
 rec = best_valid(r for r in load_records(payload["log"]) if r.workload.key == payload["key"])
 wl = rec.workload

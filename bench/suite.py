@@ -168,7 +168,8 @@ def select_cases(ops: list[str], quick: bool, only: list[str] | None = None
 def tune_ours(name: str, f: Formulation, out: Path, trials: int, options) -> dict:
     """Tune until the case's log holds ``trials`` measurements. Tuning seconds add up
     across resumed runs in ``<case>.tune.json``, so a resumed case reports its whole cost."""
-    from tvmlite.search.records.record import best_valid, load_records
+    from tvmlite.search.records.best import best_valid
+    from tvmlite.search.records.record import load_records
     from tvmlite.search.template_free.task import SearchTask
     log, side = out / f"{name}.jsonl", out / f"{name}.tune.json"
     task = SearchTask(func=f.op, kwargs=f.kwargs, constants=f.constants)

@@ -35,7 +35,8 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.measure.measurer import Measurer, Quota
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.records.record import Record, best_valid, better
+from tvmlite.search.records.best import best_valid, better
+from tvmlite.search.records.record import Record
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.result import Trial, TuneResult
 

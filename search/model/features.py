@@ -52,8 +52,8 @@ stores in the same loops; cache lines are the target's ``cache_line_bytes`` and 
 is ignored.
 
 Map: column names · ``extract`` / ``schedule_features`` · op counting (``_count``) ·
-affine index analysis (``_dim_terms``, ``_footprint``, ``_unique_lines``,
-``_address_stride``) · the walk (``_Walk``: loops and stores, then per store the
+affine index analysis (``footprint.py``: ``dim_terms``, ``footprint``,
+``unique_lines``, ``address_stride``) · the walk (``_Walk``: loops and stores, then per store the
 annotation, buffer + reuse, intensity-curve and allocation columns).
 """
 from __future__ import annotations
@@ -79,9 +79,9 @@ from tvmlite.ir.expr import (
     children,
     free_vars,
 )
-from tvmlite.ir.simplify import bound, linear
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Store
 from tvmlite.passes.pipeline import LoweredFunc, loop_nest
+from tvmlite.search.model.footprint import address_stride, dim_terms, footprint, unique_lines
 from tvmlite.target.target import Target
 
 __all__ = ["FEATURE_NAMES", "N_FEATURES", "MAX_BUFFERS", "extract", "schedule_features",
@@ -203,99 +203,6 @@ def _count(e: Expr, c: list, loads: list, in_index: bool) -> None:
     for x in ((e.a, e.b) if type(e) is BinOp or type(e) is Cmp else
               (e.value,) if type(e) is Cast else children(e)):
         _count(x, c, loads, in_index)
-
-
-# -- affine index analysis -------------------------------------------------------------
-
-def _dim_terms(e: Expr, level: dict, loops: list) -> tuple[int, list]:
-    """An index as ``(const, [(loop level, coeff, extent), ...])``. A non-affine atom
-    becomes one term at its innermost variable's level spanning its interval bounds."""
-    terms, c = linear(e)
-    out = []
-    for atom, k in terms.items():
-        if type(atom) is Var:
-            lv = level.get(atom.name)
-            if lv is not None:
-                out.append((lv, k, loops[lv].extent))
-            continue
-        lvs = [level[v] for v in free_vars(atom) if v in level]
-        if not lvs:
-            continue
-        lo, hi = bound(atom, {loops[lv].var.name: (0, loops[lv].extent - 1) for lv in lvs})
-        if lo == -np.inf or hi == np.inf:
-            continue
-        c += int(lo) * k
-        out.append((max(lvs), k, int(hi - lo) + 1))
-    return c, out
-
-
-def _footprint(accesses: list, shape: tuple, lv: int) -> tuple[int, list, list]:
-    """Distinct elements touched when loops ``lv..`` run and outer loops stay fixed, as a
-    per-dimension box: (elements, counts per dim, spans per dim)."""
-    counts, spans = [], []
-    total = 1
-    for d, size in enumerate(shape):
-        lows: list[int] = []
-        highs: list[int] = []
-        n = 0
-        for acc in accesses:
-            lo, terms = acc[d]
-            hi = lo
-            cnt = 1
-            for tl, k, ext in terms:
-                if tl >= lv:
-                    w = k * (ext - 1)
-                    if w > 0:
-                        hi += w
-                    else:
-                        lo += w
-                    cnt *= ext
-            n += min(cnt, hi - lo + 1)
-            lows.append(lo)
-            highs.append(hi)
-        span = min(max(highs) - min(lows) + 1, size)
-        cnt = min(n, span)
-        counts.append(cnt)
-        spans.append(span)
-        total *= cnt
-    return total, counts, spans
-
-
-def _unique_lines(counts: list, spans: list, shape: tuple, itemsize: int, line: int) -> float:
-    """Lines of a footprint box: a contiguous run (inner dims that are dense and whole, plus
-    the first dense partial one) covers ceil(run bytes / ``line``) lines, and every other dim
-    repeats it. A strided dim right outside whole inner dims (a stride-2 convolution
-    window) shares lines between neighbours: at most its address span in lines."""
-    run, d = 1, len(shape) - 1
-    whole = True
-    while d >= 0 and counts[d] == spans[d]:
-        run *= counts[d]
-        whole = counts[d] == shape[d]
-        d -= 1
-        if not whole:
-            break
-    lines = -(-run * itemsize // line)
-    if d >= 0 and whole:  # dim d is strided; inner dims are whole, so run is its row size
-        lines = min(counts[d] * lines, -(-spans[d] * run * itemsize // line))
-        d -= 1
-    for dd in range(d + 1):
-        lines *= counts[dd]
-    return max(1.0, float(lines))
-
-
-def _address_stride(accesses: list, rowstride: list, lv: int) -> int:
-    """Smallest nonzero |address step| (elements) of the loop at ``lv`` over accesses."""
-    best = 0
-    for acc in accesses:
-        step = 0
-        for d, (_, terms) in enumerate(acc):
-            for tl, k, _ in terms:
-                if tl == lv:
-                    step += k * rowstride[d]
-        step = abs(step)
-        if step and (best == 0 or step < best):
-            best = step
-    return best
 
 
 # -- the walk -----------------------------------------------------------------------------
@@ -423,9 +330,9 @@ class _Walk:
         exts = [f.extent for f in loops]
         infos = []
         for order, (name, (b, idx, read, write)) in enumerate(acc.items()):
-            accesses = [[_dim_terms(e, level, loops) for e in tup] for tup in idx]
+            accesses = [[dim_terms(e, level, loops) for e in tup] for tup in idx]
             item = ITEMSIZE[b.dtype]
-            fp = [_footprint(accesses, b.shape, lv) for lv in range(n + 1)]
+            fp = [footprint(accesses, b.shape, lv) for lv in range(n + 1)]
             infos.append((order, name, b, accesses, item, fp, read, write, len(idx)))
         # bytes touched by one run of the loop at each level (level n: one execution)
         mem = [sum(info[5][lv][0] * info[4] for info in infos) for lv in range(n + 1)]
@@ -441,10 +348,10 @@ class _Walk:
             elems, counts, spans = fp[0]
             f["unique_bytes"] = elems * item
             line = self.target.cache_line_bytes
-            f["unique_lines"] = _unique_lines(counts, spans, shape, item, line)
+            f["unique_lines"] = unique_lines(counts, spans, shape, item, line)
             stride, still = 0, 1
             for lv in range(n - 1, -1, -1):
-                stride = _address_stride(accesses, rowstride, lv)
+                stride = address_stride(accesses, rowstride, lv)
                 if stride:
                     break
                 still *= exts[lv]

@@ -44,18 +44,14 @@ from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.search.records.best import best_first
 from tvmlite.search.records.dispatch import (
     DISPATCH_TUNER,
     DispatchTable,
     export_dispatch,
     latest_table,
 )
-from tvmlite.search.records.record import (
-    Record,
-    TargetMismatchWarning,
-    best_first,
-    load_records,
-)
+from tvmlite.search.records.record import Record, TargetMismatchWarning, load_records
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 

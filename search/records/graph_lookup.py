@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 from tvmlite.graph.dispatch import Lookup
 from tvmlite.schedule.schedule import Schedule
-from tvmlite.search.records.record import Record, best_record
+from tvmlite.search.records.best import best_record
+from tvmlite.search.records.record import Record
 from tvmlite.search.records.workload import Workload
 
 __all__ = ["GraphLookup", "record_summary"]

@@ -14,12 +14,11 @@ from pathlib import Path
 
 from tvmlite.checks import check_int
 from tvmlite.errors import TvmliteError
+from tvmlite.search.records.best import best_record, best_valid
 from tvmlite.search.records.record import (
     Record,
     RecordError,
     RecordWriter,
-    best_record,
-    best_valid,
     iter_records,
     load_records,
 )

@@ -24,7 +24,7 @@ import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from tvmlite.errors import TvmliteError, TvmliteWarning
 from tvmlite.schedule.state import ScheduleError
@@ -39,8 +39,7 @@ if TYPE_CHECKING:  # the runners import the measure package, which imports recor
 
 __all__ = ["FORMAT_VERSION", "RecordError", "RecordWarning", "TargetMismatchWarning",
            "Record", "make_record", "append_record", "RecordWriter", "iter_records",
-           "load_records", "target_matches", "best_record", "real_first", "rank",
-           "best_first", "best_valid", "better"]
+           "load_records", "target_matches", "short_value"]
 
 FORMAT_VERSION = 1
 MAX_LINE = 8 << 20            # bytes; a longer line is skipped unread
@@ -86,30 +85,32 @@ class Record:
 
     def __post_init__(self) -> None:
         if not isinstance(self.workload, Workload):
-            raise RecordError(f"Record.workload must be a Workload, got {_short(self.workload)}")
+            raise RecordError(f"Record.workload must be a Workload, got "
+                              f"{short_value(self.workload)}")
         if not isinstance(self.target, Target):
-            raise RecordError(f"Record.target must be a Target, got {_short(self.target)}")
+            raise RecordError(f"Record.target must be a Target, got {short_value(self.target)}")
         steps = tuple(self.steps)
         if len(steps) > MAX_STEPS or not all(isinstance(s, Step) for s in steps):
             raise RecordError(f"Record.steps must be at most {MAX_STEPS} Step objects "
                               "(tvmlite.schedule.steps), e.g. tuple(schedule.steps)")
         object.__setattr__(self, "steps", steps)
         if not isinstance(self.result, MeasureResult):
-            raise RecordError(f"Record.result must be a MeasureResult, got {_short(self.result)}")
+            raise RecordError(f"Record.result must be a MeasureResult, got "
+                              f"{short_value(self.result)}")
         _check_result(self.result)
         _check_decisions(self.decisions)
         if not isinstance(self.tuner, str) or not _TUNER.match(self.tuner):
             raise RecordError(f"Record.tuner must be a name of at most 64 letters, digits or "
-                              f"'_.+-' (e.g. 'xgb'), got {_short(self.tuner)}")
+                              f"'_.+-' (e.g. 'xgb'), got {short_value(self.tuner)}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(
                 self.seed, int) or not -2**63 <= self.seed < 2**64):
-            raise RecordError(f"Record.seed must be an int or None, got {_short(self.seed)}")
+            raise RecordError(f"Record.seed must be an int or None, got {short_value(self.seed)}")
         if not isinstance(self.runner, str) or not _RUNNER.match(self.runner):
             raise RecordError(f"Record.runner must be a runner name (e.g. 'local'), got "
-                              f"{_short(self.runner)}")
+                              f"{short_value(self.runner)}")
         if not isinstance(self.emulated, bool):
             raise RecordError(f"Record.emulated must be True or False, got "
-                              f"{_short(self.emulated)}")
+                              f"{short_value(self.emulated)}")
 
     @property
     def key(self) -> str:
@@ -169,7 +170,8 @@ def make_record(inp: MeasureInput, res: MeasureResult, target: Target, tuner: st
 
 # -- validation ---------------------------------------------------------------------------
 
-def _short(v: Any) -> str:
+def short_value(v: Any) -> str:
+    """``repr(v)`` cut to 60 characters, for naming a bad value in an error."""
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -177,7 +179,8 @@ def _short(v: Any) -> str:
 def _number(v: Any, what: str, lo: float, hi: float) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
             or not lo <= v <= hi:
-        raise RecordError(f"{what} must be a finite number in [{lo:g}, {hi:g}], got {_short(v)}")
+        raise RecordError(f"{what} must be a finite number in [{lo:g}, {hi:g}], got "
+                          f"{short_value(v)}")
     return float(v)
 
 
@@ -188,12 +191,12 @@ def _check_result(r: MeasureResult) -> None:
         if _number(c, "each cost", 0.0, MAX_COST) <= 0:
             raise RecordError(f"each cost must be positive seconds, got {c!r}")
     if not isinstance(r.error_no, MeasureErrorNo):
-        raise RecordError(f"error_no must be a MeasureErrorNo, got {_short(r.error_no)}")
+        raise RecordError(f"error_no must be a MeasureErrorNo, got {short_value(r.error_no)}")
     if (r.error_no == MeasureErrorNo.NO_ERROR) != bool(r.costs):
         raise RecordError(f"costs must be empty exactly when there is an error (error "
                           f"{r.error_no.name}, {len(r.costs)} costs)")
     if not isinstance(r.error_msg, str):
-        raise RecordError(f"error message must be a string, got {_short(r.error_msg)}")
+        raise RecordError(f"error message must be a string, got {short_value(r.error_msg)}")
     _number(r.build_seconds, "build_seconds", 0.0, math.inf)
     _number(r.run_seconds, "run_seconds", 0.0, math.inf)
     _number(r.timestamp, "timestamp", 0.0, math.inf)
@@ -236,7 +239,7 @@ def _from_json(d: Any, workloads: dict, targets: dict) -> Record:
         raise RecordError(f"a record must be a JSON object, got {type(d).__name__}")
     version = d.get("version")
     if type(version) is not int or version != FORMAT_VERSION:
-        raise RecordError(f"format version {_short(version)}, this tvmlite reads "
+        raise RecordError(f"format version {short_value(version)}, this tvmlite reads "
                           f"{FORMAT_VERSION}")
     missing = [k for k in _KEYS if k not in d]
     extra = sorted(str(k) for k in d if k not in _KEYS + _OPTIONAL_KEYS)
@@ -259,7 +262,7 @@ def _from_json(d: Any, workloads: dict, targets: dict) -> Record:
     except ValueError as e:
         raise RecordError(f"error: {e}") from None
     if not isinstance(err["msg"], str):
-        raise RecordError(f"error msg must be a string, got {_short(err['msg'])}")
+        raise RecordError(f"error msg must be a string, got {short_value(err['msg'])}")
     result = MeasureResult(
         costs=tuple(_number(c, "each cost", 0.0, MAX_COST) for c in costs),
         error_no=code, error_msg=err["msg"][:MAX_MSG],
@@ -314,7 +317,7 @@ def _open_log(path: str | os.PathLike) -> int:
 
 def _encode(record: Record) -> bytes:
     if not isinstance(record, Record):
-        raise RecordError(f"record must be a Record, got {_short(record)}")
+        raise RecordError(f"record must be a Record, got {short_value(record)}")
     return (record.to_line() + "\n").encode()
 
 
@@ -431,86 +434,5 @@ def load_records(path: str | os.PathLike, missing_ok: bool = False) -> list[Reco
     return [r for _, r in iter_records(path, missing_ok)]
 
 
-# -- choosing -----------------------------------------------------------------------------
-
-def real_first(records: list[Record]) -> list[Record]:
-    """Emulated timings never compete with real ones: the real records when there are
-    any, else the emulated ones (then every figure drawn from them is emulated)."""
-    real = [r for r in records if not r.emulated]
-    return real if real else list(records)
-
-
-def rank(record: Record) -> tuple[bool, float]:
-    """The order of valid records, best first: real timings before emulated ones (an
-    emulated timing says nothing of speed), then the lowest mean cost. Sorting by it is
-    stable, so among equals the earliest comes first."""
-    return (record.emulated, record.mean_cost)
-
-
-def best_first(records: Iterable[Record]) -> list[Record]:
-    """The valid records (ok results) of ``records``, best first (``rank``; ties keep
-    their order, so the earliest of equals comes first)."""
-    return sorted((r for r in records if r.result.ok), key=rank)
-
-
-def best_valid(records: Iterable[Record]) -> Record | None:
-    """The best valid record of ``records``: ok results only, real timings before emulated
-    ones, the lowest mean cost, ties to the earliest; None when none is valid. This is
-    the one answer to "the best record": ``best_record`` first keeps one workload and the
-    target's records; tunings, comparisons and benchmarks ask it directly."""
-    return min((r for r in records if r.result.ok), key=rank, default=None)
-
-
-def better(record: Record | None, than: Record | None) -> bool:
-    """Whether ``record`` is valid and beats ``than`` (None, or a valid record) by
-    ``best_valid``'s rule; a tie does not beat the earlier record."""
-    if record is None or not record.result.ok:
-        return False
-    return than is None or rank(record) < rank(than)
-
-
 # the old name of Target.same_cpu (target facts live in tvmlite/target/)
 target_matches = Target.same_cpu
-
-
-def best_record(log: str | os.PathLike | Iterable[Record], workload: Workload | str | None = None,
-                target: Target | None = None, fallback: bool = True) -> Record | None:
-    """The fastest valid record of ``workload`` (a Workload, a key, or None when the log
-    holds one workload) among those tuned for ``target`` (default: this machine); ties
-    go to the earliest. With ``fallback``, when only other CPUs have records, their best
-    is returned with a TargetMismatchWarning. None when there is nothing to return."""
-    records = load_records(log) if isinstance(log, (str, os.PathLike)) else list(log)
-    if not all(isinstance(r, Record) for r in records):
-        raise RecordError("best_record: log must be a path or an iterable of Records")
-    if isinstance(workload, Workload):
-        key = workload.key
-    elif isinstance(workload, str):
-        key = workload
-    elif workload is None:
-        found = {r.workload.key: r.workload for r in records}
-        if not found:
-            return None
-        if len(found) > 1:
-            raise RecordError(f"best_record: the log holds {len(found)} workloads ("
-                              + ", ".join(repr(w) for w in list(found.values())[:10])
-                              + "); pass workload= (a Workload or its key)")
-        key = next(iter(found))
-    else:
-        raise RecordError(f"best_record: workload must be a Workload, a key or None, "
-                          f"got {_short(workload)}")
-    valid = [r for r in records if r.workload.key == key and r.result.ok]
-    if not valid:
-        return None
-    target = Target.host() if target is None else target
-    here = best_valid(r for r in valid if r.target.same_cpu(target))
-    if here is not None:
-        return here
-    if not fallback:
-        return None
-    best = min(valid, key=rank)   # best_valid(valid): every record in valid is ok
-    warnings.warn(f"best_record: no record of {best.workload!r} was tuned for this target "
-                  f"({target.arch}: {' '.join(target.features) or 'no features'}); using one "
-                  f"tuned on {best.target.arch} with features "
-                  f"{' '.join(best.target.features) or '(none)'}", TargetMismatchWarning,
-                  stacklevel=2)
-    return best

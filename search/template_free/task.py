@@ -23,7 +23,7 @@ from tvmlite.search.measure.measurer import Measurer
 from tvmlite.search.model.cost_model import XGBModel
 from tvmlite.search.model.pretrained import load_pretrained
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.records.record import best_record
+from tvmlite.search.records.best import best_record
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.result import Trial, TuneResult
 from tvmlite.search.template_free.policy import SketchPolicy

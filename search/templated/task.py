@@ -42,14 +42,9 @@ from tvmlite.graph.dispatch import current_lookup, reset_lookup, set_lookup
 from tvmlite.ir.symbolic import SizeVar
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.records.best import best_first
 from tvmlite.search.records.graph_lookup import GraphLookup
-from tvmlite.search.records.record import (
-    Record,
-    RecordWarning,
-    TargetMismatchWarning,
-    best_first,
-    load_records,
-)
+from tvmlite.search.records.record import Record, RecordWarning, TargetMismatchWarning, load_records
 from tvmlite.search.records.workload import Workload, workload_key
 from tvmlite.search.templated.space import Config, ConfigSpace, SpaceError
 from tvmlite.target.target import Target

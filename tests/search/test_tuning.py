@@ -11,7 +11,8 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search import tuning
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.records.record import best_valid, make_record
+from tvmlite.search.records.best import best_valid
+from tvmlite.search.records.record import make_record
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.result import TuneResult
 from tvmlite.search.tuning import DRY_ROUNDS, Job, Proposer, Tally, of_workload, tune_loop

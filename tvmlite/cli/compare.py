@@ -32,8 +32,9 @@ from tvmlite.search.compare import (
     summarize,
     templated_task,
 )
+from tvmlite.search.records.best import best_valid
 from tvmlite.search.records.explain import bound_line
-from tvmlite.search.records.record import Record, best_valid
+from tvmlite.search.records.record import Record
 from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 

@@ -12,11 +12,11 @@ from tvmlite import ops, te
 from tvmlite.codegen_c import load_library
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
 from tvmlite.search.options import TuningOptions
+from tvmlite.search.records.best import best_record
 from tvmlite.search.records.deploy import replay
 from tvmlite.search.records.record import (
     TargetMismatchWarning,
     append_record,
-    best_record,
     load_records,
     make_record,
 )

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
+from tvmlite.search.records.best import best_first, best_record, best_valid, better
 from tvmlite.search.records.record import (
     FORMAT_VERSION,
     MAX_LINE,
@@ -24,10 +25,6 @@ from tvmlite.search.records.record import (
     RecordWriter,
     TargetMismatchWarning,
     append_record,
-    best_first,
-    best_record,
-    best_valid,
-    better,
     load_records,
     make_record,
     target_matches,

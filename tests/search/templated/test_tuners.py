@@ -13,7 +13,8 @@ from tvmlite import te
 from tvmlite.ops import OPS
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.records.record import best_record, load_records, make_record
+from tvmlite.search.records.best import best_record
+from tvmlite.search.records.record import load_records, make_record
 from tvmlite.search.templated import tuners
 from tvmlite.search.templated.task import apply_history_best, create, template
 from tvmlite.search.templated.tuners import (
