@@ -155,11 +155,17 @@ def _cache_line_bytes() -> int:
     return DEFAULT_CACHE_LINE_BYTES
 
 
+def cpuinfo_mhz(cpuinfo: str | Path = "/proc/cpuinfo") -> list[float]:
+    """Every positive 'cpu MHz' of ``cpuinfo``, in core order ([] when it has none)."""
+    found = re.findall(r"^cpu MHz\s*:\s*([0-9]+(?:\.[0-9]*)?)", _read(cpuinfo) or "",
+                       re.MULTILINE)
+    return [float(x) for x in found if float(x) > 0]
+
+
 def cpu_ghz() -> float:
     """Nominal clock from /proc/cpuinfo 'cpu MHz' (2.5 GHz when unknown)."""
-    m = re.search(r"^cpu MHz\s*:\s*([0-9]+(?:\.[0-9]*)?)", _read("/proc/cpuinfo") or "",
-                  re.MULTILINE)
-    return float(m.group(1)) / 1000.0 if m and float(m.group(1)) > 0 else 2.5
+    mhz = cpuinfo_mhz()
+    return mhz[0] / 1000.0 if mhz else 2.5
 
 
 # ---------------------------------------------------------------------- compiler probing

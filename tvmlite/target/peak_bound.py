@@ -25,11 +25,11 @@ it bounds anything.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
 
+from tvmlite.target.detect import cpuinfo_mhz
 from tvmlite.target.target import Target
 
 __all__ = ["MIN_NOISE", "MAX_NOISE", "NOMINAL_HEADROOM", "Clock", "Verdict", "max_clock",
@@ -66,13 +66,8 @@ def max_clock(cpu_dir: str | Path = CPU_DIR, cpuinfo: str | Path = CPUINFO) -> C
             continue
     if khz and max(khz) > 0:
         return Clock(max(khz) / 1e6, True)
-    try:
-        text = Path(cpuinfo).read_text()
-    except OSError:
-        return None
-    mhz = [float(x) for x in re.findall(r"^cpu MHz\s*:\s*([0-9]+(?:\.[0-9]*)?)", text,
-                                         re.MULTILINE)]
-    return Clock(max(mhz) / 1e3, False) if mhz and max(mhz) > 0 else None
+    mhz = cpuinfo_mhz(cpuinfo)
+    return Clock(max(mhz) / 1e3, False) if mhz else None
 
 
 def theoretical_gflops(target: Target, dtype: str = "float32",
