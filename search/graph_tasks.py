@@ -40,9 +40,8 @@ def extract_tasks(graph: Graph, target: Any = None) -> list[SearchTask]:
             tasks[key].kernel_names.append(k.name)
             continue
         kc = kernel_compute(graph, k)
-        consts = [t.name for t, v in zip(kc.tensors, kc.arg_values) if v in graph.constants]
         wl = Workload.from_tensors(list(kc.tensors), name=k.name.split("_", 1)[-1])
-        task = SearchTask(workload=wl, target=target, constants=consts)
+        task = SearchTask(workload=wl, target=target, constants=list(kc.constants))
         task.weight = 1
         task.kernel_names = [k.name]
         tasks[key] = task

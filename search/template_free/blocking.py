@@ -2,12 +2,14 @@
 
 A BLAS does not search for its blocking: it derives it from the register file and the
 caches (Low et al., "Analytical modeling is enough for high-performance BLIS", 2016).
-``blocked_decisions`` does that for the one sketch with a BLAS's structure -- a packed
-copy of the operand read along the vectorized axis (``add-cache-read``), accumulators in
-a local block (``add-cache-write``), SSRSRS tiles fused into the output
-(``multi-level-tiling-with-fusion``):
+``blocked_decisions`` does that for the sketches with a BLAS's structure -- SSRSRS tiles
+fused into the output (``multi-level-tiling-with-fusion``: into a local accumulator
+block, ``add-cache-write``, or into the elementwise epilogue that follows), with or
+without a packed copy of the operand read along the vectorized axis
+(``add-cache-read``; a depthwise conv has none to pack):
 
-- register block: ``nr`` = two vectors of the vectorized (last spatial) axis by ``mr``
+- register block: ``nr`` = two vectors (whole vectors where the axis allows) of the
+  vectorized (last spatial) axis by ``mr``
   rows of the axis inside it, as many as the registers hold beside one row of the packed
   operand and one broadcast, ``mr * nr/lanes + nr/lanes + 1 <= registers`` (14 x 32 on
   AVX-512's 32 registers, 6 x 16 on AVX2's 16, 14 x 8 on NEON's 32);
@@ -20,6 +22,8 @@ a local block (``add-cache-write``), SSRSRS tiles fused into the output
   conv's rows run over w, then h). Rows in a quarter of L2 instead ran both the GMM
   kernel over symbolic M and a conv2d over N slower at every size measured (see
   docs/benchmarks.md);
+- the loops outside the blocks have at least ``PARALLEL_SHARE`` iterations per core
+  (``share_cores``: blocks shrink, the outer rows first, when the whole output fits);
 - the copy is made at the panel's loop (the outermost one of the vectorized axis), every
   loop above it is parallel (each task packs its own panel), and the auto-unroll steps
   are the middle ones of ``unroll_steps``; any other stage (a padding) is computed at
@@ -56,7 +60,6 @@ from tvmlite.search.template_free.priors import (
 )
 from tvmlite.search.template_free.sketch import (
     CacheRead,
-    CacheWrite,
     FuseInto,
     Sketch,
     realize,
@@ -64,22 +67,26 @@ from tvmlite.search.template_free.sketch import (
 )
 from tvmlite.target.target import Target
 
-__all__ = ["blocked_decisions", "PANEL_SHARE", "ROWS_SHARE"]
+__all__ = ["blocked_decisions", "share_cores", "PANEL_SHARE", "ROWS_SHARE", "PARALLEL_SHARE"]
 
+PARALLEL_SHARE = 2      # at least 2 blocks per core in the parallel loop
 PANEL_SHARE = 4         # the packed panel fills at most 1/4 of L2 ...
 ROWS_SHARE = 2          # ... and the rows of the other operand it meets 1/2
 DEFAULT_L2 = 256 << 10  # bytes, when the target does not know its L2
 
 
 def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
-                      constants: Sequence[str] = (), loose: frozenset = frozenset()) -> dict | None:
-    """The complete decisions of ``sketch`` blocked as above, or None if the sketch does
+                      constants: Sequence[str] = (), loose: frozenset = frozenset(),
+                      prepack: bool = False) -> dict | None:
+    """The complete decisions of ``sketch`` blocked as above (with ``prepack``, a constant
+    operand's panels are made once at load time, ``nr`` wide, instead of per call), or
+    None if the sketch does
     not have a BLAS's structure, its rows cannot give the block ``fma_block_floor``
     accumulators (a conv's w = 14 on AVX2: 2 rows of 2 vectors; a GEMV: one row), or the
     blocking is not a legal schedule of it."""
     read = next((a for a in sketch.actions if isinstance(a, CacheRead)), None)
     fuse = next((a for a in sketch.actions if isinstance(a, FuseInto)), None)
-    if read is None or fuse is None or not any(isinstance(a, CacheWrite) for a in sketch.actions):
+    if fuse is None:         # no register block fused into an output's tiles
         return None
     s = structure(workload, sketch)
     st = s.state.stage(fuse.stage)
@@ -91,14 +98,25 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
         return None
     limit = max_innermost(lanes, registers)
 
-    def largest(it: Any, others: int, at_most: int, innermost: bool) -> int:
-        """The largest legal factor of one level of ``it``'s tile, at most ``at_most``."""
+    def largest(it: Any, others: int, at_most: int, innermost: bool,
+                whole: bool = False) -> int:
+        """The largest legal factor of one level of ``it``'s tile, at most ``at_most``
+        (with ``whole``, in whole vectors when some such factor exists)."""
         fit = (loose_choices(it.extent, others, innermost, registers, limit)
                if it.name in symbolic else divisors(it.extent // others))
-        return max([d for d in fit if d <= at_most], default=1)
+        fit = [d for d in fit if d <= at_most]
+        vector = lanes
+        while whole and vector >= 4:     # whole vectors, else whole shorter ones (24: 8s)
+            if any(d % vector == 0 for d in fit):
+                fit = [d for d in fit if d % vector == 0]
+                break
+            vector //= 2
+        return max(fit, default=1)
 
     vec, rows = spatial[-1], spatial[-2::-1]          # rows: innermost first
-    nr = largest(vec, 1, 2 * lanes, True)
+    nr = largest(vec, 1, 2 * lanes, True, whole=True)
+    if nr % lanes:          # the vector loop is split in whole shorter vectors: one per row
+        nr = max(d for d in (lanes // 2, lanes // 4, 4, 1) if nr % d == 0 or d == 1)
     width = -(-nr // lanes)                            # vectors per row of the block
     tiles = {it.name: [1, 1, 1] for it in spatial}
     tiles.update({it.name: [1] for it in reduce})
@@ -119,24 +137,28 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
         left //= inner * count
         if inner * count != it.extent:
             break                                      # the next axis out is not reached
+    share_cores(tiles, spatial, [*rows[:0:-1], vec, *rows[:1]], target.cores * PARALLEL_SHARE)
     steps = unroll_steps(registers)
-    copy = next(c.name for c in s.state.stages if c.scope == "local"
-                and [t.name for t in c.op.input_tensors] == [read.tensor]
-                and fuse.stage in s.state.consumers(c.name))
     decisions: dict[str, Any] = {f"tile:{fuse.stage}.{name}": f for name, f in tiles.items()}
     decisions.update({f"fuse:{fuse.stage}": 2, f"unroll:{fuse.stage}": steps[1],
-                      f"unroll:{copy}": steps[1], f"unroll:{fuse.consumer}": steps[2],
-                      f"at:{copy}": 0, f"parallel:{fuse.consumer}": 0})
-    if read.tensor in constants:
-        decisions[f"prepack:{read.tensor}"] = 0        # packed inside, per panel
+                      f"unroll:{fuse.consumer}": steps[2], f"parallel:{fuse.consumer}": 0})
+    copy = None
+    if read is not None:       # the packed panel of the operand read along the vector
+        copy = next(c.name for c in s.state.stages if c.scope == "local"
+                    and [t.name for t in c.op.input_tensors] == [read.tensor]
+                    and fuse.stage in s.state.consumers(c.name))
+        decisions.update({f"unroll:{copy}": steps[1], f"at:{copy}": 0})
+        if read.tensor in constants:    # packed inside, per panel; or once, at load time
+            decisions[f"prepack:{read.tensor}"] = nr if prepack else 0
     try:
         placed, drawn = realize(workload, sketch, decisions, random.Random(0), target,
                                 constants, loose)
         # the consumer's outermost loops are one per spatial axis (``_apply_fuse``)
         panel = [it for it in st.roots if it.kind == "spatial"].index(vec)
-        loop = placed.state.stage(fuse.consumer).leaves[panel].name
-        decisions[f"at:{copy}"] = location_candidates(placed.state, copy).index(
-            (fuse.consumer, loop))
+        if copy is not None:
+            loop = placed.state.stage(fuse.consumer).leaves[panel].name
+            decisions[f"at:{copy}"] = location_candidates(placed.state, copy).index(
+                (fuse.consumer, loop))
         decisions[f"parallel:{fuse.consumer}"] = panel + 1
         decisions.update({k: 0 for k in drawn if k.startswith("at:") and k not in decisions})
         _, used = realize(workload, sketch, decisions, random.Random(0), target, constants,
@@ -144,3 +166,19 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
     except (ScheduleError, ValueError):
         return None
     return used
+
+
+def share_cores(tiles: dict, spatial: Sequence[Any], order: Sequence[Any], need: int) -> None:
+    """Shrink the cache blocks (``tiles[axis][0]``, in ``order``) until the loops outside
+    them -- the parallel loop -- have at least ``need`` iterations: a small conv's whole
+    output fits the L2 blocks, which would leave one block, on one core."""
+    def outer(it: Any) -> int:
+        return -(-it.extent // math.prod(tiles[it.name]))
+    for it in order:
+        total = math.prod(outer(a) for a in spatial)
+        if total >= need:
+            return
+        f = tiles[it.name]
+        others = total // outer(it)
+        fits = [c for c in divisors(f[0]) if others * -(-it.extent // (c * f[1] * f[2])) >= need]
+        f[0] = max(fits) if fits else 1

@@ -122,11 +122,14 @@ def _tile_with_fusion(state: State, name: str) -> list:
 
 RULES: tuple = (
     Rule("always-inline", dag.strictly_inlinable, lambda s, n: [[Inline(n)]], exclusive=True),
+    # before the fused tiling, so a stage fused into its epilogue (a conv + bias + relu)
+    # may read its operand packed too
+    Rule("add-cache-read",
+         lambda s, n: s.stage(n).scope != "local" and bool(dag.packable_inputs(s, n)),
+         lambda s, n: [[CacheRead(n, t)] for t in dag.packable_inputs(s, n)]),
     Rule("multi-level-tiling-with-fusion",
          lambda s, n: dag.has_data_reuse(s, n) and dag.fusible_consumer(s, n) is not None,
          _tile_with_fusion, exclusive=True),
-    Rule("add-cache-read", lambda s, n: bool(dag.packable_inputs(s, n)),
-         lambda s, n: [[CacheRead(n, t)] for t in dag.packable_inputs(s, n)]),
     Rule("add-cache-write",
          lambda s, n: dag.has_data_reuse(s, n) and dag.fusible_consumer(s, n) is None
          and s.stage(n).scope != "local",

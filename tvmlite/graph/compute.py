@@ -22,7 +22,13 @@ from tvmlite.graph.ir import GraphError, Node
 from tvmlite.ops.common import named
 from tvmlite.ops.elementwise import softmax_compute
 from tvmlite.ops.linalg import batch_matmul_compute
-from tvmlite.ops.nn import avg_pool2d_compute, conv2d_nchw_compute, max_pool2d_compute
+from tvmlite.ops.nn import (
+    avg_pool2d_compute,
+    conv2d_nchw_compute,
+    conv2d_nhwc_compute,
+    depthwise_conv2d_nhwc_compute,
+    max_pool2d_compute,
+)
 
 __all__ = ["Scalar", "node_compute"]
 
@@ -90,6 +96,21 @@ def _unary(op: str, node: Node, x: Any, dtype: str) -> Any:
 
 
 def _binary(op: str, a: Any, b: Any, b_value: float | None, dtype: str) -> Any:
+    if op == "div" and dtype.startswith("int"):   # ONNX truncates: C's '/', not '//'
+        q, r, zero = te.floordiv(a, b), te.floormod(a, b), _cst(0, dtype)
+        off = te.all(r != zero, te.any(te.all(a < zero, b > zero), te.all(a > zero, b < zero)))
+        return q + te.if_then_else(off, _cst(1, dtype), zero)
+    if op == "pow" and dtype.startswith("int"):
+        # by squaring over the exponent's bits 0..5 (2**63 already overflows int64);
+        # a negative exponent counts as 0
+        e, out, sq = te.max(b, _cst(0, dtype)), _cst(1, dtype), a
+        for k in range(6):
+            if b_value is None:
+                out = te.if_then_else((e // (1 << k)) % 2 == _cst(1, dtype), out * sq, out)
+            elif int(b_value) >> k & 1:
+                out = out * sq
+            sq = sq * sq
+        return out
     if op == "pow":
         if b_value == 2.0:
             return a * a
@@ -134,31 +155,50 @@ def node_compute(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...]
 
 # -- anchors ---------------------------------------------------------------------------
 
-def _pad4(x: te.Tensor, pads: tuple[int, ...], fill: float, name: str) -> te.Tensor:
-    """x (N, C, H, W) padded by (top, left, bottom, right) with ``fill``."""
-    pt, pl, pb, pr = pads
-    n, c, h, w = x.shape
-    shape = (n, c, h + pt + pb, w + pl + pr)
+def _layout(node: Node) -> str:
+    return node.attr("layout", "NCHW")
 
-    def body(b: Any, ch: Any, y: Any, z: Any) -> Any:
+
+def _hw(shape: Sequence[Any], layout: str) -> tuple[Any, Any]:
+    return (shape[1], shape[2]) if layout == "NHWC" else (shape[2], shape[3])
+
+
+def _pad4(x: te.Tensor, pads: tuple[int, ...], fill: float, name: str,
+          layout: str = "NCHW") -> te.Tensor:
+    """x (N, C, H, W) -- or (N, H, W, C) -- padded by (top, left, bottom, right)."""
+    pt, pl, pb, pr = pads
+    h, w = _hw(x.shape, layout)
+    hd, wd = (1, 2) if layout == "NHWC" else (2, 3)
+    shape = list(x.shape)
+    shape[hd], shape[wd] = h + pt + pb, w + pl + pr
+
+    def body(*i: Any) -> Any:
+        y, z = i[hd], i[wd]
         conds = []
         if pt or pb:
             conds += [y >= pt, y < h + pt]
         if pl or pr:
             conds += [z >= pl, z < w + pl]
-        return te.if_then_else(te.all(*conds), x[b, ch, y - pt, z - pl], _cst(fill, x.dtype))
-    return te.compute(shape, body, name=name)
+        idx = list(i)
+        idx[hd], idx[wd] = y - pt, z - pl
+        return te.if_then_else(te.all(*conds), x[tuple(idx)], _cst(fill, x.dtype))
+    return te.compute(tuple(shape), named(_axes(4), body), name=name)
 
 
 def _conv(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
     x, w = args[0], args[1]
+    layout = _layout(node)
     pt, pl, pb, pr = node.attr("pads")
     pad = (pt, pl)
     if (pt, pl) != (pb, pr):
-        x = _pad4(x, node.attr("pads"), 0.0, f"{name}_pad")
+        x = _pad4(x, node.attr("pads"), 0.0, f"{name}_pad", layout)
         pad = (0, 0)
-    return conv2d_nchw_compute(x, w, node.attr("strides"), pad, node.attr("dilations"),
-                               node.attr("group"), out_shape[2:])
+    win = (node.attr("strides"), pad, node.attr("dilations"))
+    if layout == "NCHW":
+        return conv2d_nchw_compute(x, w, *win, node.attr("group"), out_shape[2:])
+    if node.attr("depthwise"):
+        return depthwise_conv2d_nhwc_compute(x, w, *win, out_shape[1:3])
+    return conv2d_nhwc_compute(x, w, *win, node.attr("group"), out_shape[1:3])
 
 
 def _matmul(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
@@ -200,30 +240,34 @@ def _matmul(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
 
 def _pool(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
     x = args[0]
+    layout = _layout(node)
     pt, pl, pb, pr = node.attr("pads")
     kernel, strides = node.attr("kernel"), node.attr("strides")
-    h, w = x.shape[2], x.shape[3]
+    h, w = _hw(x.shape, layout)
+    oh, ow = _hw(out_shape, layout)
     # the padding the output size needs below/right (ceil_mode), beyond the given pads
-    extra_b = max(0, (out_shape[2] - 1) * strides[0] + kernel[0] - h - pt)
-    extra_r = max(0, (out_shape[3] - 1) * strides[1] + kernel[1] - w - pl)
+    extra_b = max(0, (oh - 1) * strides[0] + kernel[0] - h - pt)
+    extra_r = max(0, (ow - 1) * strides[1] + kernel[1] - w - pl)
     sym = (pt, pl) == (pb, pr) and pt < kernel[0] and pl < kernel[1] and all(
         (n + 2 * p - k) // st + 1 == o for n, p, k, st, o in
-        zip((h, w), (pt, pl), kernel, strides, out_shape[2:]))
+        zip((h, w), (pt, pl), kernel, strides, (oh, ow)))
     if node.op == "max_pool":
         if sym:
-            return max_pool2d_compute(x, kernel, strides, (pt, pl))
-        xp = _pad4(x, (pt, pl, extra_b, extra_r), -3.4028234663852886e38, f"{name}_pad")
-        return max_pool2d_compute(xp, kernel, strides, 0)
+            return max_pool2d_compute(x, kernel, strides, (pt, pl), layout)
+        xp = _pad4(x, (pt, pl, extra_b, extra_r), -3.4028234663852886e38, f"{name}_pad",
+                   layout)
+        return max_pool2d_compute(xp, kernel, strides, 0, layout)
     include = bool(node.attr("count_include_pad", 0))
     if sym:
-        return avg_pool2d_compute(x, kernel, strides, (pt, pl), count_include_pad=include)
+        return avg_pool2d_compute(x, kernel, strides, (pt, pl), layout,
+                                  count_include_pad=include)
     if not any((pt, pl, extra_b, extra_r)):
-        return avg_pool2d_compute(x, kernel, strides, 0)
+        return avg_pool2d_compute(x, kernel, strides, 0, layout)
     # asymmetric pads or ceil_mode: sum over an explicitly padded input, divided by the
     # window's cells inside the input (or inside input + pads with count_include_pad;
     # the ceil-mode overhang never counts)
-    xp = _pad4(x, (pt, pl, extra_b, extra_r), 0.0, f"{name}_pad")
-    mean = avg_pool2d_compute(xp, kernel, strides, 0)
+    xp = _pad4(x, (pt, pl, extra_b, extra_r), 0.0, f"{name}_pad", layout)
+    mean = avg_pool2d_compute(xp, kernel, strides, 0, layout)
     (kh, kw), (sh, sw) = kernel, strides
     lo = (-pt, -pl) if include else (0, 0)
     hi = (h + pb, w + pr) if include else (h, w)
@@ -232,8 +276,10 @@ def _pool(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name:
         start = o * (sh, sw)[d] - (pt, pl)[d]
         return te.min(start + (kh, kw)[d], hi[d]) - te.max(start, lo[d])
 
-    return te.compute(out_shape, lambda n, c, oy, ox: mean[n, c, oy, ox] * _cst(
-        float(kh * kw), x.dtype) / te.cast(cells(oy, 0) * cells(ox, 1), x.dtype), name=name)
+    hd, wd = (1, 2) if layout == "NHWC" else (2, 3)
+    return te.compute(out_shape, named(_axes(4), lambda *i: mean[i] * _cst(
+        float(kh * kw), x.dtype) / te.cast(cells(i[hd], 0) * cells(i[wd], 1), x.dtype)),
+        name=name)
 
 
 def _reduce(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
@@ -319,16 +365,19 @@ def _layer_norm(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
 
 def _lrn(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
     (x,) = args
-    size, c = node.attr("size"), out_shape[1]
+    cd = 3 if _layout(node) == "NHWC" else 1     # the channel axis
+    size, c = node.attr("size"), out_shape[cd]
     lo = (size - 1) // 2
     r = te.reduce_axis((0, size), name="r")
 
-    def sq(n: Any, ch: Any, h: Any, w: Any) -> Any:
-        cc = ch + r - lo
-        v = x[n, te.max(te.min(cc, c - 1), 0), h, w]
+    def sq(*i: Any) -> Any:
+        cc = i[cd] + r - lo
+        idx = list(i)
+        idx[cd] = te.max(te.min(cc, c - 1), 0)
+        v = x[tuple(idx)]
         return te.sum(te.if_then_else(te.all(cc >= 0, cc < c), v * v, _cst(0.0, x.dtype)),
                       axis=r)
-    acc = te.compute(out_shape, sq, name=f"{name}_sq")
+    acc = te.compute(out_shape, named(_axes(4), sq), name=f"{name}_sq")
     a = _cst(node.attr("alpha") / size, x.dtype)
     b, beta = _cst(node.attr("bias"), x.dtype), _cst(node.attr("beta"), x.dtype)
     return _pointwise(out_shape, name, lambda i: x[i] / te.exp(beta * te.log(b + a * acc[i])))

@@ -7,7 +7,13 @@ compute: identical kernels (same ops, shapes, attributes) share it, whatever the
 weights' values, so they are one tuning task and one compiled function.
 
 ``default_schedule`` is the schedule a kernel gets without a record, derived from the
-target: injective stages inlined, the output's innermost axis vectorized by the target's
+target. A kernel whose anchor has a BLAS's structure (a conv or matmul: a reduction
+whose output is vectorized along its last axis, the output channels in NHWC) gets the
+blocking a BLAS would derive from the target's registers and caches -- the template-free
+search's own first candidate, ``blocking.blocked_decisions``: a register block of
+accumulators, the operand read along the vector packed per panel (a constant weight
+too), the epilogue fused into the output's tiles. Any other kernel: injective stages
+inlined, the output's innermost axis vectorized by the target's
 lanes (halved until they divide it), its outer axes fused and parallel, and the anchor
 computed per output row inside that nest, its reduction loops outside its own
 vectorized row -- when the nodes after the anchor are elementwise; after a reshape or
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +36,12 @@ from tvmlite.graph.ir import Graph, Kernel
 from tvmlite.graph.ops import KIND
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
+from tvmlite.search.records.workload import Workload
+from tvmlite.search.template_free.blocking import blocked_decisions
+from tvmlite.search.template_free.sketch import generate_sketches, realize
 from tvmlite.target.target import Target
 
-__all__ = ["KernelCompute", "kernel_compute", "kernel_key", "default_schedule"]
+__all__ = ["KernelCompute", "kernel_compute", "kernel_key", "default_schedule", "blocked_schedule"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,8 @@ class KernelCompute:
     tensors: tuple[Any, ...]
     arg_values: tuple[str, ...]
     elementwise_epilogue: bool = True   # every node after the anchor keeps its shape
+    constants: tuple[str, ...] = ()     # the placeholders fed by the graph's constants
+    blas: bool = False                  # the anchor is a conv or a matmul
 
     @property
     def output(self) -> Any:
@@ -62,7 +74,8 @@ def kernel_compute(g: Graph, k: Kernel) -> KernelCompute:
         if c is not None and c.size == 1 and t.dtype.startswith(("float", "int", "bool")):
             env[v] = Scalar(c.reshape(-1)[0].item(), t.dtype, tuple(t.shape))
             continue
-        ph = te.placeholder(t.shape, t.dtype, name=f"in{j}_{_ident(v)[:24]}")
+        dtype = "int32" if t.dtype == "bool" else t.dtype   # bool is stored as int32
+        ph = te.placeholder(t.shape, dtype, name=f"in{j}_{_ident(v)[:24]}")
         env[v] = ph
         placeholders.append(ph)
         arg_values.append(v)
@@ -75,7 +88,9 @@ def kernel_compute(g: Graph, k: Kernel) -> KernelCompute:
     plain = at is None or all(
         KIND.get(n.op) == "elementwise" and g.types[n.output].shape ==
         g.types[k.nodes[at].output].shape for n in k.nodes[at + 1:])
-    return KernelCompute(tuple(placeholders) + (out,), tuple(arg_values), plain)
+    consts = tuple(ph.name for ph, v in zip(placeholders, arg_values) if v in g.constants)
+    return KernelCompute(tuple(placeholders) + (out,), tuple(arg_values), plain, consts,
+                         k.anchor in ("conv", "matmul"))
 
 
 def kernel_key(g: Graph, k: Kernel) -> str:
@@ -112,10 +127,30 @@ def _vector_factor(extent: Any, lanes: int) -> int | None:
 
 def default_schedule(kc: KernelCompute, target: Target) -> Schedule:
     """The target-derived schedule of a kernel (see the module docstring)."""
+    if kc.blas:
+        blocked = blocked_schedule(kc, target)
+        if blocked is not None:
+            return blocked
     try:
         return _schedule(kc, target, vectorize=True)
     except ScheduleError:
         return _schedule(kc, target, vectorize=False)
+
+
+def blocked_schedule(kc: KernelCompute, target: Target) -> Schedule | None:
+    """The first sketch's target-derived blocking (``blocked_decisions``), or None when
+    no sketch of the kernel has a BLAS's structure."""
+    wl = Workload.from_tensors(list(kc.tensors), name="graph_kernel")
+    for sk in generate_sketches(wl):
+        decisions = blocked_decisions(wl, sk, target, kc.constants, prepack=True)
+        if decisions is None:
+            continue
+        try:
+            s, _ = realize(wl, sk, decisions, random.Random(0), target, kc.constants)
+        except (ScheduleError, ValueError):
+            continue
+        return s
+    return None
 
 
 def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:

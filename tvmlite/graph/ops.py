@@ -16,7 +16,7 @@ import numpy as np
 
 from tvmlite.graph.ir import GraphError, Node, TensorType
 
-__all__ = ["KIND", "infer", "evaluate", "flops", "conv_out", "pool_out"]
+__all__ = ["KIND", "infer", "evaluate", "flops", "conv_out", "pool_out", "nchw_weight"]
 
 UNARY: dict[str, Callable[..., np.ndarray]] = {
     "relu": lambda x: np.maximum(x, 0),
@@ -60,11 +60,42 @@ def _broadcast(shapes: Sequence[tuple[int, ...]], node: Node) -> tuple[int, ...]
                          f"{list(shapes)} do not broadcast") from err
 
 
+def nchw_weight(node: Node, w: Any) -> Any:
+    """The (CO, CI/group, KH, KW) form of an NHWC conv's weight array ``w``: the layout
+    pass stores it as (KH, KW, CI/group, CO), a depthwise conv's as (KH, KW, C, m)."""
+    if node.attr("depthwise"):
+        kh, kw, c, m = w.shape
+        return w.transpose(2, 3, 0, 1).reshape(c * m, 1, kh, kw)
+    return w.transpose(3, 2, 0, 1)
+
+
+def _nhwc(node: Node) -> bool:
+    return node.attr("layout") == "NHWC"
+
+
+def _as_nchw(t: TensorType) -> TensorType:
+    return TensorType(tuple(t.shape[a] for a in (0, 3, 1, 2)), t.dtype)
+
+
+def _as_nhwc(t: TensorType) -> TensorType:
+    return TensorType(tuple(t.shape[a] for a in (0, 2, 3, 1)), t.dtype)
+
+
 def infer(node: Node, types: Mapping[str, TensorType]) -> TensorType:
     """The type of ``node``'s output from its inputs' types (shape ops are folded before
-    this is asked, so none is inferred here)."""
+    this is asked, so none is inferred here). An NHWC windowed op (``layout`` attribute,
+    set by the layout pass) is the NCHW one with its axes permuted."""
     ins = [types[i] for i in node.inputs if i]
     a, op = ins[0], node.op
+    if _nhwc(node):
+        nchw = {node.inputs[0]: _as_nchw(a)}
+        if op == "conv":
+            kh, kw, c, m = ins[1].shape
+            shape = (c * m, 1, kh, kw) if node.attr("depthwise") else (m, c, kh, kw)
+            nchw[node.inputs[1]] = TensorType(shape, ins[1].dtype)
+        plain = Node(op, node.inputs, node.outputs,
+                     tuple((k, v) for k, v in node.attrs if k not in ("layout", "depthwise")))
+        return _as_nhwc(infer(plain, nchw))
     if op in BINARY or op == "where":
         shape = _broadcast([t.shape for t in ins], node)
         dtype = "bool" if op == "equal" else ins[-1].dtype
@@ -186,6 +217,11 @@ def evaluate(node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
     """``node`` computed by numpy on ``args`` (its inputs, in order)."""
     op = node.op
     a: Any = args[0] if args else None
+    if _nhwc(node):   # the NCHW reference, between transposes
+        nchw = [a.transpose(0, 3, 1, 2)] + ([nchw_weight(node, args[1])] if op == "conv" else [])
+        plain = Node(op, node.inputs, node.outputs,
+                     tuple((k, v) for k, v in node.attrs if k not in ("layout", "depthwise")))
+        return np.ascontiguousarray(evaluate(plain, nchw).transpose(0, 2, 3, 1))
     if op in UNARY:
         return UNARY[op](a).astype(a.dtype)
     if op in BINARY:
@@ -277,7 +313,11 @@ def flops(node: Node, types: Mapping[str, TensorType]) -> int:
     out = types[node.output]
     n_out = math.prod(out.shape)
     if node.op == "conv":
-        co, cig, kh, kw = types[node.inputs[1]].shape
+        w = types[node.inputs[1]].shape
+        if _nhwc(node):
+            kh, kw, cig = w[0], w[1], (1 if node.attr("depthwise") else w[2])
+        else:
+            cig, kh, kw = w[1:]
         return 2 * n_out * cig * kh * kw
     if node.op == "matmul":
         k = types[node.inputs[0]].shape[-1]

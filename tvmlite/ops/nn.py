@@ -9,9 +9,10 @@ per spatial dimension; padding is symmetric. Convolutions pad in a separate "pad
 the reduction instead, so no padded copy is made. Either way the out-of-range read sits
 in the branch that if_then_else does not select.
 
-conv2d_nchw, depthwise_conv2d_nchw and the pools call a tensor-taking compute
-(``conv2d_nchw_compute``, ``depthwise_conv2d_nchw_compute``, ``max_pool2d_compute``,
-``avg_pool2d_compute``) that ``tvmlite.topi`` calls on the user's tensors.
+The 2-D convolutions and the pools call a tensor-taking compute (``conv2d_nchw_compute``,
+``conv2d_nhwc_compute``, the depthwise ones, ``max_pool2d_compute``,
+``avg_pool2d_compute``) that ``tvmlite.topi`` and the graph level call on their own
+tensors.
 """
 from __future__ import annotations
 
@@ -144,15 +145,27 @@ def conv2d_nhwc(N: int, H: int, W: int, CI: int, CO: int, kernel: Any, stride: A
     OH, OW = out_size(op, "H", H, kh, sh, ph, dh), out_size(op, "W", W, kw, sw, pw, dw)
     data = te.placeholder((N, H, W, CI), dtype, name="data")
     weight = te.placeholder((kh, kw, ci_g, CO), dtype, name="weight")
+    return [data, weight, conv2d_nhwc_compute(data, weight, (sh, sw), (ph, pw), (dh, dw),
+                                              groups, (OH, OW))]
+
+
+def conv2d_nhwc_compute(data: te.Tensor, weight: te.Tensor, stride: tuple, padding: tuple,
+                        dilation: tuple, groups: int, out_hw: tuple) -> te.Tensor:
+    """The conv2d_nhwc stage (and its "pad" stage) over data (N, H, W, CI) and weight
+    (KH, KW, CI//groups, CO), arguments as ``conv2d_nhwc`` checked them."""
+    op = "conv2d_nhwc"
+    N = data.shape[0]
+    kh, kw, ci_g, CO = weight.shape
+    co_g = CO // groups
+    (sh, sw), (ph, pw), (dh, dw), (OH, OW) = stride, padding, dilation, out_hw
     padded = pad(data, (0, ph, pw, 0), "NHWC")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     rc = te.reduce_axis((0, ci_g), name="rc")
-    out = te.compute((N, OH, OW, CO), lambda n, h, w, f: te.sum(
+    return te.compute((N, OH, OW, CO), lambda n, h, w, f: te.sum(
         padded[n, window(h, sh, ry, dh), window(w, sw, rx, dw),
                _in_channel(f, rc, ci_g, co_g, groups)] * weight[ry, rx, rc, f],
         axis=[ry, rx, rc]), name=op)
-    return [data, weight, out]
 
 
 def _depthwise_args(op: str, N: int, C: int, H: int, W: int, kernel: Any, stride: Any,
@@ -211,6 +224,18 @@ def depthwise_conv2d_nhwc(N: int, H: int, W: int, C: int, kernel: Any, stride: A
     m = multiplier
     data = te.placeholder((N, H, W, C), dtype, name="data")
     weight = te.placeholder((kh, kw, C, m), dtype, name="weight")
+    return [data, weight, depthwise_conv2d_nhwc_compute(data, weight, (sh, sw), (ph, pw),
+                                                        (dh, dw), (OH, OW))]
+
+
+def depthwise_conv2d_nhwc_compute(data: te.Tensor, weight: te.Tensor, stride: tuple,
+                                  padding: tuple, dilation: tuple, out_hw: tuple) -> te.Tensor:
+    """The depthwise_conv2d_nhwc stage (and its "pad" stage) over data (N, H, W, C) and
+    weight (KH, KW, C, multiplier), arguments as ``depthwise_conv2d_nhwc`` checked them."""
+    op = "depthwise_conv2d_nhwc"
+    N, C = data.shape[0], data.shape[3]
+    kh, kw, _, m = weight.shape
+    (sh, sw), (ph, pw), (dh, dw), (OH, OW) = stride, padding, dilation, out_hw
     padded = pad(data, (0, ph, pw, 0), "NHWC")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
@@ -219,7 +244,7 @@ def depthwise_conv2d_nhwc(N: int, H: int, W: int, C: int, kernel: Any, stride: A
         c, q = (f, 0) if m == 1 else (f // m, f % m)
         return te.sum(padded[n, window(h, sh, ry, dh), window(w, sw, rx, dw), c]
                       * weight[ry, rx, c, q], axis=[ry, rx])
-    return [data, weight, te.compute((N, OH, OW, C * m), body, name=op)]
+    return te.compute((N, OH, OW, C * m), body, name=op)
 
 
 def conv3d_ndhwc(N: int, D: int, H: int, W: int, CI: int, CO: int, kernel: Any,

@@ -13,7 +13,12 @@ from tvmlite.search.measure.inputs import MeasureResult
 from tvmlite.search.model.cost_model import XGBModel
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.workload import Workload
-from tvmlite.search.template_free.blocking import PANEL_SHARE, ROWS_SHARE, blocked_decisions
+from tvmlite.search.template_free.blocking import (
+    PANEL_SHARE,
+    PARALLEL_SHARE,
+    ROWS_SHARE,
+    blocked_decisions,
+)
 from tvmlite.search.template_free.policy import SketchPolicy
 from tvmlite.search.template_free.priors import fma_block_floor, max_innermost
 from tvmlite.search.template_free.sketch import generate_sketches, realize, symbolic_axes
@@ -78,11 +83,36 @@ def test_blocked_decisions_on_avx512_and_avx2():
     assert [got["x86_64-avx2"][f"tile:C_local.{a}"] for a in "ijk"] == [[4, 1, 6], [1, 1, 16], [16]]
 
 
-def test_only_the_packed_cache_written_sketch_is_blocked():
+def test_only_sketches_whose_tiles_fuse_into_an_output_are_blocked():
+    """With or without the packed operand (a depthwise conv has none to pack); never a
+    sketch that tiles without fusing (no register block), nor a softmax."""
+    blocked = []
     for wl in (Workload.from_op("matmul", 64, 64, 64), Workload.from_op("softmax", 8, 40)):
         for sk in generate_sketches(wl):
             d = blocked_decisions(wl, sk, Target.host())
-            assert (d is not None) == (str(sk) == PACKED), str(sk)
+            assert (d is not None) == ("multi-level-tiling-with-fusion" in str(sk)), str(sk)
+            blocked += [str(sk)] if d is not None else []
+    assert blocked == [PACKED, "add-cache-write(C); multi-level-tiling-with-fusion(C_local)"]
+
+
+def test_a_small_output_is_still_shared_by_every_core():
+    """A 7x7 conv's whole output fits the L2 blocks: the blocks shrink until the loops
+    outside them (the parallel loop) have PARALLEL_SHARE iterations per core."""
+    target = Target.from_name("x86_64-avx512")
+    wl = Workload.from_op("conv2d_nhwc", 1, 7, 7, 64, 64, 3, padding=1)
+    sk = next(sk for sk in generate_sketches(wl) if str(sk).startswith("add-cache-read"))
+    d = blocked_decisions(wl, sk, target)
+    outer = [e // math.prod(d[f"tile:conv2d_nhwc_local.{a}"]) for a, e in
+             (("h", 7), ("w", 7), ("f", 64))]
+    assert math.prod(outer) >= target.cores * PARALLEL_SHARE
+
+
+def test_a_vector_axis_without_whole_vectors_is_blocked_in_shorter_ones():
+    """24 output channels on AVX-512 (16 lanes): blocks of 8, so no scalar tail."""
+    wl = Workload.from_op("conv2d_nhwc", 1, 56, 56, 32, 24, 1)
+    sk = next(sk for sk in generate_sketches(wl) if str(sk).startswith("add-cache-read"))
+    d = blocked_decisions(wl, sk, Target.from_name("x86_64-avx512"))
+    assert d["tile:conv2d_nhwc_local.f"][-1] == 8
 
 
 def test_a_gemv_and_a_conv_row_axis_without_a_block_tile_get_none():
@@ -142,7 +172,9 @@ def test_policy_offers_its_blocked_candidate_until_it_is_measured():
     wl = Workload.from_op("matmul", 64, 64, 64)
     policy = SketchPolicy(wl, Target.host(), XGBModel(seed=0), TuningOptions(population=16))
     first = policy.blocked()
-    assert len(first) == 1 and first[0].decisions["sketch_desc"] == PACKED
-    assert [inp.key for inp in policy.blocked()] == [first[0].key]
-    policy.update(first, [MeasureResult(costs=(1e-3,))], train=False)
+    assert len(first) == 2 and first[0].decisions["sketch_desc"] == PACKED
+    assert [inp.key for inp in policy.blocked()] == [inp.key for inp in first]
+    policy.update(first[:1], [MeasureResult(costs=(1e-3,))], train=False)
+    assert [inp.key for inp in policy.blocked()] == [first[1].key]
+    policy.update(first[1:], [MeasureResult(costs=(1e-3,))], train=False)
     assert policy.blocked() == []

@@ -71,7 +71,9 @@ def test_cnn_block_conv_bn_relu_pool_gemm_softmax():
     assert isinstance(mod, GraphModule) and mod.kernels_without_record == len(
         {k.key for k in mod.kernels})
     fused = [k.nodes for k in mod.graph.kernels]
-    assert [n.op for n in fused[0]] == ["conv", "add", "relu"]   # bias + batch norm folded
+    # NHWC: the input's transpose, then the conv with its bias and batch norm folded
+    assert [n.op for n in fused[0]] == ["transpose", "conv", "add", "relu"]
+    assert mod.graph.layout == "NHWC"
 
 
 def test_transformer_ops():

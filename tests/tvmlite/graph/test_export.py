@@ -155,7 +155,7 @@ def test_prepacked_weights_are_packed_once_in_init(tmp_path):
     from tvmlite.schedule.prepack import declare_constants
 
     def packing(key, tensors, target):   # a "record" that reads every conv weight packed
-        weights = [t.name for t in tensors[:-1] if re.fullmatch(r"in\d+_W\d*", t.name)]
+        weights = [t.name for t in tensors[:-1] if re.fullmatch(r"in\d+_W\d*(_hwio)?", t.name)]
         s = te.create_schedule(tensors[-1].op)
         return (declare_constants(s, weights), {"test": "packed"}) if weights else None
     m = _model()

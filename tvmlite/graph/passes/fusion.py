@@ -1,16 +1,22 @@
 """Fusion: the nodes of one kernel are an anchor and the elementwise, broadcast and
 injective nodes around it.
 
-Walking the nodes in order, a node joins the kernel that computes its first run-time
-input when that value is read by nobody else and is not a model output: then the
-kernel's intermediate never reaches memory. An elementwise or injective node joins
-before or after the anchor; an anchor joins only a kernel without one (an injective
-prologue such as a transpose or a pad, which the anchor indexes through), and only
-when its other inputs are computed by earlier kernels (so kernels run in their order of
-creation). Anything else
-starts a kernel. So conv + bias + relu + the residual add is one kernel, and a chain
-of reshapes and activations with no anchor is one kernel too. Every kernel has one
-output, the last node's."""
+Walking the nodes in order, a node joins the latest kernel that computes one of its
+run-time inputs when every other run-time input comes from that kernel or an earlier
+one (so kernels run in their order of creation). An elementwise or injective node joins
+after the anchor -- the bias, batch norm, activation, residual add, a whole GELU or
+HardSwish chain whose branches meet again -- or before it when it only re-indexes
+(a transpose, reshape or pad the anchor reads through). An anchor joins only such an
+injective prologue, never arithmetic: a conv or matmul reads each input element many
+times, so a fused prologue would be recomputed at every read. Anything else starts a
+kernel.
+
+A kernel has one output, its last node's. So a value computed inside a kernel must be
+read only inside it: when one is read outside (or is a model output), the kernel is
+cut after the node computing it, and the rest becomes the next kernel. So conv + bias
++ relu + the residual add is one kernel, and a chain of reshapes and activations with
+no anchor is one kernel too.
+"""
 from __future__ import annotations
 
 from tvmlite.graph.ir import Graph, Kernel, Node
@@ -19,40 +25,64 @@ from tvmlite.graph.ops import KIND, flops
 
 def fuse(g: Graph) -> Graph:
     """``g`` with ``kernels`` set (nodes unchanged)."""
-    consumers = g.consumers()
     groups: list[list[Node]] = []
-    anchors: list[str | None] = []
     group_of: dict[str, int] = {}
     for n in g.nodes:
-        kind = KIND.get(n.op, "anchor")
         runtime = [i for i in n.inputs if i and i not in g.constants]
-        target = None
-        if runtime:
-            first = runtime[0]
-            k = group_of.get(first)
-            if k is not None and groups[k][-1].output == first and \
-                    len(consumers.get(first, [])) == 1 and first not in g.outputs and \
-                    (kind != "anchor" or anchors[k] is None) and \
-                    all(group_of.get(i, -1) < k for i in runtime[1:] if i != first):
-                target = k
-        if target is None:
-            groups.append([n])
-            anchors.append(n.op if kind == "anchor" else None)
-            target = len(groups) - 1
-        else:
-            groups[target].append(n)
-            if kind == "anchor":
-                anchors[target] = n.op
-        group_of[n.output] = target
-    kernels = []
-    for k, (nodes, anchor) in enumerate(zip(groups, anchors)):
-        inner = {n.output for n in nodes}
-        inputs: list[str] = []
-        for n in nodes:
-            for i in n.inputs:
-                if i and i not in inner and i not in inputs:
-                    inputs.append(i)
-        label = anchor or nodes[0].op
-        kernels.append(Kernel(f"k{k}_{label}", tuple(nodes), tuple(inputs), nodes[-1].output,
-                              anchor, sum(flops(n, g.types) for n in nodes)))
+        k = max((group_of.get(i, -1) for i in runtime), default=-1)
+        if k < 0 or not _joins(n, groups[k], runtime):
+            groups.append([])
+            k = len(groups) - 1
+        groups[k].append(n)
+        group_of[n.output] = k
+    kernels: list[Kernel] = []
+    for nodes in _cut_escapes(g, groups):
+        kernels.append(_kernel(g, len(kernels), nodes))
     return g.replace(kernels=tuple(kernels))
+
+
+def _is_anchor(n: Node) -> bool:
+    return KIND.get(n.op, "anchor") == "anchor"
+
+
+def _joins(n: Node, group: list[Node], runtime: list[str]) -> bool:
+    """Whether ``n`` may join ``group``, the latest kernel it reads from: it must read
+    the group's last value (continuing the chain, or closing a diamond), a concat of
+    several run-time values is a copy of its own, and an anchor joins only a prologue
+    that re-indexes."""
+    if group[-1].output not in n.inputs:
+        return False
+    if n.op == "concat" and len(runtime) > 1:
+        return False
+    if not _is_anchor(n):
+        return True
+    return all(KIND.get(m.op) == "injective" for m in group)
+
+
+def _cut_escapes(g: Graph, groups: list[list[Node]]) -> list[list[Node]]:
+    """Every group cut (``_split``) until no value but its last leaves it."""
+    consumers = g.consumers()
+    outputs = set(g.outputs)
+
+    def split(nodes: list[Node]) -> list[list[Node]]:
+        inside = {m.output for m in nodes}
+        for pos, m in enumerate(nodes[:-1]):
+            if m.output in outputs or any(r.output not in inside
+                                          for r in consumers.get(m.output, [])):
+                # cutting here may make earlier values escape the first part: split it too
+                return split(nodes[:pos + 1]) + split(nodes[pos + 1:])
+        return [nodes]
+    return [part for nodes in groups for part in split(nodes)]
+
+
+def _kernel(g: Graph, k: int, nodes: list[Node]) -> Kernel:
+    inner = {n.output for n in nodes}
+    inputs: list[str] = []
+    for n in nodes:
+        for i in n.inputs:
+            if i and i not in inner and i not in inputs:
+                inputs.append(i)
+    anchor = next((n.op for n in nodes if _is_anchor(n)), None)
+    label = anchor or nodes[0].op
+    return Kernel(f"k{k}_{label}", tuple(nodes), tuple(inputs), nodes[-1].output, anchor,
+                  sum(flops(n, g.types) for n in nodes))
