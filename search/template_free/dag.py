@@ -14,8 +14,9 @@ so a stage whose only consumer was inlined sees through it to the consumer's con
 - data reuse: a reduction doing many more multiply-adds than it has distinct input and
   output elements (matmul, convolutions, pooling windows), or reading an input that does
   not vary along an output axis (a depthwise filter): it needs multi-level tiling;
-- fusible consumer: the one consumer (through inlined stages) is elementwise and reads this
-  stage at exactly its own coordinates, so the consumer's tile can host the producer;
+- fusible consumer: the one consumer (through inlined stages, whose branches may meet
+  again) is elementwise and reads this stage at exactly its own coordinates, so the
+  consumer's tile can host the producer;
 - needs rfactor: a reduction with almost no spatial parallelism and a long reduction.
 """
 from __future__ import annotations
@@ -92,20 +93,27 @@ def _reads_identity(consumer_op, producer: str) -> bool:
 
 
 def fusible_consumer(state: State, name: str) -> str | None:
-    """The elementwise consumer whose tiles can host ``name`` (see module doc), if any."""
+    """The elementwise consumer whose tiles can host ``name`` (see module doc), if any:
+    every path from ``name`` through inlined stages (a GELU's branches meeting again)
+    reads at the same coordinates and ends in the same one stage."""
     direct = state.consumers(name)
-    if len(direct) != 1:
-        return None
-    c = state.stage(direct[0])
-    if isinstance(c.op.body, Reduce) or c.op.shape != state.stage(name).op.shape:
-        return None
-    if not _reads_identity(c.op, name):
-        return None
-    if c.attach == "inline":
-        return fusible_consumer(state, c.name)
-    if c.attach is not None or c.leaves != c.roots:
-        return None  # already placed or transformed by another rule
-    return c.name
+    finals = set()
+    for cname in direct:
+        c = state.stage(cname)
+        if isinstance(c.op.body, Reduce) or c.op.shape != state.stage(name).op.shape:
+            return None
+        if not _reads_identity(c.op, name):
+            return None
+        if c.attach == "inline":
+            final = fusible_consumer(state, c.name)
+            if final is None:
+                return None
+            finals.add(final)
+        elif c.attach is not None or c.leaves != c.roots:
+            return None  # already placed or transformed by another rule
+        else:
+            finals.add(c.name)
+    return finals.pop() if len(finals) == 1 else None
 
 
 def needs_rfactor(state: State, name: str) -> bool:

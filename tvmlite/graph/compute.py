@@ -1,11 +1,12 @@
 """Each graph node as a ``te`` compute stage over the tensors of its inputs.
 
 Anchors call the operator library's tensor-taking computes (``conv2d_nchw_compute``,
-``batch_matmul_compute``, ``max_pool2d_compute``, ``softmax_compute``...), so the graph
-adds no second definition of an op; the elementwise and injective nodes are one
-``te.compute`` each, written here by broadcasting or re-indexing their inputs. A
-constant of one element is read as a literal (``Scalar``), not as a buffer, so
-``x * 0.5`` needs no argument and ``x ** 2`` becomes ``x * x``.
+``conv2d_nhwc_compute``, ``broadcast_matmul_compute``, ``max_pool2d_compute``,
+``softmax_compute``...), so the graph adds no second definition of an op; the
+elementwise and injective nodes are one ``te.compute`` each, written here by
+broadcasting or re-indexing their inputs. A constant of one element is read as a
+literal (``Scalar``), not as a buffer, so ``x * 0.5`` needs no argument and ``x ** 2``
+becomes ``x * x``.
 
 Map: Scalar, read (broadcast) · unary/binary elementwise · node_compute (dispatch) ·
 anchors (conv, matmul, pools, reductions, softmax, layer norm, LRN) · injective
@@ -21,7 +22,7 @@ from tvmlite import te
 from tvmlite.graph.ir import GraphError, Node
 from tvmlite.ops.common import named
 from tvmlite.ops.elementwise import softmax_compute
-from tvmlite.ops.linalg import batch_matmul_compute
+from tvmlite.ops.linalg import broadcast_matmul_compute
 from tvmlite.ops.nn import (
     avg_pool2d_compute,
     conv2d_nchw_compute,
@@ -204,38 +205,13 @@ def _conv(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name:
 def _matmul(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
             name: str) -> te.Tensor:
     a, b = args
-    sa, sb = tuple(a.shape), tuple(b.shape)
-    if len(sa) < 2 or len(sb) < 2:
+    if len(a.shape) < 2 or len(b.shape) < 2:
         raise GraphError(f"node {node.name!r}: MatMul of a vector is reshaped by the frontend")
-    m, k, n = sa[-2], sa[-1], sb[-1]
-    batch = out_shape[:-2]
-    nb = math.prod(batch)
-    # Both operands as (batch, rows, cols), broadcast batch dims read at index 0.
-    def as3(t: te.Tensor, rows: int, cols: int, what: str) -> te.Tensor:
-        if tuple(t.shape) == (nb, rows, cols):
-            return t
-        def body(bb: Any, r: Any, c: Any) -> Any:
-            idx, rest = [], bb
-            for d in reversed(range(len(batch))):
-                idx.append(rest % batch[d] if d else rest)
-                rest = rest // batch[d]
-            full = list(reversed(idx)) + [r, c]
-            return read(t, full, batch + (rows, cols))
-        return te.compute((nb, rows, cols), body, name=f"{name}_{what}")
-    a3, b3 = as3(a, m, k, "a"), as3(b, k, n, "b")
-    if not batch:
-        mm = batch_matmul_compute(a3, b3, name=f"{name}_mm")
-        return te.compute((m, n), lambda i, j: mm[0, i, j], name=name)
-    mm = batch_matmul_compute(a3, b3, name=name if len(batch) == 1 else f"{name}_mm")
-    if len(batch) == 1:
-        return mm
-
-    def unflat(*i: Any) -> Any:
-        flat = i[0]
-        for d in range(1, len(batch)):
-            flat = flat * batch[d] + i[d]
-        return mm[flat, i[-2], i[-1]]
-    return te.compute(out_shape, named(_axes(len(out_shape)), unflat), name=name)
+    out = broadcast_matmul_compute(a, b, name=name)
+    if tuple(out.shape) != tuple(out_shape):    # a batch of 1 the model's output drops
+        raise GraphError(f"node {node.name!r}: MatMul gives {tuple(out.shape)}, the graph "
+                         f"expects {out_shape}")
+    return out
 
 
 def _pool(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:

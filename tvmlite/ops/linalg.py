@@ -2,11 +2,14 @@
 
 Each size-taking op makes its placeholders and calls the tensor-taking compute
 (``matmul_compute``, ``batch_matmul_compute``, ``dense_compute``), which ``tvmlite.topi``
-calls on the user's tensors: one definition of each compute."""
+calls on the user's tensors: one definition of each compute. ``broadcast_matmul_compute``
+is numpy's ``@`` over any batch dimensions, which the graph level (ONNX MatMul) uses."""
 from __future__ import annotations
 
+from typing import Any
+
 from tvmlite import te
-from tvmlite.ops.common import dtype_arg, positive, size_arg
+from tvmlite.ops.common import dtype_arg, named, positive, size_arg
 
 
 def matmul(M: int, N: int, K: int, dtype: str = "float32") -> list[te.Tensor]:
@@ -49,6 +52,30 @@ def batch_matmul_compute(lhs: te.Tensor, rhs: te.Tensor, transpose_b: bool = Fal
                                                             axis=k), name=name)
     return te.compute((B, M, N), lambda b, i, j: te.sum(lhs[b, i, k] * rhs[b, k, j], axis=k),
                       name=name)
+
+
+def broadcast_matmul_compute(lhs: te.Tensor, rhs: te.Tensor, name: str = "C") -> te.Tensor:
+    """numpy's ``lhs @ rhs`` for operands of rank 2 or more: the batch dimensions
+    broadcast (a dimension of 1 is read at index 0), ``C[..., i, j] = sum_k lhs[..., i, k]
+    * rhs[..., k, j]``, one stage that reads both tensors directly -- so a weight matrix
+    shared by every batch row stays a plain input the search can pack, with no reshaped
+    copy in between."""
+    sa, sb = tuple(lhs.shape), tuple(rhs.shape)
+    m, kk, n = sa[-2], sa[-1], sb[-1]
+    rank = max(len(sa), len(sb))
+    batch = [max(x, y) for x, y in zip((1,) * (rank - len(sa)) + sa[:-2],
+                                       (1,) * (rank - len(sb)) + sb[:-2])]
+    k = te.reduce_axis((0, kk), name="k")
+
+    def operand(t: te.Tensor, shape: tuple, idx: tuple, last: tuple) -> Any:
+        lead = idx[len(idx) - 2 - (len(shape) - 2):len(idx) - 2] if len(shape) > 2 else ()
+        return t[tuple(0 if d == 1 else i for d, i in zip(shape[:-2], lead)) + last]
+
+    def body(*idx: Any) -> Any:
+        i, j = idx[-2], idx[-1]
+        return te.sum(operand(lhs, sa, idx, (i, k)) * operand(rhs, sb, idx, (k, j)), axis=k)
+    names = [f"b{d}" for d in range(len(batch))] + ["i", "j"]
+    return te.compute(tuple(batch) + (m, n), named(names, body), name=name)
 
 
 def dense(N: int, K: int, M: int, dtype: str = "float32", bias: bool = False,

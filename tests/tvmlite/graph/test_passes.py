@@ -111,11 +111,31 @@ def test_fusion_one_anchor_with_its_elementwise_and_residual():
              "f": t(1, 64), "z": t(1, 64)}
     consts = {k: np.zeros(types[k].shape, np.float32) for k in ("w", "w2", "b")}
     g = fuse(Graph(nodes, ("x",), ("z",), types, consts))
+    # the reshape after a conv starts a kernel: a conv stores its block through
+    # elementwise nodes only
     assert [[n.op for n in k.nodes] for k in g.kernels] == [
-        ["conv", "add", "relu"], ["conv", "add", "relu", "reshape", "sigmoid"]]
+        ["conv", "add", "relu"], ["conv", "add", "relu"], ["reshape", "sigmoid"]]
     assert g.kernels[1].inputs == ("r", "w2")
     text = str(g)
-    assert text.count("\n  k") == 2 and "k1_conv: conv+add+relu+reshape+sigmoid -> z" in text
+    assert text.count("\n  k") == 3 and "k1_conv: conv+add+relu -> y" in text
+
+
+def test_fusion_closes_diamonds_and_keeps_arithmetic_out_of_an_anchors_prologue():
+    """A GELU-like diamond after a matmul is one kernel; an activation before a matmul
+    is its own kernel (fused, it would be recomputed at every read), a transpose is not;
+    a value read outside its kernel cuts it (the add joined the first kernel, whose relu
+    the transpose reads too: cut after the relu)."""
+    w = np.ones((4, 4), np.float32)
+    nodes = (Node("matmul", ("x", "w"), ("h",)), Node("tanh", ("h",), ("a",)),
+             Node("mul", ("h", "a"), ("g",)), Node("relu", ("g",), ("r",)),
+             Node("transpose", ("r",), ("tr",), attrs_of({"perm": (1, 0)})),
+             Node("matmul", ("tr", "w"), ("m2",)), Node("exp", ("m2",), ("e",)),
+             Node("matmul", ("e", "w"), ("y",)), Node("add", ("r", "r"), ("side",)))
+    types = {v: t(4, 4) for v in ("x", "w", "h", "a", "g", "r", "tr", "m2", "e", "y", "side")}
+    g = fuse(Graph(nodes, ("x",), ("y", "side"), types, {"w": w}))
+    assert [[n.op for n in k.nodes] for k in g.kernels] == [
+        ["matmul", "tanh", "mul", "relu"], ["add"], ["transpose", "matmul", "exp"],
+        ["matmul"]]
 
 
 def test_injective_chain_without_anchor_is_one_kernel():

@@ -3,13 +3,16 @@ injective nodes around it.
 
 Walking the nodes in order, a node joins the latest kernel that computes one of its
 run-time inputs when every other run-time input comes from that kernel or an earlier
-one (so kernels run in their order of creation). An elementwise or injective node joins
+one (so kernels run in their order of creation). An elementwise node joins
 after the anchor -- the bias, batch norm, activation, residual add, a whole GELU or
-HardSwish chain whose branches meet again -- or before it when it only re-indexes
-(a transpose, reshape or pad the anchor reads through). An anchor joins only such an
-injective prologue, never arithmetic: a conv or matmul reads each input element many
-times, so a fused prologue would be recomputed at every read. Anything else starts a
-kernel.
+HardSwish chain whose branches meet again -- and an injective node joins before it,
+when the anchor reads through it (a transpose, reshape or pad), or after a pool or a
+reduction. After a conv or a matmul, a reshape or transpose starts the next kernel: the
+blocked kernel stores its register block at its own coordinates, through elementwise
+nodes only, and a separate copy costs far less than the unblocked product would. An
+anchor joins only such an injective prologue, never arithmetic: a conv or matmul reads
+each input element many times, so a fused prologue would be recomputed at every read.
+Anything else starts a kernel.
 
 A kernel has one output, its last node's. So a value computed inside a kernel must be
 read only inside it: when one is read outside (or is a model output), the kernel is
@@ -45,17 +48,22 @@ def _is_anchor(n: Node) -> bool:
     return KIND.get(n.op, "anchor") == "anchor"
 
 
+BLAS = ("conv", "matmul")
+
+
 def _joins(n: Node, group: list[Node], runtime: list[str]) -> bool:
     """Whether ``n`` may join ``group``, the latest kernel it reads from: it must read
     the group's last value (continuing the chain, or closing a diamond), a concat of
-    several run-time values is a copy of its own, and an anchor joins only a prologue
-    that re-indexes."""
+    several run-time values is a copy of its own, only elementwise nodes follow a conv
+    or matmul (its register block is stored through them), and an anchor joins only a
+    prologue that re-indexes."""
     if group[-1].output not in n.inputs:
         return False
     if n.op == "concat" and len(runtime) > 1:
         return False
     if not _is_anchor(n):
-        return True
+        blas = any(m.op in BLAS for m in group)
+        return not blas or KIND.get(n.op) == "elementwise"
     return all(KIND.get(m.op) == "injective" for m in group)
 
 
