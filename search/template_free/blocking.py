@@ -8,8 +8,9 @@ block, ``add-cache-write``, or into the elementwise epilogue that follows), with
 without a packed copy of the operand read along the vectorized axis
 (``add-cache-read``; a depthwise conv has none to pack):
 
-- register block: ``nr`` = two vectors (whole vectors where the axis allows) of the
-  vectorized (last spatial) axis by ``mr``
+- register block: ``nr`` = two vectors (whole vectors where the axis allows; up to
+  ``max_innermost`` when too few rows divide the row axis) of the vectorized (last
+  spatial) axis by ``mr``
   rows of the axis inside it, as many as the registers hold beside one row of the packed
   operand and one broadcast, ``mr * nr/lanes + nr/lanes + 1 <= registers`` (14 x 32 on
   AVX-512's 32 registers, 6 x 16 on AVX2's 16, 14 x 8 on NEON's 32);
@@ -114,10 +115,20 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
         return max(fit, default=1)
 
     vec, rows = spatial[-1], spatial[-2::-1]          # rows: innermost first
-    nr = largest(vec, 1, 2 * lanes, True, whole=True)
-    if nr % lanes:          # the vector loop is split in whole shorter vectors: one per row
-        nr = max(d for d in (lanes // 2, lanes // 4, 4, 1) if nr % d == 0 or d == 1)
-    width = -(-nr // lanes)                            # vectors per row of the block
+    floor = fma_block_floor(target, registers)
+
+    def block(at_most: int) -> tuple[int, int, int]:
+        """(nr, vectors per row, mr) of the register block with nr <= at_most."""
+        nr = largest(vec, 1, at_most, True, whole=True)
+        if nr % lanes:      # the vector loop is split in whole shorter vectors: one per row
+            nr = max(d for d in (lanes // 2, lanes // 4, 4, 1) if nr % d == 0 or d == 1)
+        width = -(-nr // lanes)
+        mr = largest(rows[0], 1, max(1, (registers - 1 - width) // width), True) if rows else 1
+        return nr, width, mr
+    nr, width, mr = block(2 * lanes)
+    if mr * width < floor and rows:      # few rows divide (w = 111: 3): wider rows instead
+        wide = block(limit)
+        nr, width, mr = wide if wide[1] * wide[2] >= floor else (nr, width, mr)
     tiles = {it.name: [1, 1, 1] for it in spatial}
     tiles.update({it.name: [1] for it in reduce})
     tiles[reduce[-1].name] = [largest(reduce[-1], 1, limit, True)]
@@ -126,8 +137,7 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
     row_bytes = depth * ITEMSIZE[st.op.dtype]
     tiles[vec.name] = [largest(vec, nr, max(1, l2 // PANEL_SHARE // (row_bytes * nr)), False),
                        1, nr]
-    mr = largest(rows[0], 1, max(1, (registers - 1 - width) // width), True) if rows else 1
-    if mr * width < fma_block_floor(target, registers):
+    if mr * width < floor:
         return None                 # too few rows for a micro-kernel (or a GEMV: no rows)
     left = max(1, l2 // ROWS_SHARE // row_bytes)       # rows of the other operand
     for n, it in enumerate(rows):

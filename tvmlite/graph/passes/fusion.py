@@ -56,7 +56,8 @@ def _joins(n: Node, group: list[Node], runtime: list[str]) -> bool:
     the group's last value (continuing the chain, or closing a diamond), a concat of
     several run-time values is a copy of its own, only elementwise nodes follow a conv
     or matmul (its register block is stored through them), and an anchor joins only a
-    prologue that re-indexes."""
+    prologue that re-indexes one value (read through a concat's selects, a window
+    would branch at every load)."""
     if group[-1].output not in n.inputs:
         return False
     if n.op == "concat" and len(runtime) > 1:
@@ -64,7 +65,7 @@ def _joins(n: Node, group: list[Node], runtime: list[str]) -> bool:
     if not _is_anchor(n):
         blas = any(m.op in BLAS for m in group)
         return not blas or KIND.get(n.op) == "elementwise"
-    return all(KIND.get(m.op) == "injective" for m in group)
+    return all(KIND.get(m.op) == "injective" and m.op != "concat" for m in group)
 
 
 def _cut_escapes(g: Graph, groups: list[list[Node]]) -> list[list[Node]]:
