@@ -1,6 +1,7 @@
 """Hypothesis draws small random graphs from the supported ops (convs, pools,
-elementwise and broadcast ops, transposes, reshapes, residual adds) and compares
-tvmlite's outputs with onnxruntime's."""
+elementwise and broadcast ops, transposes, reshapes, residual adds, and the ops the
+NHWC layout renumbers: concat, softmax over channels, reductions, pads, slices) and
+compares tvmlite's outputs with onnxruntime's."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +20,8 @@ from tvmlite.graph.build import build_graph  # noqa: E402
 
 UNARY = ["Relu", "Sigmoid", "Tanh", "Erf", "Abs", "HardSwish", "HardSigmoid", "LeakyRelu"]
 STEPS = UNARY + ["Conv", "DepthwiseConv", "MaxPool", "AveragePool", "AddConst", "MulConst",
-                 "Transpose", "Residual", "Softmax"]
+                 "Transpose", "Residual", "Softmax", "SoftmaxC", "Concat", "ReduceMean",
+                 "PadPool", "SliceC", "Reshape"]
 
 
 @st.composite
@@ -64,6 +66,32 @@ def graphs(draw):
             nodes.append(oh.make_node("Add", [cur, draw(st.sampled_from(same))], [out]))
         elif step == "Softmax":
             nodes.append(oh.make_node("Softmax", [cur], [out], axis=-1))
+        # the ops the NHWC layout pass renumbers, converts around or reads through
+        elif step == "SoftmaxC":
+            nodes.append(oh.make_node("Softmax", [cur], [out], axis=1))
+        elif step == "Concat":
+            same = [v for v, s in history.items() if s[2:] == tuple(shape[2:])]
+            other = draw(st.sampled_from(same))
+            nodes.append(oh.make_node("Concat", [cur, other], [out], axis=1))
+            shape[1] += history[other][1]
+        elif step == "ReduceMean":
+            nodes.append(oh.make_node("ReduceMean", [cur], [out], axes=[2, 3], keepdims=1))
+            shape[2] = shape[3] = 1
+        elif step == "PadPool":     # asymmetric pads: an explicitly padded copy
+            nodes.append(oh.make_node("AveragePool", [cur], [out], kernel_shape=[3, 3],
+                                      pads=[1, 0, 1, 2]))
+        elif step == "SliceC":
+            if shape[1] < 2:
+                continue
+            for name, v in (("st", [0]), ("en", [shape[1] // 2]), ("ax", [1])):
+                inits.append(oh.make_tensor(f"{name}{i}", TP.INT64, (1,), v))
+            nodes.append(oh.make_node("Slice", [cur, f"st{i}", f"en{i}", f"ax{i}"], [out]))
+            shape[1] //= 2
+        elif step == "Reshape":      # order-dependent: the layout converts around it
+            inits.append(oh.make_tensor(f"s{i}", TP.INT64, (4,),
+                                        [1, shape[1] * shape[2], shape[3], 1]))
+            nodes.append(oh.make_node("Reshape", [cur, f"s{i}"], [out]))
+            shape = [1, shape[1] * shape[2], shape[3], 1]
         cur = out
         history[cur] = tuple(shape)
     if cur == "x":
@@ -76,7 +104,7 @@ def graphs(draw):
     return m, rng.standard_normal((1, c, hw, hw)).astype(np.float32)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs())
 def test_random_graph_matches_onnxruntime(case):
     m, x = case
