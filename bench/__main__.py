@@ -33,6 +33,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "peak": ("peak", "this CPU's fp32 FMA peak, as the other benchmarks measure it"),
     "models": ("models", "whole ONNX models (light zoo CNNs, MobileNet-V2, a BERT layer), "
                          "untuned, against onnxruntime"),
+    "onnx_node_tests": ("onnx_node_tests", "onnx's backend node tests of the ops issue 29 "
+                                           "lists, through tvmlite's backend: pass/fail"),
 }
 
 

@@ -9,66 +9,28 @@ BatchNormalization's ``spatial`` is gone at 9; Dropout's ratio became an input a
 (ignored: inference). Values a converter needs to know (a Reshape's shape, a Slice's
 starts) must be constants by then; the importer folds shape arithmetic as it goes.
 
-Map: Context (what a converter sees) · attribute and constant helpers · windows (pads,
-auto_pad, 1-D as 2-D) · one function per op · CONVERTERS (op type -> converter).
+Map: windows (pads, auto_pad, 1-D as 2-D) · one function per op · CONVERTERS (op type
+-> converter) · CONSTANT_INPUTS (the inputs a converter needs as constants). The context
+and helpers are in ``common.py``; ops converted as several nodes (batch and layer norm,
+Softmax off the last axis, Clip with run-time bounds, Gelu tanh, mixed-dtype Pow) in
+``decompositions.py``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import numpy as np
 
-from tvmlite.errors import TvmliteError
-from tvmlite.graph.ir import Node, TensorType, attrs_of
+from tvmlite.frontend.common import Context, ConversionError, node
+from tvmlite.frontend.common import attr as _a
+from tvmlite.frontend.common import need_const as _need
+from tvmlite.frontend.common import opt_const as _opt
+from tvmlite.frontend.common import scalar as _scalar
+from tvmlite.frontend.common import simple as _simple
+from tvmlite.frontend.decompositions import batch_norm, clip, gelu, layer_norm, pow_, softmax
+from tvmlite.graph.ir import Node, TensorType
 
-__all__ = ["CONVERTERS", "Context", "ConversionError"]
-
-
-class ConversionError(TvmliteError, ValueError):
-    """An ONNX node whose attributes or non-constant inputs tvmlite cannot compile."""
-
-
-class Context(Protocol):
-    opset: int
-
-    def const(self, name: str) -> np.ndarray | None: ...
-    def type(self, name: str) -> TensorType: ...
-    def fresh(self, base: str) -> str: ...
-    def constant(self, value: np.ndarray, base: str = "const") -> str: ...
-    def set_constant(self, name: str, value: np.ndarray) -> None: ...
-    def add(self, node: Node) -> None: ...
-
-
-def _a(onnx_node: Any, key: str, default: Any = None) -> Any:
-    import onnx.helper as oh  # the frontend's one dependency, imported by the caller
-    for at in onnx_node.attribute:
-        if at.name == key:
-            v = oh.get_attribute_value(at)
-            return v.decode() if isinstance(v, bytes) else v
-    return default
-
-
-def _need(ctx: Context, n: Any, i: int, what: str) -> np.ndarray:
-    if len(n.input) <= i or not n.input[i]:
-        raise ConversionError(f"node {n.name!r} ({n.op_type}): input {i} ({what}) is missing")
-    v = ctx.const(n.input[i])
-    if v is None:
-        raise ConversionError(f"node {n.name!r} ({n.op_type}): {what} ({n.input[i]!r}) must "
-                              f"be a constant (or computed from shapes), not a run-time value")
-    return v
-
-
-def _opt(ctx: Context, n: Any, i: int) -> np.ndarray | None:
-    return ctx.const(n.input[i]) if len(n.input) > i and n.input[i] else None
-
-
-def node(op: str, n: Any, inputs: list[str], outputs: list[str] | None = None,
-         **attrs: Any) -> Node:
-    return Node(op, tuple(inputs), tuple(outputs or [n.output[0]]), attrs_of(attrs), n.name)
-
-
-def _simple(op: str) -> Callable[[Any, Context], list[Node]]:
-    return lambda n, ctx: [node(op, n, list(n.input))]
+__all__ = ["CONVERTERS", "CONSTANT_INPUTS", "Context", "ConversionError"]
 
 
 def _pads(n: Any, ctx: Context, x: TensorType, kernel: tuple, strides: tuple,
@@ -165,8 +127,6 @@ def global_avg_pool(n: Any, ctx: Context) -> list[Node]:
     return [node("reduce_mean", n, [n.input[0]], axes=tuple(range(2, rank)), keepdims=1)]
 
 
-def batch_norm(n: Any, ctx: Context) -> list[Node]:
-    return [node("batch_norm", n, list(n.input[:5]), epsilon=_a(n, "epsilon", 1e-5))]
 
 
 def gemm(n: Any, ctx: Context) -> list[Node]:
@@ -196,10 +156,6 @@ def gemm(n: Any, ctx: Context) -> list[Node]:
     return nodes
 
 
-def _scalar(ctx: Any, value: float) -> str:
-    return ctx.constant(np.array(value, np.float32))
-
-
 def matmul(n: Any, ctx: Context) -> list[Node]:
     a, b = ctx.type(n.input[0]), ctx.type(n.input[1])
     if len(a.shape) >= 2 and len(b.shape) >= 2:
@@ -220,17 +176,6 @@ def _matmul_shape(sa: tuple, sb: tuple) -> tuple:
     return tuple(np.matmul(np.zeros(sa, np.float32), np.zeros(sb, np.float32)).shape)
 
 
-def clip(n: Any, ctx: Context) -> list[Node]:
-    if ctx.opset < 11:
-        lo, hi = _a(n, "min", -3.4028234663852886e38), _a(n, "max", 3.4028234663852886e38)
-    else:
-        lo_v, hi_v = _opt(ctx, n, 1), _opt(ctx, n, 2)
-        for i, v in ((1, lo_v), (2, hi_v)):
-            if len(n.input) > i and n.input[i] and v is None:
-                raise ConversionError(f"node {n.name!r} (Clip): min/max must be constants")
-        lo = float(lo_v) if lo_v is not None else -3.4028234663852886e38
-        hi = float(hi_v) if hi_v is not None else 3.4028234663852886e38
-    return [node("clip", n, [n.input[0]], min=float(lo), max=float(hi))]
 
 
 def reshape(n: Any, ctx: Context) -> list[Node]:
@@ -291,18 +236,6 @@ def concat(n: Any, ctx: Context) -> list[Node]:
     return [node("concat", n, list(n.input), axis=_a(n, "axis") % rank)]
 
 
-def softmax(n: Any, ctx: Context) -> list[Node]:
-    x = ctx.type(n.input[0])
-    rank = len(x.shape)
-    ax = _a(n, "axis", -1 if ctx.opset >= 13 else 1) % rank
-    if ctx.opset >= 13 or ax == rank - 1:
-        return [node("softmax", n, [n.input[0]], axis=ax)]
-    flat = ctx.fresh(n.input[0] + "_2d")
-    sm = ctx.fresh(n.output[0] + "_2d")
-    two = (int(np.prod(x.shape[:ax])), int(np.prod(x.shape[ax:])))
-    return [node("reshape", n, [n.input[0]], [flat], shape=two),
-            node("softmax", n, [flat], [sm], axis=1),
-            node("reshape", n, [sm], shape=x.shape)]
 
 
 def reduce(op: str, axes_input_from: int) -> Callable[[Any, Context], list[Node]]:
@@ -317,13 +250,6 @@ def reduce(op: str, axes_input_from: int) -> Callable[[Any, Context], list[Node]
     return convert
 
 
-def layer_norm(n: Any, ctx: Context) -> list[Node]:
-    rank = len(ctx.type(n.input[0]).shape)
-    if len(n.output) > 1 and any(n.output[1:]):
-        raise ConversionError(f"node {n.name!r}: LayerNormalization's Mean/InvStdDev outputs "
-                              f"are not supported")
-    return [node("layer_norm", n, list(n.input), axis=_a(n, "axis", -1) % rank,
-                 epsilon=_a(n, "epsilon", 1e-5))]
 
 
 def lrn(n: Any, ctx: Context) -> list[Node]:
@@ -410,12 +336,6 @@ def hard_sigmoid(n: Any, ctx: Context) -> list[Node]:
                  beta=float(_a(n, "beta", 0.5)))]
 
 
-def gelu(n: Any, ctx: Context) -> list[Node]:
-    if _a(n, "approximate", "none") != "none":
-        raise ConversionError(f"node {n.name!r}: Gelu(approximate='tanh') is not supported")
-    return [node("gelu", n, [n.input[0]])]
-
-
 CONVERTERS: dict[str, Callable[[Any, Context], list[Node]]] = {
     "Conv": conv, "BatchNormalization": batch_norm, "Relu": _simple("relu"),
     "LeakyRelu": leaky_relu, "Sigmoid": _simple("sigmoid"), "MaxPool": pool("max_pool"),
@@ -426,11 +346,20 @@ CONVERTERS: dict[str, Callable[[Any, Context], list[Node]]] = {
     "Identity": _simple("identity"), "Softmax": softmax,
     "ConstantOfShape": constant_of_shape, "Unsqueeze": unsqueeze, "Squeeze": squeeze,
     "Clip": clip, "HardSigmoid": hard_sigmoid, "HardSwish": _simple("hard_swish"),
-    "Pow": _simple("pow"), "Sqrt": _simple("sqrt"), "Erf": _simple("erf"),
+    "Pow": pow_, "Sqrt": _simple("sqrt"), "Erf": _simple("erf"),
     "Tanh": _simple("tanh"), "Gelu": gelu, "LayerNormalization": layer_norm,
     "ReduceMean": reduce("reduce_mean", 18), "ReduceSum": reduce("reduce_sum", 13),
     "Gather": gather, "Cast": cast, "Where": _simple("where"), "Equal": _simple("equal"),
     "Shape": shape, "Slice": slice_, "Expand": expand, "Range": _simple("range"),
     "Exp": _simple("exp"), "Neg": _simple("neg"), "Max": _simple("max"),
     "Min": _simple("min"), "Abs": _simple("abs"),
+}
+
+# The inputs (by position) whose values a converter needs when it converts: shapes,
+# axes, slice ranges; a model that gives them at run time can only be compiled once
+# they are known (``onnx_backend`` binds them from the first run's feeds).
+CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Squeeze": (1,),
+    "Unsqueeze": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ConstantOfShape": (0,),
+    "Range": (0, 1, 2), "Dropout": (1, 2),
 }

@@ -177,7 +177,11 @@ class _Importer:
                                       f"must be a constant")
             self.set_constant(node.output, evaluate(node, [self.constants[i] for i in ins]))
             return
-        self.types[node.output] = infer(node, self.types)
+        t = infer(node, self.types)
+        if 0 in t.shape:   # an empty value: known without computing anything
+            self.set_constant(node.output, np.zeros(t.shape, t.dtype))
+            return
+        self.types[node.output] = t
         self.names.update(node.outputs)
         self.nodes.append(node)
 
@@ -230,6 +234,8 @@ def from_onnx(model: Any, shapes: Mapping[str, Any] | None = None,
         imp.types[vi.name] = TensorType(tuple(dims), dtype)
         imp.names.add(vi.name)
         inputs.append(vi.name)
+        if 0 in dims:   # an empty input (shapes= may give one): its value is known
+            imp.constants[vi.name] = np.zeros(dims, dtype)
     for n in proto.graph.node:
         if n.op_type == "Constant":
             _constant(imp, n)

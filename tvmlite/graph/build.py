@@ -160,10 +160,12 @@ class GraphModule:
         mods = self._modules()
         env: dict[str, np.ndarray] = dict(self.graph.constants)
         env.update(self.check_feeds(feeds))
+        # a kernel holds bool values as int32 (no buffer holds bool: ir/dtypes.py)
+        env = {k: v.astype(np.int32) if v.dtype == np.bool_ else v for k, v in env.items()}
         calls = []
         for k, mod in zip(self.kernels, mods):
             t = self.graph.types[k.output]
-            env[k.output] = empty(tuple(t.shape), t.dtype)
+            env[k.output] = empty(tuple(t.shape), "int32" if t.dtype == "bool" else t.dtype)
             args = [env[v] for v in k.compute.arg_values] + [env[k.output]]
             packed = {p.input for p in mod.packs}
             if packed:   # a record pre-packs weights: pack them once, here
@@ -180,7 +182,7 @@ class GraphModule:
         """The model's outputs (copies, in the model's order) for ``feeds``."""
         run, env = self._runner(feeds)
         run()
-        return [np.array(env[o]) for o in self.graph.outputs]
+        return [np.array(env[o], dtype=self.graph.types[o].dtype) for o in self.graph.outputs]
 
     def time_evaluator(self, number: int = 10, repeat: int = 3) -> Callable[..., TimeResult]:
         """A function timing ``number`` runs of the whole model per repeat on ``feeds``

@@ -131,3 +131,12 @@ def test_cycle_and_no_outputs():
     none = model([oh.make_node("Relu", ["x"], ["y"])], [("x", (2,))], [])
     with pytest.raises(OnnxImportError, match="outputs"):
         from_onnx(none)
+
+
+def test_empty_values_are_constants_computed_at_import():
+    m = model([oh.make_node("ReduceSum", ["x"], ["y"], keepdims=1),
+               oh.make_node("Relu", ["x"], ["z"])], [("x", ("n", 0, 4))], ["y", "z"], opset=11)
+    g = from_onnx(m, shapes={"x": (2, 0, 4)})
+    assert g.nodes == () and g.inputs == ("x",)
+    assert np.array_equal(g.constants["y"], np.zeros((1, 1, 1), np.float32))
+    assert g.constants["z"].shape == (2, 0, 4)

@@ -37,3 +37,23 @@ _cases = backend_test.test_cases
 globals().update({k: v for k, v in _cases.items()
                   if k in ("OnnxBackendPyTorchConvertedModelTest",
                            "OnnxBackendPyTorchOperatorModelTest")})
+
+
+def test_run_time_shape_values_are_bound_at_run_once_per_value():
+    import numpy as np
+    from onnx import TensorProto as TP
+    from onnx import helper as oh
+    g = oh.make_graph([oh.make_node("Reshape", ["x", "shape"], ["y"])], "m",
+                      [oh.make_tensor_value_info("x", TP.FLOAT, (2, 3)),
+                       oh.make_tensor_value_info("shape", TP.INT64, (2,))],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, ("a", "b"))])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    assert onnx_backend.bound_inputs(m) == ["shape"] and onnx_backend.open_inputs(m) == []
+    rep = onnx_backend.prepare(m)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = rep.run([x, np.array([3, 2], np.int64)])
+    (z,) = rep.run({"x": x, "shape": np.array([6, 1], np.int64)})
+    assert y.shape == (3, 2) and z.shape == (6, 1) and np.array_equal(z.ravel(), x.ravel())
+    assert rep.builds == 2
+    rep.run([x, np.array([3, 2], np.int64)])
+    assert rep.builds == 2
