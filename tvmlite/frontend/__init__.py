@@ -1,7 +1,9 @@
 """Model importers: ``from_onnx`` (the ``onnx`` package reads the file; its ops are
 converted by opset in ``converters.py``) and ``onnx_backend``, onnx's Backend interface.
 
-Map: onnx.py (loading, checks, the import loop) · converters.py (one function per op).
+Map: onnx.py (loading, checks, the import loop) · converters.py (one function per op) ·
+decompositions.py (ops converted as several nodes) · common.py (the converters' context
+and helpers) · scope.py (what the import claims: ops, opsets, dtypes) · onnx_backend.py.
 """
 from __future__ import annotations
 

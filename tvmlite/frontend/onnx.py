@@ -8,7 +8,8 @@ input dimension must be known (a symbolic one needs ``shapes=``; the error names
 Then each node is converted (``converters.py``) and typed in order; a node whose inputs
 are all constants is computed at once (``graph.ops.evaluate``), which is how shape
 arithmetic (Shape, Gather, Concat, ConstantOfShape...) becomes the constants the
-converters of Reshape or Expand need.
+converters of Reshape or Expand need. A value with no elements (an input given a 0
+dimension, a slice past the end) is an empty constant: nothing is compiled for it.
 """
 from __future__ import annotations
 
