@@ -139,9 +139,9 @@ def tables(outcomes: list[Outcome]) -> list[results.Table]:
         why_not: dict[str, int] = {}
         for o in ran:
             if "; would fail" in o.reason:
-                detail = o.reason.split("; would fail (")[1]
-                key = next((short for phrase, short in _FAILURE_KINDS if phrase in detail),
-                           detail[:60])
+                how = o.reason.split("; would fail (")[1]
+                key = next((short for phrase, short in _FAILURE_KINDS if phrase in how),
+                           how[:60])
                 why_not[key] = why_not.get(key, 0) + 1
         notes.append(f"Of the {len(ran)} tests out of scope for their opset alone, {passing} "
                      f"pass anyway; the others fail for: " + "; ".join(
