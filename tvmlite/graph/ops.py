@@ -44,8 +44,13 @@ def conv_out(n: int, k: int, s: int, p0: int, p1: int, d: int) -> int:
 
 
 def pool_out(n: int, k: int, s: int, p0: int, p1: int, ceil: bool) -> int:
+    """A pool's output size; with ``ceil`` (ceil_mode) a last window that would start in
+    the end padding is dropped, as ONNX (and PyTorch) define it."""
     num = n + p0 + p1 - k
-    return (-(-num // s) if ceil else num // s) + 1
+    out = (-(-num // s) if ceil else num // s) + 1
+    if ceil and (out - 1) * s >= n + p0:
+        out -= 1
+    return out
 
 
 def _erf(x: np.ndarray) -> np.ndarray:

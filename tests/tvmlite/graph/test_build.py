@@ -150,12 +150,17 @@ def test_run_checks_feeds_by_name():
 @pytest.mark.parametrize("op", ["AveragePool", "MaxPool"])
 @pytest.mark.parametrize("attrs", [{"pads": [0, 0, 1, 1]}, {"ceil_mode": 1},
                                    {"pads": [1, 1, 1, 1], "ceil_mode": 1},
+                                   # the last window would start in the end padding: dropped
+                                   {"pads": [1, 1, 1, 1], "ceil_mode": 1, "size": 5,
+                                    "kernel_shape": [2, 2]},
                                    {"pads": [0, 1, 1, 0], "count_include_pad": 1}])
 def test_pools_with_asymmetric_pads_and_ceil_mode(op, attrs):
     if op == "MaxPool":
         attrs = {k: v for k, v in attrs.items() if k != "count_include_pad"}
-    check(model([oh.make_node(op, ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], **attrs)],
-                [("x", (1, 2, 8, 8))], ["y"]))
+    attrs = {"kernel_shape": [3, 3], **attrs}
+    size = attrs.pop("size", 8)
+    check(model([oh.make_node(op, ["x"], ["y"], strides=[2, 2], **attrs)],
+                [("x", (1, 2, size, size))], ["y"]))
 
 
 def test_embedding_gather_with_run_time_indices():
