@@ -21,8 +21,15 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
+from tvmlite.codegen_c.lowp import conversion_name, legalize
 from tvmlite.codegen_c.preamble import MASK_OF, SHORT, helper_lines, typedef_lines
-from tvmlite.ir.dtypes import ALIGNMENT, CTYPE, ITEMSIZE, round_up_to_alignment
+from tvmlite.ir.dtypes import (
+    ALIGNMENT,
+    CTYPE,
+    ITEMSIZE,
+    STORAGE_FLOATS,
+    round_up_to_alignment,
+)
 from tvmlite.ir.expr import (
     BinOp,
     Broadcast,
@@ -96,7 +103,7 @@ class CodeGen:
 
     # -- types -------------------------------------------------------------------
     def vt(self, dtype: str, lanes: int, unaligned: bool = False) -> str:
-        dtype = "int32" if dtype == "bool" else dtype
+        dtype = "int32" if dtype == "bool" else "uint16" if dtype in STORAGE_FLOATS else dtype
         self.vtypes.add((dtype, lanes))
         return f"tvmlite_{SHORT[dtype]}x{lanes}{'_u' if unaligned else ''}"
 
@@ -139,6 +146,9 @@ class CodeGen:
         if isinstance(e, Call):
             return self.call(e, L)
         if isinstance(e, Cast):
+            if e.dtype in STORAGE_FLOATS or e.value.dtype in STORAGE_FLOATS:  # see lowp
+                self.helpers.add(("cvt", f"{e.value.dtype}:{e.dtype}", L))
+                return f"{conversion_name(e.value.dtype, e.dtype, L)}({self.expr(e.value)})"
             if L > 1:
                 return f"__builtin_convertvector({self.expr(e.value)}, {self.vt(e.dtype, L)})"
             return f"(({CTYPE[e.dtype]})({self.expr(e.value)}))"
@@ -161,6 +171,9 @@ class CodeGen:
             name = "floordiv" if e.op == "//" else "floormod"
             self.helpers.add((name, e.dtype, 1))
             return f"tvmlite_{name}_{SHORT[e.dtype]}({a}, {b})"
+        if L == 1 and ITEMSIZE[e.dtype] < 4 and e.op in ("+", "-", "*"):
+            # C computes on narrow integers in int: wrap the result back, as numpy does
+            return f"(({CTYPE[e.dtype]})({a} {e.op} {b}))"
         return f"({a} {e.op} {b})"
 
     def call(self, e: Call, L: int) -> str:
@@ -403,7 +416,7 @@ def _emit_body(g: CodeGen, func: LoweredFunc) -> list:
             g.emit(f"free({b.name});", 2)
         g.emit("return -1;", 2)
         g.emit("}", 1)
-    g.stmt(func.body, 1)
+    g.stmt(legalize(func.body), 1)
     for b in func.allocs:
         g.emit(f"free({b.name});", 1)
     g.emit("return tvmlite_status;", 1)

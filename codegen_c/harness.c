@@ -18,7 +18,8 @@
  *   harness --lib LIB.so --kernel NAME --arg DTYPE:in|out:COUNT ... [--seed S]
  *           [--inputs DIR] [--outputs DIR] [--number N] [--repeat R] [--min-repeat-ms MS]
  *           [--threads T] [--slow-seconds S] [--pack FN:ARG:DTYPE:COUNT ...]
- * One --arg per kernel argument, in call order (DTYPE: f32 f64 i32 i64); a pre-packed
+ * One --arg per kernel argument, in call order (DTYPE: f32 f64 i32 i64 i8 u8 i16 f16 bf16,
+ * the last two raw 16-bit floats, generated rounded to nearest even); a pre-packed
  * input's --arg describes the original input (what is filled and read from DIR). One --pack
  * per pack function, in the prelude's order: FN its name, ARG the index of the argument it
  * replaces, DTYPE and COUNT the packed buffer's. Input i is read from DIR/arg<i>.bin,
@@ -44,7 +45,7 @@
 #define MIN_COST 1e-9
 
 typedef struct {
-  int dtype;      /* 0 f32, 1 f64, 2 i32, 3 i64 */
+  int dtype;      /* an index of DTYPES */
   int is_output;
   long long count;
   void* data;
@@ -56,8 +57,29 @@ typedef struct {
   harness_arg packed;
 } harness_pack;
 
-static const size_t ITEMSIZE[4] = {4, 8, 4, 8};
-static const char* DTYPES[4] = {"f32", "f64", "i32", "i64"};
+#define NDTYPES 9
+static const size_t ITEMSIZE[NDTYPES] = {4, 8, 4, 8, 1, 1, 2, 2, 2};
+static const char* DTYPES[NDTYPES] = {"f32", "f64", "i32", "i64", "i8", "u8", "i16", "f16",
+                                      "bf16"};
+
+/* float32 -> float16 / bfloat16 bits, rounded to nearest even (as codegen_c/lowp.py) */
+static uint16_t to_f16(float x) {
+  union { float f; uint32_t u; } v, d;
+  v.f = x;
+  uint32_t s = v.u & 0x80000000u, o;
+  v.u ^= s;
+  if (v.u >= 0x47800000u) o = v.u > 0x7F800000u ? 0x7E00u : 0x7C00u;
+  else if (v.u < 0x38800000u) { d.u = v.u; d.f += 0.5f; o = d.u - 0x3F000000u; }
+  else o = (v.u + 0xC8000FFFu + ((v.u >> 13) & 1u)) >> 13;
+  return (uint16_t)(o | (s >> 16));
+}
+
+static uint16_t to_bf16(float x) {
+  union { float f; uint32_t u; } v;
+  v.f = x;
+  if (x != x) return (uint16_t)((v.u >> 16) | 0x40u);
+  return (uint16_t)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
+}
 
 static int usage(const char* why) {
   fprintf(stderr, "harness: %s\nusage: harness --lib LIB --kernel NAME --arg DTYPE:in|out:COUNT"
@@ -83,7 +105,12 @@ static void fill_random(harness_arg* a, uint64_t* state) {
       case 0: ((float*)a->data)[i] = (float)(2.0 * u - 1.0); break;
       case 1: ((double*)a->data)[i] = 2.0 * u - 1.0; break;
       case 2: ((int32_t*)a->data)[i] = (int32_t)(x >> 60) - 8; break;
-      default: ((int64_t*)a->data)[i] = (int64_t)(x >> 60) - 8; break;
+      case 3: ((int64_t*)a->data)[i] = (int64_t)(x >> 60) - 8; break;
+      case 4: ((int8_t*)a->data)[i] = (int8_t)((int)(x >> 60) - 8); break;
+      case 5: ((uint8_t*)a->data)[i] = (uint8_t)(x >> 60); break;
+      case 6: ((int16_t*)a->data)[i] = (int16_t)((int)(x >> 60) - 8); break;
+      case 7: ((uint16_t*)a->data)[i] = to_f16((float)(2.0 * u - 1.0)); break;
+      default: ((uint16_t*)a->data)[i] = to_bf16((float)(2.0 * u - 1.0)); break;
     }
   }
 }
@@ -94,13 +121,18 @@ static void fill_blank(harness_arg* a) {
       case 0: ((float*)a->data)[i] = NAN; break;
       case 1: ((double*)a->data)[i] = NAN; break;
       case 2: ((int32_t*)a->data)[i] = -123456; break;
-      default: ((int64_t*)a->data)[i] = -123456; break;
+      case 3: ((int64_t*)a->data)[i] = -123456; break;
+      case 4: ((int8_t*)a->data)[i] = (int8_t)-64; break;      /* -123456 wrapped */
+      case 5: ((uint8_t*)a->data)[i] = (uint8_t)192; break;
+      case 6: ((int16_t*)a->data)[i] = (int16_t)7616; break;
+      case 7: ((uint16_t*)a->data)[i] = 0x7E00u; break;         /* NaN */
+      default: ((uint16_t*)a->data)[i] = 0x7FC0u; break;
     }
   }
 }
 
 static int dtype_index(const char* name) {
-  for (int k = 0; k < 4; ++k)
+  for (int k = 0; k < NDTYPES; ++k)
     if (!strcmp(name, DTYPES[k])) return k;
   return -1;
 }
@@ -163,7 +195,7 @@ int main(int argc, char** argv) {
         return usage("--arg is DTYPE:in|out:COUNT, e.g. f32:in:4096");
       int d = dtype_index(dt);
       if (d < 0 || (strcmp(role, "in") && strcmp(role, "out")))
-        return usage("--arg DTYPE is one of f32 f64 i32 i64, ROLE in or out");
+        return usage("--arg DTYPE is one of f32 f64 i32 i64 i8 u8 i16 f16 bf16, ROLE in or out");
       args[nargs].dtype = d;
       args[nargs].is_output = !strcmp(role, "out");
       args[nargs].count = count;

@@ -35,6 +35,7 @@ import numpy as np
 
 from tvmlite.codegen_c.compiler import compile_executable
 from tvmlite.errors import TvmliteError
+from tvmlite.ir.dtypes import CTYPE, numpy_dtype
 
 if TYPE_CHECKING:  # tvmlite.target (peak, bandwidth) imports codegen_c
     from tvmlite.target.target import Target
@@ -48,8 +49,10 @@ QEMU_PACKAGE = "qemu-user"
 _SYSROOTS = {"aarch64": ("aarch64-linux-gnu", "libc6-arm64-cross", "libgomp1-arm64-cross"),
              "x86_64": ("x86_64-linux-gnu", "libc6-amd64-cross", "libgomp1-amd64-cross")}
 
-_CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
-_SHORT = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64"}
+# the harness's dtypes, in the order of harness.c's DTYPES table (its index is the C's)
+_SHORT = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "int8": "i8",
+          "uint8": "u8", "int16": "i16", "float16": "f16", "bfloat16": "bf16"}
+_CTYPE = {d: CTYPE[d] for d in _SHORT}
 _EXIT = {2: "bad usage", 3: "the kernel or a pack function failed (could not allocate)",
          4: "a file could not be loaded, read or written"}
 
@@ -268,7 +271,7 @@ def write_inputs(directory: str | os.PathLike[str], args: Sequence[Any],
         raise ValueError(f"write_inputs: {len(ins)} inputs, got {len(arrays)} arrays")
     for i, x in zip(ins, arrays):
         a = args[i]
-        np.ascontiguousarray(x, dtype=a.dtype).reshape(-1).tofile(
+        np.ascontiguousarray(x, dtype=numpy_dtype(a.dtype)).reshape(-1).tofile(
             Path(directory) / f"arg{i}.bin")
 
 
@@ -277,7 +280,7 @@ def read_outputs(directory: str | os.PathLike[str], args: Sequence[Any]) -> list
     out = []
     for i, a in enumerate(args):
         if a.is_output:
-            data = np.fromfile(Path(directory) / f"arg{i}.bin", dtype=a.dtype)
+            data = np.fromfile(Path(directory) / f"arg{i}.bin", dtype=numpy_dtype(a.dtype))
             if data.size != _count(a):
                 raise ValueError(f"read_outputs: arg{i}.bin holds {data.size} elements, "
                                  f"expected {_count(a)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from tvmlite.codegen_c.lowp import conversion_lines
 from tvmlite.ir.dtypes import CTYPE, DTYPE_INFO, ITEMSIZE
 
 SHORT = {name: d.short for name, d in DTYPE_INFO.items()}
@@ -30,12 +31,24 @@ def helper_lines(helpers: set, vector_type: Callable[[str, int], str]) -> list:
     a vector type (and records it: a helper may use mask types the kernel does not)."""
     out = []
     for kind, dtype, lanes in sorted(helpers):
+        if kind == "cvt":    # float32 <-> a storage float: dtype is "src:dst"
+            src, dst = dtype.split(":")
+            out += conversion_lines(src, dst, lanes, vector_type)
+            continue
         ct, sh = CTYPE[dtype], SHORT[dtype]
         if kind in ("min", "max"):
             op = "<" if kind == "min" else ">"
             nan = " || a != a" if dtype in ("float32", "float64") else ""  # NaN wins
             out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) "
                        f"{{ return a {op} b{nan} ? a : b; }}")
+        elif kind in ("floordiv", "floormod") and ITEMSIZE[dtype] < 4:
+            # narrow integers: computed in int32, where no divisor traps, then wrapped
+            body = ("{ int32_t x = a, y = b; if (y == 0) return 0; int32_t q = x / y; "
+                    "return (" + ct + ")((x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q); }"
+                    if kind == "floordiv" else
+                    "{ int32_t x = a, y = b; if (y == 0) return 0; int32_t r = x % y; "
+                    "return (" + ct + ")((r != 0 && ((r < 0) != (y < 0))) ? r + y : r); }")
+            out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) {body}")
         elif kind in ("floordiv", "floormod"):
             # Defined for every divisor (as TVM and Halide define them): x // 0 == 0 and
             # x % 0 == 0, and x // -1 == -x wrapping (INT_MIN // -1 == INT_MIN): C's

@@ -12,7 +12,10 @@ Requests (``args`` are ArgSpec JSON dicts, ``ref`` names a reference)::
 
     {"op": "reference", "ref": {...}}   compute and cache a workload's reference outputs
     {"op": "measure", "lib", "decl", "kernel", "args", "check": {...} | null,
-     "number", "repeat", "min_repeat_ms", "flush_bytes", "n_threads"}
+     "number", "repeat", "min_repeat_ms", "flush_bytes", "n_threads", "cutoff"}
+
+``cutoff`` (seconds per call, 0 or absent: none) is the protocol's ``cutoff_ratio``
+applied by the runner: a first timing above it is the candidate's only one.
 
 Replies: ``{"ok": true}``, ``{"costs": [seconds per call, one per repeat], "number": n}``
 or ``{"error": <MeasureErrorNo name>, "msg": "..."}``. The first line the worker writes
@@ -36,11 +39,11 @@ import numpy as np
 
 from tvmlite.codegen_c.loader import load_library
 from tvmlite.errors import TvmliteError
-from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE
+from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, numpy_dtype
 from tvmlite.runtime.arrays import full
 
 # the comparison, the inputs and the sentinel of the tests' checks (light to import)
-from tvmlite.testing.check import INT_SENTINEL, mismatch, seeded_arrays
+from tvmlite.testing.check import INT_SENTINEL, blank_value, mismatch, seeded_arrays
 
 __all__ = ["make_inputs", "blank_outputs", "mismatch", "measure", "reference", "handle",
            "INT_SENTINEL"]
@@ -64,8 +67,8 @@ def make_inputs(args: list[dict], seed: int) -> list[np.ndarray]:
 
 def blank_outputs(args: list[dict]) -> list[np.ndarray]:
     """Outputs prefilled with NaN (integers: a sentinel), so unwritten elements fail."""
-    return [full(a["shape"], np.nan if a["dtype"].startswith("float") else INT_SENTINEL,
-                 a["dtype"]) for a in args if a["is_output"]]
+    return [full(a["shape"], blank_value(a["dtype"]), numpy_dtype(a["dtype"]))
+            for a in args if a["is_output"]]
 
 
 def call_arrays(args: list[dict], inputs: list, outputs: list) -> list[np.ndarray]:
@@ -95,7 +98,8 @@ class Kernel:
         out = list(inputs)
         for spec, fn in self.packs:
             i = names.index(spec["input"])
-            dst = full(spec["packed"]["shape"], np.nan, spec["packed"]["dtype"])
+            dst = full(spec["packed"]["shape"], blank_value(spec["packed"]["dtype"]),
+                       numpy_dtype(spec["packed"]["dtype"]))
             src_ptr = self.ffi.cast(CPTR[self.args[[a["name"] for a in self.args]
                                                    .index(spec["input"])]["dtype"]],
                                     out[i].ctypes.data)
@@ -200,7 +204,10 @@ def measure(req: dict) -> dict:
                 break
             wanted = int(req["min_repeat_ms"] / (t * 1e3)) + 1 if t > 0 else 2 * number
             number = min(max(2 * number, wanted), MAX_NUMBER)
+    cutoff = req.get("cutoff") or 0.0
     while len(costs) < req["repeat"]:
+        if cutoff and costs and costs[0] > cutoff:
+            break          # clearly slower than the best: its first timing decides
         if req["flush_bytes"]:
             flush_cache(req["flush_bytes"])
         t = kernel.time_fn(*ptrs, number)

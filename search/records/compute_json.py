@@ -25,6 +25,7 @@ from typing import Any, Iterator, Sequence
 from tvmlite import te
 from tvmlite.checks import check_int, is_int
 from tvmlite.errors import TvmliteError
+from tvmlite.ir.dtypes import value_range
 from tvmlite.ir.expr import (
     ARITH_OPS,
     CMP_OPS,
@@ -59,7 +60,7 @@ MAX_ARGS = 64
 MAX_STR = 256
 COMBINERS = ("sum", "max", "min")
 _NONFINITE = ("nan", "inf", "-inf")
-_INT_RANGE = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+_INT_RANGE = {d: value_range(d) for d in INT_DTYPES}
 HEX64 = re.compile(r"^[0-9a-f]{64}$")   # a workload key: a sha256 in hex
 _TAG = re.compile(r"^[A-Za-z0-9_.]{0,64}$")
 # The fields of each expression node kind, and which of them are sub-expressions.
@@ -110,7 +111,7 @@ def check_keys(d: dict, expected: Sequence[str], where: str) -> None:
 
 
 def _dtype(v: Any, where: str, allow_bool: bool) -> str:
-    allowed = DTYPES if allow_bool else DTYPES[:4]
+    allowed = DTYPES if allow_bool else DTYPES[:-1]   # bool is last
     if v not in allowed:
         raise WorkloadError(f"{where}: dtype must be one of {', '.join(allowed)}, "
                             f"got {short_repr(v)}")

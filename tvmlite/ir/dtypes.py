@@ -12,13 +12,26 @@ allocates (``tvmlite.runtime.arrays``) and the buffers a kernel allocates itself
 (``codegen_c``). 64 is a cache line on every CPU we target and one 512-bit vector, and a
 stronger alignment than any narrower vector needs, so it is a fact of our memory layout,
 not of one CPU.
+
+Low precision: ``int8``, ``uint8`` and ``int16`` are C's own integer types, with numpy's
+wrapping arithmetic. ``float16`` and ``bfloat16`` are *storage* types: a buffer holds their
+16 bits (``uint16_t`` in the C), and the generated code computes on them in float32 and
+rounds to nearest even on every store (``codegen_c.lowp``), because most of our targets
+have no arithmetic for them (Zen 4 and 5 have avx512_bf16 for conversions and dot products
+only). numpy holds ``float16`` natively and ``bfloat16`` as ``ml_dtypes.bfloat16``, which
+this module imports so that ``np.dtype("bfloat16")`` resolves everywhere.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
+import numpy as np
+
 __all__ = ["DType", "DTYPE_INFO", "DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "BUFFER_DTYPES",
-           "ITEMSIZE", "CTYPE", "ALIGNMENT", "round_up_to_alignment"]
+           "STORAGE_FLOATS", "UNSIGNED_DTYPES", "ITEMSIZE", "CTYPE", "ALIGNMENT",
+           "round_up_to_alignment", "numpy_dtype", "value_range", "is_float_dtype",
+           "compute_dtype"]
 
 ALIGNMENT = 64
 
@@ -41,13 +54,25 @@ DTYPE_INFO: dict[str, DType] = {d.name: d for d in (
     DType("float64", 8, "double", "f64", "int64", "float64"),
     DType("int32", 4, "int32_t", "i32", "int32", "int32"),
     DType("int64", 8, "int64_t", "i64", "int64", "int64"),
+    DType("float16", 2, "uint16_t", "u16", "int16", "float16"),
+    DType("bfloat16", 2, "uint16_t", "u16", "int16", "bfloat16"),
+    DType("int8", 1, "int8_t", "i8", "int8", "int8"),
+    DType("uint8", 1, "uint8_t", "u8", "int8", "uint8"),
+    DType("int16", 2, "int16_t", "i16", "int16", "int16"),
+    DType("uint16", 2, "uint16_t", "u16", "int16", "uint16"),
+    DType("uint32", 4, "uint32_t", "u32", "int32", "uint32"),
     DType("bool", 4, "int32_t", "i32", "int32", "int32"),
 )}
 
-DTYPES = tuple(DTYPE_INFO)                                  # every IR dtype, bool last
-FLOAT_DTYPES = ("float32", "float64")
-INT_DTYPES = ("int32", "int64")
+DTYPES = tuple(d for d in DTYPE_INFO if d not in ("uint16", "uint32"))  # IR's; bool last
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+INT_DTYPES = ("int32", "int64", "int8", "uint8", "int16")
 BUFFER_DTYPES = FLOAT_DTYPES + INT_DTYPES                   # what a tensor can hold
+# stored as 16 bits, computed in float32 (module doc); their bits are C's uint16_t, which
+# is why DTYPE_INFO has "uint16" (and "uint32", what the conversions compute on): the
+# codegen's names for bits, not IR dtypes
+STORAGE_FLOATS = ("float16", "bfloat16")
+UNSIGNED_DTYPES = ("uint8",)
 ITEMSIZE = {name: d.itemsize for name, d in DTYPE_INFO.items()}
 CTYPE = {name: d.ctype for name, d in DTYPE_INFO.items()}
 
@@ -55,3 +80,29 @@ CTYPE = {name: d.ctype for name, d in DTYPE_INFO.items()}
 def round_up_to_alignment(nbytes: int) -> int:
     """``nbytes`` rounded up to a multiple of ``ALIGNMENT`` (what aligned_alloc needs)."""
     return -(-nbytes // ALIGNMENT) * ALIGNMENT
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype that holds IR dtype ``name`` (``bool`` as its int32 storage)."""
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(DTYPE_INFO[name].numpy)
+
+
+def is_float_dtype(name: str) -> bool:
+    return name in FLOAT_DTYPES
+
+
+def compute_dtype(name: str) -> str:
+    """The dtype arithmetic on ``name`` happens in: float32 for the storage floats."""
+    return "float32" if name in STORAGE_FLOATS else name
+
+
+def value_range(name: str) -> tuple:
+    """(lowest, highest) finite value of a buffer dtype: what a saturating cast clips to and
+    what a max/min reduction of integers starts from."""
+    if name == "bool":
+        return (0, 1)
+    if name in FLOAT_DTYPES:
+        info = ml_dtypes.finfo(numpy_dtype(name))
+        return (float(info.min), float(info.max))
+    info = np.iinfo(numpy_dtype(name))
+    return (int(info.min), int(info.max))

@@ -20,7 +20,13 @@ else:
     def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
         return lambda f: f
 
-from tvmlite.ir.dtypes import DTYPES, FLOAT_DTYPES, INT_DTYPES, ITEMSIZE  # noqa: F401 (re-exported)
+from tvmlite.ir.dtypes import (  # noqa: F401 (ITEMSIZE re-exported)
+    DTYPES,
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    ITEMSIZE,
+    value_range,
+)
 
 UNARY_FUNCS = ("exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf")
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "min", "max")
@@ -30,7 +36,7 @@ CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 
 def check_dtype(dtype: str, what: str = "dtype") -> str:
     if dtype not in DTYPES:
-        raise TypeError(f"{what} must be one of {', '.join(DTYPES[:4])}, got {dtype!r}")
+        raise TypeError(f"{what} must be one of {', '.join(DTYPES[:-1])}, got {dtype!r}")
     return dtype
 
 
@@ -38,16 +44,30 @@ def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
 
 
+# integer dtypes by (signed, bits); bool sits below every one
+_INTS = {"bool": (True, 1), "int8": (True, 8), "uint8": (False, 8), "int16": (True, 16),
+         "int32": (True, 32), "int64": (True, 64)}
+
+
 def promote(a: str, b: str) -> str:
-    """The dtype of a binary operation: float beats int, wider beats narrower."""
+    """The dtype of a binary operation, numpy's rules for its arrays: float beats int,
+    wider beats narrower; float16 with bfloat16 is float32 (neither holds the other), and
+    int8 with uint8 is int16 (the narrowest that holds both)."""
     if a == b:
         return a
-    order = ("bool", "int32", "int64", "float32", "float64")
     if is_float(a) and is_float(b):
-        return "float64"
+        if "float64" in (a, b):
+            return "float64"
+        return "float32"      # float32 with a 16-bit float, or float16 with bfloat16
     if is_float(a) or is_float(b):
         return a if is_float(a) else b
-    return order[max(order.index(a), order.index(b))]
+    (sa, ba), (sb, bb) = _INTS[a], _INTS[b]
+    if sa != sb and a != "bool" and b != "bool":
+        signed_bits, unsigned_bits = (ba, bb) if sa else (bb, ba)
+        if signed_bits > unsigned_bits:
+            return a if sa else b
+        return {8: "int16", 16: "int32", 32: "int64"}.get(unsigned_bits, "int64")
+    return a if ba >= bb else b
 
 
 class Expr:
@@ -296,6 +316,9 @@ def const(value: Any, dtype: str | None = None) -> Const:
     if isinstance(value, float) and dtype in INT_DTYPES and not (
             math.isfinite(value) and value == int(value)):
         raise ValueError(f"const: {value} is not a valid {dtype}")
+    if dtype in INT_DTYPES and not value_range(dtype)[0] <= int(value) <= value_range(dtype)[1]:
+        raise ValueError(f"const: {value} does not fit in {dtype} "
+                         f"({value_range(dtype)[0]} to {value_range(dtype)[1]})")
     return Const(value, dtype)
 
 
@@ -311,6 +334,9 @@ def as_expr(value: Any, like: Expr | None = None) -> Expr:
         if like is not None and not isinstance(value, bool):
             if isinstance(value, float) and not is_float(like.dtype):
                 return const(value)
+            if like.dtype in INT_DTYPES and not (
+                    value_range(like.dtype)[0] <= value <= value_range(like.dtype)[1]):
+                return const(value)   # x_int8 + 1000 is int32 arithmetic, not a wrap
             return Const(value, like.dtype if like.dtype != "bool" else "int32")
         return const(value)
     raise TypeError(f"cannot use {type(value).__name__} {value!r} in an expression")

@@ -11,10 +11,11 @@ from typing import Any, Callable, Sequence
 
 from tvmlite import te
 from tvmlite.checks import check_int, is_int
+from tvmlite.ir.dtypes import BUFFER_DTYPES, FLOAT_DTYPES
 from tvmlite.ir.expr import Expr
 from tvmlite.ir.symbolic import SizeVar
 
-OP_DTYPES = ("float32", "float64", "int32", "int64")
+OP_DTYPES = BUFFER_DTYPES
 
 
 def positive(op: str, name: str, value: Any) -> int:
@@ -47,7 +48,7 @@ def tuple_arg(op: str, name: str, value: Any, n: int, allow_zero: bool = False) 
 
 
 def dtype_arg(op: str, dtype: Any, floats_only: bool = False) -> str:
-    allowed = OP_DTYPES[:2] if floats_only else OP_DTYPES
+    allowed = FLOAT_DTYPES if floats_only else OP_DTYPES
     if dtype not in allowed:
         raise ValueError(f"{op}: dtype must be one of {', '.join(allowed)}, got {dtype!r}")
     return dtype

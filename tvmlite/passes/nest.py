@@ -8,7 +8,20 @@ inlined stages are replaced by their (substituted) expressions.
 """
 from __future__ import annotations
 
-from tvmlite.ir.expr import BinOp, Cast, Cmp, Const, Expr, Load, Reduce, TensorRead, Var, rebuild
+from tvmlite.ir.dtypes import value_range
+from tvmlite.ir.expr import (
+    BinOp,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Load,
+    Reduce,
+    TensorRead,
+    Var,
+    is_float,
+    rebuild,
+)
 from tvmlite.ir.simplify import Ranges, bound, simplify
 from tvmlite.ir.stmt import Allocate, Buffer, For, IfThenElse, Stmt, Store, seq, stmt_children
 from tvmlite.ir.symbolic import (
@@ -23,10 +36,8 @@ from tvmlite.passes.bounds import StageInfo
 from tvmlite.schedule.state import ScheduleError, State
 
 IDENTITY = {"sum": lambda dt: Const(0, dt),
-            "max": lambda dt: Const(float("-inf") if dt.startswith("float") else
-                                    (-2**31 if dt == "int32" else -2**63), dt),
-            "min": lambda dt: Const(float("inf") if dt.startswith("float") else
-                                    (2**31 - 1 if dt == "int32" else 2**63 - 1), dt)}
+            "max": lambda dt: Const(float("-inf") if is_float(dt) else value_range(dt)[0], dt),
+            "min": lambda dt: Const(float("inf") if is_float(dt) else value_range(dt)[1], dt)}
 
 
 class NestBuilder:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tvmlite.errors import TvmliteError
+from tvmlite.ir.dtypes import BUFFER_DTYPES
 from tvmlite.ir.expr import (
     ITEMSIZE,
     BinOp,
@@ -258,7 +259,7 @@ def _vec_new(e: Expr, v: str, ramp: Ramp, memo: dict) -> Expr:
                                   "depends on the lane: both branches would be loaded for "
                                   "every lane, maybe out of bounds")
         operand = getattr(c, "a", c)   # what the condition compares
-        if lanes_of(c) > 1 and operand.dtype not in ("int32", "int64", "float32", "float64"):
+        if lanes_of(c) > 1 and operand.dtype not in BUFFER_DTYPES:
             raise NotVectorizable(f"a select on a {operand.dtype} condition depends on the lane")
         return Select(c, _bc(t, L), _bc(o, L))
     if isinstance(e, Not):

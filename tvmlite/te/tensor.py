@@ -35,6 +35,7 @@ from tvmlite.ir.expr import (
 )
 from tvmlite.ir.names import IDENT, RESERVED, RESERVED_PREFIXES  # noqa: F401 (IDENT re-exported)
 from tvmlite.ir.symbolic import SizeVar, fold, is_size_expr, is_static
+from tvmlite.te.casts import cast  # noqa: F401 (te.cast, re-exported here as before)
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
            "all", "any", "const", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf",
@@ -378,10 +379,6 @@ def _unary(func: str) -> Callable[[Any], Expr]:
 exp, log, sqrt, tanh, sigmoid, erf = (_unary(f) for f in ("exp", "log", "sqrt", "tanh",
                                                            "sigmoid", "erf"))
 abs = _unary("abs")  # noqa: A001 - TVM's name
-
-
-def cast(x: Any, dtype: str) -> Expr:
-    return Cast(check_dtype(dtype), as_expr(x))
 
 
 def floordiv(a: Any, b: Any) -> Expr:

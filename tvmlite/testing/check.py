@@ -22,6 +22,13 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from tvmlite import te
+from tvmlite.ir.dtypes import (
+    INT_DTYPES,
+    STORAGE_FLOATS,
+    UNSIGNED_DTYPES,
+    is_float_dtype,
+    numpy_dtype,
+)
 from tvmlite.ops import OPS
 from tvmlite.runtime.arrays import asaligned, full
 from tvmlite.runtime.module import build
@@ -29,9 +36,18 @@ from tvmlite.testing.references import REFERENCES
 
 __all__ = ["reference", "random_inputs", "seeded_arrays", "check_module",
            "check_schedule", "reduction_length", "tolerance", "assert_allclose",
-           "mismatch", "mismatches", "INT_SENTINEL"]
+           "mismatch", "mismatches", "INT_SENTINEL", "blank_value"]
 
 INT_SENTINEL = -123456   # what an integer output holds before the kernel writes it
+
+
+def blank_value(dtype: str) -> float | int:
+    """What an output of ``dtype`` holds before the kernel writes it: NaN for floats, else
+    ``INT_SENTINEL`` wrapped to the dtype (-64 in int8, 192 in uint8), as C's cast wraps it
+    in the harness."""
+    if is_float_dtype(dtype):
+        return float("nan")
+    return int(np.array(INT_SENTINEL, np.int64).astype(numpy_dtype(dtype)))
 
 
 def __getattr__(name: str) -> Any:
@@ -83,14 +99,16 @@ def random_inputs(tensors: Sequence[te.Tensor], seed: int = 0, low: float = -1.0
 def seeded_arrays(specs: Iterable[tuple[Sequence[int], str]], seed: int = 0,
                   low: float = -1.0, high: float = 1.0) -> list[np.ndarray]:
     """One seeded random array per ``(shape, dtype)``, in order, from one generator:
-    floats uniform in [low, high), integers uniform in [-8, 8); 64-byte aligned. The
-    inputs of every check, in the tests and in measurement alike."""
+    floats uniform in [low, high), integers uniform in [-8, 8) (unsigned: [0, 16)); 64-byte
+    aligned. The inputs of every check, in the tests and in measurement alike."""
     rng = np.random.default_rng(seed)
     arrays = []
     for shape, dtype in specs:
         shape = tuple(shape)
-        if dtype.startswith("float"):
-            arrays.append(asaligned(rng.uniform(low, high, shape), dtype))
+        if is_float_dtype(dtype):
+            arrays.append(asaligned(rng.uniform(low, high, shape), numpy_dtype(dtype)))
+        elif dtype in UNSIGNED_DTYPES:
+            arrays.append(asaligned(rng.integers(0, 16, shape, dtype=dtype)))
         else:
             arrays.append(asaligned(rng.integers(-8, 8, shape, dtype=dtype)))
     return arrays
@@ -112,7 +130,7 @@ def check_module(mod: Any, tensors: Sequence[te.Tensor], ref_fn: Callable[..., A
             a = next(inputs)
             ins.append(a)
         else:
-            a = full(t.shape, np.nan if t.dtype.startswith("float") else INT_SENTINEL, t.dtype)
+            a = full(t.shape, blank_value(t.dtype), numpy_dtype(t.dtype))
             outs.append(a)
         arrays.append(a)
     mod(*arrays)
@@ -158,7 +176,10 @@ def tolerance(dtype: str, reduction_length: int = 1) -> tuple[float, float]:
         return 1e-4 + 1e-5 * root, 1e-4 * root
     if dtype == "float64":
         return 1e-10 + 1e-13 * root, 1e-10 * root
-    if dtype in ("int32", "int64", "bool"):
+    if dtype in STORAGE_FLOATS:   # one rounding to the type apart, an ulp of 2^-7 or 2^-10
+        ulp = 2.0 ** (-7 if dtype == "bfloat16" else -10)
+        return ulp * root, ulp * root
+    if dtype in INT_DTYPES or dtype == "bool":
         return 0.0, 0.0
     raise ValueError(f"tolerance: unknown dtype {dtype!r}")
 

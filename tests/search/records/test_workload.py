@@ -229,7 +229,7 @@ HOSTILE = {
                                 "identifier"),
     "variable with C code": (set_(OPS_PATH + [2, "body", "source", "a", "indices", 0, "name"],
                                   "i+system()"), "not an identifier"),
-    "dtype float16": (set_(OPS_PATH + [0, "dtype"], "float16"), "dtype must be one of"),
+    "dtype complex64": (set_(OPS_PATH + [0, "dtype"], "complex64"), "dtype must be one of"),
     "dtype char*": (set_(OPS_PATH + [1, "dtype"], "char*"), "dtype must be one of"),
     "bool placeholder": (set_(OPS_PATH + [1, "dtype"], "bool"), "dtype must be one of"),
     "cast to char*": (set_(OPS_PATH + [2, "body", "source"], {

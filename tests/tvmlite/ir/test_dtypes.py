@@ -44,3 +44,58 @@ def test_reserved_c_names_are_refused_as_tensor_names(name):
     assert name in RESERVED or name.startswith(("tvmlite_", "__"))
     with pytest.raises(ValueError, match="reserved in the generated C"):
         te.placeholder((4,), name=name)
+
+
+# -- low precision: int8, uint8, int16, float16, bfloat16 ------------------------------------
+
+LOW = ("int8", "uint8", "int16", "float16", "bfloat16")
+
+
+@pytest.mark.parametrize("name", LOW)
+def test_every_low_precision_dtype_round_trips_through_numpy_and_nd_array(name):
+    """bfloat16 is ml_dtypes'; every dtype's numpy array goes into an NDArray, through the
+    runtime's aligned allocation, and back bit for bit."""
+    import ml_dtypes
+    assert name in dtypes.BUFFER_DTYPES and name in dtypes.DTYPES
+    np_dt = dtypes.numpy_dtype(name)
+    assert np_dt == (np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name))
+    assert NP_DTYPE[name] == np_dt and np_dt.itemsize == dtypes.ITEMSIZE[name]
+    lo, hi = dtypes.value_range(name)
+    x = np.array([lo, hi, 0, 1, -1 if lo < 0 else 2, 3], dtype=np_dt)
+    a = tvmlite.nd.array(x)
+    assert a.dtype == name and arrays.is_aligned(a.data)
+    assert a.numpy().tobytes() == x.tobytes()
+    e = tvmlite.nd.empty((3, 5), name)
+    assert e.dtype == name and e.shape == (3, 5) and arrays.is_aligned(e.data)
+    assert arrays.asaligned(x).tobytes() == x.tobytes()
+
+
+def test_the_storage_floats_are_sixteen_bits_in_c_and_computed_in_float32():
+    for name in dtypes.STORAGE_FLOATS:
+        assert dtypes.CTYPE[name] == "uint16_t" and dtypes.compute_dtype(name) == "float32"
+    assert dtypes.compute_dtype("int8") == "int8"
+    assert dtypes.value_range("float16") == (-65504.0, 65504.0)
+    assert dtypes.value_range("uint8") == (0, 255) and dtypes.value_range("int16")[0] == -2**15
+
+
+@pytest.mark.parametrize("a,b,want", [
+    ("int8", "int8", "int8"), ("int8", "uint8", "int16"), ("uint8", "int16", "int16"),
+    ("int8", "int32", "int32"), ("uint8", "int64", "int64"), ("bool", "uint8", "uint8"),
+    ("float16", "bfloat16", "float32"), ("bfloat16", "float32", "float32"),
+    ("float16", "float64", "float64"), ("int8", "bfloat16", "bfloat16"),
+    ("int32", "float16", "float16"), ("float32", "float64", "float64")])
+def test_promotion_of_the_narrow_dtypes(a, b, want):
+    """numpy's rules among integers and among floats (int8 with uint8 is int16; float16 with
+    bfloat16, neither holding the other, float32); a float beats any integer, as before."""
+    from tvmlite.ir.expr import promote
+    assert promote(a, b) == want and promote(b, a) == want
+
+
+def test_constants_must_fit_their_integer_dtype_and_python_ints_widen_to_fit():
+    with pytest.raises(ValueError, match="300 does not fit in int8"):
+        te.const(300, "int8")
+    assert te.const(-128, "int8").value == -128 and te.const(255, "uint8").value == 255
+    A = te.placeholder((4,), "int8", name="A")
+    assert (A[0] + 1).dtype == "int8"            # a weak Python int takes the array's dtype
+    assert (A[0] + 1000).dtype == "int32"        # unless it does not fit: then int32 math
+    assert (A[0] * 0.5).dtype == "float32"
