@@ -40,9 +40,10 @@ from tvmlite.cli.args import (
 )
 from tvmlite.cli.compare import compare
 from tvmlite.cli.explain import add_explain_command
-from tvmlite.cli.model import add_model_commands
+from tvmlite.cli.model import add_model_commands, parse_shape
+from tvmlite.cli.model_tune import cmd_tune_any
 from tvmlite.cli.progress import Progress
-from tvmlite.cli.tune import cmd_tune, tune_summary
+from tvmlite.cli.tune import tune_summary
 from tvmlite.ops import OPS
 from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.schedule import Schedule
@@ -88,9 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--bandwidth", action="store_true", help="measure the read bandwidth of "
                    "each cache level and memory (codegen_c/stream.c) and cache it for explain")
 
-    c = command(sub, "tune", cmd_tune, "tune one operator (or your own compute) and log "
-                "every measurement")
-    c.add_argument("op", nargs="?", metavar="OP", help="an operator of tvmlite.ops")
+    c = command(sub, "tune", cmd_tune_any, "tune one operator (or your own compute, or "
+                "every kernel of an ONNX model under one budget) and log every measurement")
+    c.add_argument("op", nargs="?", metavar="OP", help="an operator of tvmlite.ops, or a "
+                   "model file MODEL.onnx")
     c.add_argument("params", nargs="*", metavar="KEY=VALUE", help="the operator's arguments")
     c.add_argument("--workload", metavar="FILE.py:FUNCTION", help="tune a compute you wrote: "
                    "FUNCTION(KEY=VALUE...) returns [inputs..., output]")
@@ -103,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     c.add_argument("--resume", action="store_true", help="continue a tuning already in "
                    "--log: its records count toward --trials and are not measured again")
+    c.add_argument("--shape", type=parse_shape, action="append", default=[],
+                   metavar="NAME=D0,D1,...", help="MODEL.onnx: an input's shape (for "
+                   "symbolic dims)")
     c.add_argument("--const", action="append", default=[], metavar="INPUT",
                    help="an input that is constant in deployment (weights; repeat or "
                    "comma-separate): the search may pre-pack it once, outside the kernel")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from tvmlite.checks import check_int
@@ -38,12 +39,15 @@ class Progress:
     a terminal, else "lines").
 
     Call it with each ``search.task.Trial``; call ``close()`` when the tuning ends
-    (also after an interruption, so the bar leaves the terminal clean)."""
+    (also after an interruption, so the bar leaves the terminal clean). ``status``, when
+    given, says what the run has reached instead of the trial's best GFLOP/s (a whole
+    model's tuning shows its task and the model's estimated latency)."""
 
     MODES = ("bar", "lines", "quiet")
 
     def __init__(self, total: int, stream: TextIO | None = None, mode: str | None = None,
-                 every: int | None = None, label: str = "tuning"):
+                 every: int | None = None, label: str = "tuning",
+                 status: Callable[[], str] | None = None):
         check_int(total, "Progress(total=...), the trial budget,", 1)
         self.stream = stream if stream is not None else sys.stderr
         if mode is None:
@@ -51,7 +55,7 @@ class Progress:
         if mode not in self.MODES:
             raise ValueError(f"Progress(mode={mode!r}): use one of {', '.join(self.MODES)}")
         check_int(every, "Progress(every=...), trials per line,", 1, allow_none=True)
-        self.total, self.mode, self.label = total, mode, label
+        self.total, self.mode, self.label, self.status = total, mode, label, status
         self.every = every or max(1, total // 10)
         self.first: int | None = None     # index of the first trial of this run
         self.last = None                  # the latest Trial
@@ -89,8 +93,8 @@ class Progress:
         if t is None:
             return f"{self.label}: no trial yet"
         width = len(str(self.total))
-        return (f"{self.label} [{t.index:>{width}}/{self.total}] best {t.best_gflops:.2f} "
-                f"GFLOP/s  errors {self.errors}  elapsed {format_seconds(t.elapsed)}  "
+        return (f"{self.label} [{t.index:>{width}}/{self.total}] {self._reached(t)}  "
+                f"errors {self.errors}  elapsed {format_seconds(t.elapsed)}  "
                 f"left ~{format_seconds(self.eta() or 0.0)}")
 
     def _update_bar(self, trial: Any) -> None:
@@ -98,9 +102,13 @@ class Progress:
             from tqdm import tqdm
             self._bar = tqdm(total=self.total, initial=trial.index - 1, desc=self.label,
                              unit="trial", file=self.stream, dynamic_ncols=True)
-        self._bar.set_postfix_str(f"best {trial.best_gflops:.2f} GFLOP/s, "
-                                  f"errors {self.errors}", refresh=False)
+        self._bar.set_postfix_str(f"{self._reached(trial)}, errors {self.errors}",
+                                  refresh=False)
         self._bar.update(max(0, min(trial.index, self.total) - self._bar.n))
+
+    def _reached(self, trial: Any) -> str:
+        return self.status() if self.status is not None else \
+            f"best {trial.best_gflops:.2f} GFLOP/s"
 
     def close(self) -> None:
         if self._bar is not None:

@@ -1,0 +1,446 @@
+"""``tvmlite tune MODEL.onnx``: tune every fused kernel of a model under one budget.
+
+    tvmlite tune MODEL.onnx --trials N --log L [--shape NAME=1,3,224,224] [--target T]
+                 [--runner local|qemu|dask://HOST:PORT] [--resume] [--verbose]
+
+The model is imported (``frontend.from_onnx``), its distinct kernels become tasks
+(``search.extract_tasks``: ``task.weight`` is how often one run calls the kernel), and
+the gradient ``TaskScheduler`` spends the ``--trials`` budget on them (the log's earlier
+records count, so ``--resume`` continues), weighted so that the objective is the model's
+latency. The progress line names the task being tuned and the model's estimated latency
+(the weighted sum of the tasks' bests so far). The summary builds the model twice, from
+the log (``apply_history_best``) and untuned, exports both as the library ``tvmlite
+compile`` writes, and times whole runs of each beside onnxruntime (when installed, the
+same threads), interleaved, so the three figures share the machine's state; then one row
+per task, read from the log, so an interrupted run prints the same table.
+
+Map: the dispatch (model or operator) · the per-task table (pure) · the progress
+estimate · measuring the built models · the command.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shlex
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tvmlite.cli.args import IDENTIFIER, UsageError, resolve_target, tuning_options
+from tvmlite.cli.progress import Progress
+from tvmlite.cli.tune import cmd_tune
+from tvmlite.frontend import from_onnx
+from tvmlite.graph.build import build_graph
+from tvmlite.graph.ir import Graph
+from tvmlite.graph.library import ModelLibrary
+from tvmlite.ops import OPS
+from tvmlite.search.graph_tasks import extract_tasks
+from tvmlite.search.measure.measurer import check_log_path
+from tvmlite.search.records.best import best_record, is_retiming
+from tvmlite.search.records.record import Record, iter_records
+from tvmlite.search.result import Trial
+from tvmlite.search.template_free.scheduler import TaskScheduler
+from tvmlite.search.templated.task import apply_history_best
+from tvmlite.target.target import Target
+
+__all__ = ["is_model_argument", "cmd_tune_any", "cmd_model_tune", "TaskRow", "task_rows",
+           "estimate", "estimate_line", "summary_table", "ModelEstimate", "ModelTimes",
+           "time_models", "times_lines", "feeds_of", "REPEAT"]
+
+REPEAT = 25          # timed runs of each built model (and onnxruntime) in the summary
+_ROUNDS = 5          # ... taken in this many interleaved rounds
+
+
+# -- the dispatch ------------------------------------------------------------------------------
+
+def is_model_argument(op: str | None) -> bool:
+    """Whether ``tvmlite tune``'s first argument names a model file rather than an
+    operator: an operator name is an identifier of ``tvmlite.ops``; anything else that
+    looks like a path (``.onnx``, a separator, an existing file) is a model, so a missing
+    or a non-ONNX file gets the frontend's message, not "unknown operator"."""
+    if op is None or op in OPS:
+        return False
+    return op.lower().endswith(".onnx") or not IDENTIFIER.match(op) or Path(op).is_file()
+
+
+def cmd_tune_any(args: argparse.Namespace) -> int:
+    """``tvmlite tune``: a model file goes to ``cmd_model_tune``, an operator (or
+    ``--workload``) to the single-operator ``cmd_tune``."""
+    if not args.workload and is_model_argument(args.op):
+        return cmd_model_tune(args)
+    if getattr(args, "shape", None):
+        raise UsageError("--shape sets a model input's shape: it goes with `tvmlite tune "
+                         "MODEL.onnx`; an operator takes its sizes as KEY=VALUE")
+    return cmd_tune(args)
+
+
+# -- the per-task table ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task of a model as the log has it: its kernels, weight (calls per model run),
+    records (trials), best seconds per call (None: nothing valid yet) and whether that
+    best was only emulated."""
+    name: str
+    kernels: tuple[str, ...]
+    weight: int
+    trials: int
+    best: float | None
+    emulated: bool = False
+
+
+def task_rows(tasks: Sequence[Any], log: str, target: Target) -> list[TaskRow]:
+    """The rows of ``tasks`` from ``log``, read once: the trials count what the budget
+    counts (this CPU's records, re-timings excluded), the best is the record
+    ``tvmlite.build`` takes under ``apply_history_best`` (``best_record``, this CPU's)."""
+    keys = {t.workload.key for t in tasks}
+    mine: dict[str, list[Record]] = {k: [] for k in keys}
+    if Path(log).is_file():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # bad lines were reported when the run started
+            for _, r in iter_records(log):
+                if r.workload.key in keys and r.target.same_cpu(target):
+                    mine[r.workload.key].append(r)
+    rows = []
+    for t in tasks:
+        recs = mine[t.workload.key]
+        best = best_record(recs, t.workload.key, target, fallback=False) if recs else None
+        rows.append(TaskRow(t.workload.name, tuple(t.kernel_names), int(t.weight),
+                            sum(not is_retiming(r) for r in recs),
+                            None if best is None else best.mean_cost,
+                            bool(best is not None and best.emulated)))
+    return rows
+
+
+def estimate(rows: Sequence[TaskRow]) -> tuple[float, int]:
+    """(the weighted sum of the known bests, how many tasks have no best yet): the
+    model's latency as the sum of its kernels' isolated timings."""
+    known = sum(r.weight * r.best for r in rows if r.best is not None)
+    return known, sum(r.best is None for r in rows)
+
+
+def _names(kernels: Sequence[str], width: int) -> str:
+    text = ", ".join(kernels)
+    if len(text) <= width:
+        return text
+    return f"{kernels[0]} +{len(kernels) - 1} more"[:width]
+
+
+def summary_table(rows: Sequence[TaskRow]) -> str:
+    """One line per task: kernels, weight, trials, best ms per call, and its share of the
+    model's estimated time (weight x best over the sum), the tasks costing most first;
+    a last line with the totals."""
+    total, _ = estimate(rows)
+    width = max([len("kernels"), *(min(36, len(", ".join(r.kernels))) for r in rows)])
+    lines = [f"  {'task':<12} {'kernels':<{width}} {'weight':>6} {'trials':>6} "
+             f"{'best ms':>10} {'share':>6}"]
+    order = sorted(range(len(rows)), key=lambda i: -(rows[i].weight * (rows[i].best or 0.0)))
+    for i in order:
+        r = rows[i]
+        best = "-" if r.best is None else f"{r.best * 1e3:.4g}" + ("*" if r.emulated else "")
+        share = "-" if r.best is None or total <= 0 else \
+            f"{100 * r.weight * r.best / total:.1f}%"
+        lines.append(f"  {r.name[:12]:<12} {_names(r.kernels, width):<{width}} {r.weight:>6} "
+                     f"{r.trials:>6} {best:>10} {share:>6}")
+    lines.append(f"  {'total':<12} {'':<{width}} {sum(r.weight for r in rows):>6} "
+                 f"{sum(r.trials for r in rows):>6} {total * 1e3:>10.4g}")
+    if any(r.emulated for r in rows):
+        lines.append("  * emulated: the kernel is checked correct; its time says nothing of "
+                     "speed on the target")
+    return "\n".join(lines)
+
+
+# -- the progress estimate ---------------------------------------------------------------------
+
+class ModelEstimate:
+    """What the progress line shows while a model tunes: the task of the latest trial
+    and the model's estimated latency, the weighted sum of each task's best so far (a
+    task starts from the log's best; one not measured yet is counted as unknown).
+    ``see`` turns a task's Trial into one the ``Progress`` display counts against the
+    whole budget (its index: the records of all the tasks in the log)."""
+
+    def __init__(self, tasks: Sequence[Any], rows: Sequence[TaskRow]):
+        self.names = [t.kernel_names[0] for t in tasks]
+        self.weights = [int(t.weight) for t in tasks]
+        self.flops = [t.workload.flops for t in tasks]
+        self.best: list[float | None] = [r.best for r in rows]
+        self.counts = [r.trials for r in rows]
+        self.task: int | None = None
+
+    def see(self, i: int, trial: Trial) -> Trial:
+        self.task = i
+        self.counts[i] = max(self.counts[i], trial.index)
+        if trial.gflops > 0:
+            seconds = self.flops[i] / (trial.gflops * 1e9)
+            old = self.best[i]
+            self.best[i] = seconds if old is None else min(old, seconds)
+        return replace(trial, index=sum(self.counts))
+
+    def latency(self) -> tuple[float, int]:
+        """(the estimate in seconds over the known tasks, the tasks still unknown)."""
+        known = sum(w * b for w, b in zip(self.weights, self.best) if b is not None)
+        return known, sum(b is None for b in self.best)
+
+    def status(self) -> str:
+        known, unknown = self.latency()
+        task = "" if self.task is None else \
+            f"task {self.task + 1}/{len(self.names)} {self.names[self.task]}, "
+        more = f" + {unknown} unknown" if unknown else ""
+        return f"{task}model ~{_ms(known)}{more}"
+
+
+# -- measuring the built models ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelTimes:
+    """Median seconds per whole run of the model: tuned (from the log), untuned, and
+    onnxruntime's (None when it is not installed or could not run the model, ``ort_note``
+    says why), with the threads each used."""
+    tuned: float
+    untuned: float
+    ort: float | None
+    ort_note: str
+    threads: int
+    repeat: int
+
+
+def feeds_of(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs of the model's shapes: normal floats; zeros for integer and boolean inputs
+    (token ids, masks: index 0 is valid for every gather)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in graph.inputs:
+        t = graph.types[name]
+        dt = np.dtype(t.dtype)
+        out[name] = rng.standard_normal(t.shape).astype(dt) if dt.kind == "f" else \
+            np.zeros(t.shape, dt)
+    return out
+
+
+def _library(graph: Graph, target: Target, log: str | None, folder: Path) -> ModelLibrary:
+    ctx = apply_history_best(log) if log else contextlib.nullcontext()
+    with ctx:
+        mod = build_graph(graph, target, quiet=True)
+    mod.export_library(folder, name="model")
+    return ModelLibrary(folder)
+
+
+def _ort_timer(model: Path, feeds: dict, threads: int) -> tuple[Callable[[int], list[float]]
+                                                               | None, str]:
+    """A function timing ``n`` onnxruntime runs (CPU provider, ``threads`` intra-op
+    threads, all graph optimizations), or None and why not."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None, "onnxruntime is not installed (`pip install onnxruntime` adds it)"
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+        sess.run(None, feeds)
+    except Exception as err:  # noqa: BLE001 -- a peer's failure: say it, skip the figure
+        return None, f"onnxruntime could not run the model: {type(err).__name__}: {err}"
+
+    def timed(n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            sess.run(None, feeds)
+            out.append(time.perf_counter() - t0)
+        return out
+    return timed, ""
+
+
+def time_models(model: Path, graph: Graph, target: Target, log: str, threads: int,
+                repeat: int | None = None) -> ModelTimes:
+    """Build the model from ``log`` and untuned, export both as libraries, and time
+    ``repeat`` (default ``REPEAT``) whole runs of each and of onnxruntime, in
+    interleaved rounds."""
+    repeat = REPEAT if repeat is None else repeat
+    feeds = feeds_of(graph)
+    with tempfile.TemporaryDirectory(prefix="tvmlite-tune-") as tmp:
+        tuned = _library(graph, target, log, Path(tmp) / "tuned")
+        untuned = _library(graph, target, None, Path(tmp) / "untuned")
+        for lib in (tuned, untuned):
+            lib.set_num_threads(threads)
+        ort, note = _ort_timer(model, feeds, threads)
+        times: dict[str, list[float]] = {"tuned": [], "untuned": [], "ort": []}
+        per = max(1, -(-repeat // _ROUNDS))
+        for _ in range(_ROUNDS):
+            times["tuned"] += tuned.time_run(feeds, per)
+            times["untuned"] += untuned.time_run(feeds, per)
+            if ort is not None:
+                times["ort"] += ort(per)
+    return ModelTimes(statistics.median(times["tuned"]), statistics.median(times["untuned"]),
+                      statistics.median(times["ort"]) if ort is not None else None, note,
+                      threads, per * _ROUNDS)
+
+
+def _runs_here(target: Target) -> bool:
+    host = Target.host()
+    return target.arch == host.arch and set(target.features) <= set(host.features)
+
+
+def _ms(seconds: float) -> str:
+    """``2.71 us`` below a millisecond, else ``12.34 ms``."""
+    return f"{seconds * 1e6:.3g} us" if seconds < 1e-3 else f"{seconds * 1e3:.4g} ms"
+
+
+def times_lines(t: ModelTimes) -> list[str]:
+    """The summary's latency lines: the tuned model against the untuned build and
+    onnxruntime (speedups as their time over ours)."""
+    lines = [f"model:    {_ms(t.tuned)} tuned (median of {t.repeat} runs of the library, "
+             f"{t.threads} thread(s))",
+             f"untuned:  {_ms(t.untuned)} (tuned is {t.untuned / t.tuned:.2f}x faster)"]
+    if t.ort is None:
+        lines.append(f"onnxruntime: not compared: {t.ort_note}")
+    else:
+        lines.append(f"onnxruntime: {_ms(t.ort)} (CPU provider, {t.threads} intra-op "
+                     f"thread(s); tuned runs at {t.ort / t.tuned:.2f}x its speed)")
+    return lines
+
+
+# -- the command -------------------------------------------------------------------------------
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C (the runner's worker and temp folders are cleaned up)."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    def raise_terminated(signum: int, frame: Any) -> None:
+        raise _Terminated
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Options of the single-operator command that mean nothing for a model."""
+    if args.params:
+        raise UsageError(f"{' '.join(args.params)}: a model's sizes come from the model "
+                         "(symbolic ones from --shape NAME=D0,D1,...), not KEY=VALUE")
+    if args.search != "template-free" or args.tuner:
+        raise UsageError("a model tunes with the template-free search (sketches per fused "
+                         "kernel): drop --search templated / --tuner")
+    if args.const:
+        raise UsageError("--const: a model's weights are its constants already (the "
+                         "search may pre-pack them): drop --const")
+
+
+def _check_log(log: str, tasks: Sequence[Any], target: Target, resume: bool) -> None:
+    """The log must be writable; without --resume, records of these tasks in it are a
+    mistake (they would silently count toward the budget)."""
+    path = Path(log)
+    try:
+        check_log_path(path)
+    except ValueError as err:
+        raise UsageError(f"--log: {err}") from None
+    if resume or not path.is_file():
+        return
+    n = sum(r.trials for r in task_rows(tasks, log, target))
+    if n:
+        raise UsageError(f"--log {log} already holds {n} record(s) of this model's kernels: "
+                         "add --resume to continue that tuning (they count toward --trials), "
+                         "or pass another --log")
+
+
+def _model_line(args: argparse.Namespace, graph: Graph, rows: Sequence[TaskRow]) -> str:
+    kernels = sum(r.weight for r in rows)
+    return (f"{args.op}: {len(graph.nodes)} nodes -> {kernels} fused kernels, {len(rows)} "
+            f"task(s); {args.log} holds {sum(r.trials for r in rows)} of --trials "
+            f"{args.trials}")
+
+
+def _commands(args: argparse.Namespace, target: Target) -> str:
+    shapes = [a for name, dims in args.shape
+              for a in ("--shape", f"{name}={','.join(map(str, dims))}")]
+    flag = ["--target", target.name] if target.name and target.name != "host" else []
+    return "compile:  " + shlex.join(["tvmlite", "compile", args.op, "--log", args.log,
+                                      *shapes, *flag, "--out", "dist"])
+
+
+def cmd_model_tune(args: argparse.Namespace) -> int:
+    _check_args(args)
+    target = resolve_target(args)
+    graph = from_onnx(Path(args.op), shapes=dict(args.shape))
+    tasks = extract_tasks(graph, target)
+    _check_log(args.log, tasks, target, args.resume)
+    # the scheduler first gives a round to each task it has not run in this process, in
+    # order: on --resume, the tasks the log has no record of go first, so a budget that
+    # an interruption cut short reaches them before the others get a second round
+    logged = task_rows(tasks, args.log, target)
+    order = sorted(range(len(tasks)), key=lambda i: logged[i].trials > 0)
+    options = tuning_options(args, args.seed)
+    with options.make_runner() as runner:   # a runner that cannot run the target stops here
+        runner.check_target(target)
+    model = ModelEstimate(tasks, logged)
+    progress = Progress(args.trials, sys.stderr, "quiet" if args.quiet else None,
+                        label=Path(args.op).stem, status=model.status)
+
+    def on_trial(i: int, trial: Trial) -> None:
+        progress(model.see(order[i], trial))
+    try:
+        with _sigterm_as_interrupt():
+            scheduler = TaskScheduler([tasks[i] for i in order], seed=args.seed)
+            results = scheduler.tune(args.trials, args.log, options, on_trial)
+    except KeyboardInterrupt as stop:
+        progress.close()
+        how = "terminated" if isinstance(stop, _Terminated) else "interrupted"
+        rows = task_rows(tasks, args.log, target)
+        again = list(args.argv) + ([] if args.resume else ["--resume"])
+        print(f"\n{how} after {progress.measured} new trial(s) (at most the candidate being "
+              f"timed was lost)\n{_model_line(args, graph, rows)}\n{summary_table(rows)}\n"
+              f"resume:   {shlex.join(['tvmlite', *again])}", file=sys.stderr)
+        return 128 + signal.SIGTERM if isinstance(stop, _Terminated) else 130
+    finally:
+        progress.close()
+    if getattr(args, "verbose", False):
+        rounds = sorted((r for res in results for r in res.rounds), key=lambda r: r.index)
+        print("\n".join(r.line() for r in rounds))
+    rows = task_rows(tasks, args.log, target)
+    new = sum(r.measured for r in results)
+    errors = sum(v for r in results for k, v in r.errors.items() if k != "NO_ERROR")
+    lines = [_model_line(args, graph, rows) + f", {new} new ({errors} error(s)): "
+             f"{sum(r.search_seconds for r in results):.1f}s searching + "
+             f"{sum(r.measure_seconds for r in results):.1f}s measuring"]
+    if _runs_here(target):
+        threads = options.n_threads or target.cores
+        lines += times_lines(time_models(Path(args.op), graph, target, args.log, threads))
+    else:
+        lines.append(f"model:    not timed: {target.name} code does not run on this machine "
+                     "(the kernels were checked under emulation); compile the library below "
+                     "and run it there with `tvmlite run`")
+    lines.append(estimate_line(rows))
+    lines.append(summary_table(rows))
+    lines.append(_commands(args, target))
+    print("\n".join(lines))
+    return 0 if any(r.best is not None for r in rows) else 1
+
+
+def estimate_line(rows: Sequence[TaskRow]) -> str:
+    """The model's latency as its kernels' isolated bests add up, and what it lacks: tasks
+    the budget did not reach (their kernels keep the default schedule) and tasks whose
+    every trial failed."""
+    known, _ = estimate(rows)
+    untuned = sum(r.trials == 0 for r in rows)
+    failed = sum(r.trials > 0 and r.best is None for r in rows)
+    notes = ([f"{untuned} task(s) not reached: raise --trials (and --resume)"] if untuned
+             else []) + ([f"{failed} task(s) without a valid trial (`tvmlite log show` "
+                          "lists the errors)"] if failed else []) + \
+        (["emulated"] if any(r.emulated for r in rows) else [])
+    return (f"estimate: {_ms(known)}, the sum of the kernels' best times x weight"
+            + (f" ({'; '.join(notes)})" if notes else ""))
