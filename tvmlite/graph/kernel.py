@@ -170,11 +170,21 @@ def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:
     if not axes:
         return s
     factor = _vector_factor(axes[-1].extent, lanes) if vectorize else None
+    if kc.blas and factor is not None:
+        _pack_weights(s, kc, reductions or [o], factor)
     outer = axes[:-1]
+    extents = [a.extent for a in outer]
     if factor is not None:
         io, ii = o.split(axes[-1], factor=factor)
         o.vectorize(ii)
         outer = outer + [io]
+        extents.append(axes[-1].extent // factor if isinstance(axes[-1].extent, int) else 2)
+    if 1 in extents[:-1] and any(e != 1 for e in extents):
+        # loops of one iteration (a batch of 1, a 1x1 map) go inside, so the parallel
+        # loop is one that has work (a classifier's output channels)
+        order = sorted(range(len(outer)), key=lambda d: extents[d] == 1)
+        outer, extents = [outer[d] for d in order], [extents[d] for d in order]
+        o.reorder(*outer, *([ii] if factor is not None else []))
     if o.op.reduce_axis:
         # the output is the anchor itself: its reductions go outside the vector lanes
         if factor is not None:
@@ -194,12 +204,25 @@ def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:
     attached = len(reductions) == 1 and not o.op.reduce_axis and bool(outer) and \
         kc.elementwise_epilogue
     n_fuse = 2 if len(outer) >= 3 or (len(outer) == 2 and not attached) else 1
-    first = getattr(outer[0], "extent", None) if outer else None
+    first = extents[0] if outer else None
     if n_fuse == 2 and isinstance(first, int) and first >= target.cores:
         n_fuse = 1
     if outer:
         o.parallel(o.fuse(*outer[:2]) if n_fuse == 2 else outer[0])
     return s
+
+
+def _pack_weights(s: Schedule, kc: KernelCompute, readers: list, lanes: int) -> None:
+    """A conv or matmul without a register block (one row: a classifier's matrix-vector
+    product) reads its constant weight along the vector, one vector per reduction step,
+    a whole row apart: packed once at load time in panels of one vector, each panel's
+    reads are contiguous."""
+    for t in kc.tensors[:-1]:
+        if t.name not in kc.constants or len(t.shape) < 2 or t.shape[-1] % lanes:
+            continue
+        users = [st for st in readers if any(x.name == t.name for x in st.op.input_tensors)]
+        if users:
+            s.prepack(s.cache_read(t, "local", [st.op.output(0) for st in users]), -1, lanes)
 
 
 def _root_reduction(st: Any, lanes: int, cores: int) -> None:
