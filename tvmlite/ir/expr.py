@@ -88,6 +88,12 @@ class Expr:
             object.__setattr__(self, "_hash", h)
         return h
 
+    def __getstate__(self) -> dict:
+        """The fields only, not the memos (``_hash``; ``simplify.linear``'s ``_linear``):
+        a Var's linear form is a dict keyed by the Var itself, which unpickling (a Dask
+        runner ships workloads) or deepcopy would hash before the Var has its fields."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
     def __bool__(self) -> bool:
         raise TypeError(
             f"cannot use the expression {self} as a Python bool: use te.if_then_else, "
