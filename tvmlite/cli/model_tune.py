@@ -8,14 +8,13 @@ The model is imported (``frontend.from_onnx``), its distinct kernels become task
 the gradient ``TaskScheduler`` spends the ``--trials`` budget on them (the log's earlier
 records count, so ``--resume`` continues), weighted so that the objective is the model's
 latency. The progress line names the task being tuned and the model's estimated latency
-(the weighted sum of the tasks' bests so far). The summary builds the model twice, from
-the log (``apply_history_best``) and untuned, exports both as the library ``tvmlite
-compile`` writes, and times whole runs of each beside onnxruntime (when installed, the
-same threads), interleaved, so the three figures share the machine's state; then one row
-per task, read from the log, so an interrupted run prints the same table.
+(the weighted sum of the tasks' bests so far). The summary times the model built from
+the log (``apply_history_best``) against the untuned build and onnxruntime
+(``model_times``), then gives one row per task, read from the log, so an interrupted
+run prints the same table.
 
 Map: the dispatch (model or operator) · the per-task table (pure) · the progress
-estimate · measuring the built models · the command.
+estimate · the command.
 """
 from __future__ import annotations
 
@@ -23,25 +22,19 @@ import argparse
 import contextlib
 import shlex
 import signal
-import statistics
 import sys
-import tempfile
-import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tvmlite.cli.args import IDENTIFIER, UsageError, resolve_target, tuning_options
+from tvmlite.cli.model_times import format_latency, time_models, times_lines
 from tvmlite.cli.progress import Progress
 from tvmlite.cli.tune import cmd_tune
 from tvmlite.frontend import from_onnx
-from tvmlite.graph.build import build_graph
 from tvmlite.graph.ir import Graph
-from tvmlite.graph.library import ModelLibrary
 from tvmlite.ops import OPS
 from tvmlite.search.graph_tasks import extract_tasks
 from tvmlite.search.measure.measurer import check_log_path
@@ -49,15 +42,10 @@ from tvmlite.search.records.best import best_record, is_retiming
 from tvmlite.search.records.record import Record, iter_records
 from tvmlite.search.result import Trial
 from tvmlite.search.template_free.scheduler import TaskScheduler
-from tvmlite.search.templated.task import apply_history_best
 from tvmlite.target.target import Target
 
 __all__ = ["is_model_argument", "cmd_tune_any", "cmd_model_tune", "TaskRow", "task_rows",
-           "estimate", "estimate_line", "summary_table", "ModelEstimate", "ModelTimes",
-           "time_models", "times_lines", "feeds_of", "REPEAT"]
-
-REPEAT = 25          # timed runs of each built model (and onnxruntime) in the summary
-_ROUNDS = 5          # ... taken in this many interleaved rounds
+           "estimate", "estimate_line", "summary_table", "ModelEstimate"]
 
 
 # -- the dispatch ------------------------------------------------------------------------------
@@ -136,12 +124,12 @@ def _names(kernels: Sequence[str], width: int) -> str:
 
 
 def summary_table(rows: Sequence[TaskRow]) -> str:
-    """One line per task: kernels, weight, trials, best ms per call, and its share of the
-    model's estimated time (weight x best over the sum), the tasks costing most first;
-    a last line with the totals."""
+    """One line per task: its number (the progress line's), kernels, weight, trials, best
+    ms per call, and its share of the model's estimated time (weight x best over the
+    sum), the tasks costing most first; a last line with the totals."""
     total, _ = estimate(rows)
     width = max([len("kernels"), *(min(36, len(", ".join(r.kernels))) for r in rows)])
-    lines = [f"  {'task':<12} {'kernels':<{width}} {'weight':>6} {'trials':>6} "
+    lines = [f"  {'#':>3} {'task':<12} {'kernels':<{width}} {'weight':>6} {'trials':>6} "
              f"{'best ms':>10} {'share':>6}"]
     order = sorted(range(len(rows)), key=lambda i: -(rows[i].weight * (rows[i].best or 0.0)))
     for i in order:
@@ -149,9 +137,9 @@ def summary_table(rows: Sequence[TaskRow]) -> str:
         best = "-" if r.best is None else f"{r.best * 1e3:.4g}" + ("*" if r.emulated else "")
         share = "-" if r.best is None or total <= 0 else \
             f"{100 * r.weight * r.best / total:.1f}%"
-        lines.append(f"  {r.name[:12]:<12} {_names(r.kernels, width):<{width}} {r.weight:>6} "
-                     f"{r.trials:>6} {best:>10} {share:>6}")
-    lines.append(f"  {'total':<12} {'':<{width}} {sum(r.weight for r in rows):>6} "
+        lines.append(f"  {i + 1:>3} {r.name[:12]:<12} {_names(r.kernels, width):<{width}} "
+                     f"{r.weight:>6} {r.trials:>6} {best:>10} {share:>6}")
+    lines.append(f"  {'':>3} {'total':<12} {'':<{width}} {sum(r.weight for r in rows):>6} "
                  f"{sum(r.trials for r in rows):>6} {total * 1e3:>10.4g}")
     if any(r.emulated for r in rows):
         lines.append("  * emulated: the kernel is checked correct; its time says nothing of "
@@ -195,120 +183,12 @@ class ModelEstimate:
         task = "" if self.task is None else \
             f"task {self.task + 1}/{len(self.names)} {self.names[self.task]}, "
         more = f" + {unknown} unknown" if unknown else ""
-        return f"{task}model ~{_ms(known)}{more}"
-
-
-# -- measuring the built models ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ModelTimes:
-    """Median seconds per whole run of the model: tuned (from the log), untuned, and
-    onnxruntime's (None when it is not installed or could not run the model, ``ort_note``
-    says why), with the threads each used."""
-    tuned: float
-    untuned: float
-    ort: float | None
-    ort_note: str
-    threads: int
-    repeat: int
-
-
-def feeds_of(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs of the model's shapes: normal floats; zeros for integer and boolean inputs
-    (token ids, masks: index 0 is valid for every gather)."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name in graph.inputs:
-        t = graph.types[name]
-        dt = np.dtype(t.dtype)
-        out[name] = rng.standard_normal(t.shape).astype(dt) if dt.kind == "f" else \
-            np.zeros(t.shape, dt)
-    return out
-
-
-def _library(graph: Graph, target: Target, log: str | None, folder: Path) -> ModelLibrary:
-    ctx = apply_history_best(log) if log else contextlib.nullcontext()
-    with ctx:
-        mod = build_graph(graph, target, quiet=True)
-    mod.export_library(folder, name="model")
-    return ModelLibrary(folder)
-
-
-def _ort_timer(model: Path, feeds: dict, threads: int) -> tuple[Callable[[int], list[float]]
-                                                               | None, str]:
-    """A function timing ``n`` onnxruntime runs (CPU provider, ``threads`` intra-op
-    threads, all graph optimizations), or None and why not."""
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return None, "onnxruntime is not installed (`pip install onnxruntime` adds it)"
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    try:
-        sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
-        sess.run(None, feeds)
-    except Exception as err:  # noqa: BLE001 -- a peer's failure: say it, skip the figure
-        return None, f"onnxruntime could not run the model: {type(err).__name__}: {err}"
-
-    def timed(n: int) -> list[float]:
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            sess.run(None, feeds)
-            out.append(time.perf_counter() - t0)
-        return out
-    return timed, ""
-
-
-def time_models(model: Path, graph: Graph, target: Target, log: str, threads: int,
-                repeat: int | None = None) -> ModelTimes:
-    """Build the model from ``log`` and untuned, export both as libraries, and time
-    ``repeat`` (default ``REPEAT``) whole runs of each and of onnxruntime, in
-    interleaved rounds."""
-    repeat = REPEAT if repeat is None else repeat
-    feeds = feeds_of(graph)
-    with tempfile.TemporaryDirectory(prefix="tvmlite-tune-") as tmp:
-        tuned = _library(graph, target, log, Path(tmp) / "tuned")
-        untuned = _library(graph, target, None, Path(tmp) / "untuned")
-        for lib in (tuned, untuned):
-            lib.set_num_threads(threads)
-        ort, note = _ort_timer(model, feeds, threads)
-        times: dict[str, list[float]] = {"tuned": [], "untuned": [], "ort": []}
-        per = max(1, -(-repeat // _ROUNDS))
-        for _ in range(_ROUNDS):
-            times["tuned"] += tuned.time_run(feeds, per)
-            times["untuned"] += untuned.time_run(feeds, per)
-            if ort is not None:
-                times["ort"] += ort(per)
-    return ModelTimes(statistics.median(times["tuned"]), statistics.median(times["untuned"]),
-                      statistics.median(times["ort"]) if ort is not None else None, note,
-                      threads, per * _ROUNDS)
+        return f"{task}model ~{format_latency(known)}{more}"
 
 
 def _runs_here(target: Target) -> bool:
     host = Target.host()
     return target.arch == host.arch and set(target.features) <= set(host.features)
-
-
-def _ms(seconds: float) -> str:
-    """``2.71 us`` below a millisecond, else ``12.34 ms``."""
-    return f"{seconds * 1e6:.3g} us" if seconds < 1e-3 else f"{seconds * 1e3:.4g} ms"
-
-
-def times_lines(t: ModelTimes) -> list[str]:
-    """The summary's latency lines: the tuned model against the untuned build and
-    onnxruntime (speedups as their time over ours)."""
-    lines = [f"model:    {_ms(t.tuned)} tuned (median of {t.repeat} runs of the library, "
-             f"{t.threads} thread(s))",
-             f"untuned:  {_ms(t.untuned)} (tuned is {t.untuned / t.tuned:.2f}x faster)"]
-    if t.ort is None:
-        lines.append(f"onnxruntime: not compared: {t.ort_note}")
-    else:
-        lines.append(f"onnxruntime: {_ms(t.ort)} (CPU provider, {t.threads} intra-op "
-                     f"thread(s); tuned runs at {t.ort / t.tuned:.2f}x its speed)")
-    return lines
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -442,5 +322,5 @@ def estimate_line(rows: Sequence[TaskRow]) -> str:
              else []) + ([f"{failed} task(s) without a valid trial (`tvmlite log show` "
                           "lists the errors)"] if failed else []) + \
         (["emulated"] if any(r.emulated for r in rows) else [])
-    return (f"estimate: {_ms(known)}, the sum of the kernels' best times x weight"
+    return (f"estimate: {format_latency(known)}, the sum of the kernels' best times x weight"
             + (f" ({'; '.join(notes)})" if notes else ""))

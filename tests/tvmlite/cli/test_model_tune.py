@@ -18,7 +18,7 @@ from onnx import TensorProto as TP  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
-from tvmlite.cli import model_tune  # noqa: E402
+from tvmlite.cli import model_times  # noqa: E402
 from tvmlite.cli.commands import main  # noqa: E402
 from tvmlite.cli.model_tune import (  # noqa: E402
     ModelEstimate,
@@ -72,11 +72,12 @@ ROWS = [TaskRow("conv", ("k0_conv", "k2_conv"), 2, 8, 1e-3),
 def test_summary_table_shares_order_and_totals():
     assert estimate(ROWS) == (pytest.approx(4e-3), 1)
     lines = summary_table(ROWS).splitlines()
-    assert lines[0].split() == ["task", "kernels", "weight", "trials", "best", "ms", "share"]
+    assert lines[0].split() == ["#", "task", "kernels", "weight", "trials", "best", "ms",
+                                "share"]
     # weight x best: conv 2 ms, matmul 2 ms (ties keep the task order), pool unknown last
-    assert lines[1].split() == ["conv", "k0_conv,", "k2_conv", "2", "8", "1", "50.0%"]
-    assert lines[2].split() == ["matmul", "k1_matmul", "1", "4", "2", "50.0%"]
-    assert lines[3].split() == ["pool", "k3_pool", "1", "0", "-", "-"]
+    assert lines[1].split() == ["1", "conv", "k0_conv,", "k2_conv", "2", "8", "1", "50.0%"]
+    assert lines[2].split() == ["2", "matmul", "k1_matmul", "1", "4", "2", "50.0%"]
+    assert lines[3].split() == ["3", "pool", "k3_pool", "1", "0", "-", "-"]
     assert lines[4].split() == ["total", "4", "12", "4"]
     many = TaskRow("conv", tuple(f"k{i}_conv" for i in range(20)), 20, 1, 1e-3, emulated=True)
     text = summary_table([many])
@@ -163,7 +164,7 @@ def test_tune_interrupt_resume_and_a_summary_that_agrees_with_the_log(capsys, mo
 
     code, _, err = _run(capsys, *args)                            # not without --resume
     assert code == 2 and "--resume" in err and "2 record(s)" in err
-    monkeypatch.setattr(model_tune, "REPEAT", 5)
+    monkeypatch.setattr(model_times, "REPEAT", 5)
     code, out, err = _run(capsys, *again[1:])
     assert code == 0, err
     assert "holds 4 of --trials 4, 2 new (0 error(s))" in out

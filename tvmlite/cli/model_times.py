@@ -1,0 +1,145 @@
+"""Timing whole built models for ``tvmlite tune MODEL.onnx``'s summary: the model built
+from a log and untuned, each exported as the library ``tvmlite compile`` writes and
+timed as ``tvmlite run`` times it (whole ``<name>_run`` calls), beside onnxruntime (when
+installed: an optional peer; CPU provider, the same threads, all graph optimizations).
+The runs are taken in interleaved rounds, so the figures share the machine's state.
+"""
+from __future__ import annotations
+
+import contextlib
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tvmlite.graph.build import build_graph
+from tvmlite.graph.ir import Graph
+from tvmlite.graph.library import ModelLibrary
+from tvmlite.search.templated.task import apply_history_best
+from tvmlite.target.target import Target
+
+__all__ = ["ModelTimes", "feeds_of", "ort_timer", "time_models", "times_lines", "format_latency",
+           "REPEAT"]
+
+REPEAT = 25          # timed runs of each built model (and onnxruntime)
+_ROUNDS = 5          # ... taken in this many interleaved rounds
+
+
+@dataclass(frozen=True)
+class ModelTimes:
+    """Median seconds per whole run of the model: tuned (from the log), untuned, and
+    onnxruntime's (None when it is not installed or could not run the model, ``ort_note``
+    says why), with the threads each used."""
+    tuned: float
+    untuned: float
+    ort: float | None
+    ort_note: str
+    threads: int
+    repeat: int
+
+
+def feeds_of(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs of the model's shapes: normal floats; zeros for integer and boolean inputs
+    (token ids, masks: index 0 is valid for every gather)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in graph.inputs:
+        t = graph.types[name]
+        dt = np.dtype(t.dtype)
+        out[name] = rng.standard_normal(t.shape).astype(dt) if dt.kind == "f" else \
+            np.zeros(t.shape, dt)
+    return out
+
+
+def _library(graph: Graph, target: Target, log: str | None, folder: Path) -> ModelLibrary:
+    ctx = apply_history_best(log) if log else contextlib.nullcontext()
+    with ctx:
+        mod = build_graph(graph, target, quiet=True)
+    mod.export_library(folder, name="model")
+    return ModelLibrary(folder)
+
+
+def ort_timer(model: Path, feeds: dict, threads: int) -> tuple[Callable[[int], list[float]]
+                                                               | None, str]:
+    """A function timing ``n`` onnxruntime runs (CPU provider, ``threads`` intra-op
+    threads, all graph optimizations), or None and why not."""
+    try:   # here, not at the top: onnxruntime is an optional peer
+        import onnxruntime as ort
+    except ImportError:
+        return None, "onnxruntime is not installed (`pip install onnxruntime` adds it)"
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+        sess.run(None, feeds)
+    except Exception as err:  # noqa: BLE001 -- a peer's failure: say it, skip the figure
+        return None, f"onnxruntime could not run the model: {type(err).__name__}: {err}"
+
+    def timed(n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            sess.run(None, feeds)
+            out.append(time.perf_counter() - t0)
+        return out
+    return timed, ""
+
+
+def time_models(model: Path, graph: Graph, target: Target, log: str, threads: int,
+                repeat: int | None = None) -> ModelTimes:
+    """Build the model from ``log`` and untuned, export both as libraries, and time
+    ``repeat`` (default ``REPEAT``) whole runs of each and of onnxruntime, in
+    interleaved rounds."""
+    repeat = REPEAT if repeat is None else repeat
+    feeds = feeds_of(graph)
+    with tempfile.TemporaryDirectory(prefix="tvmlite-tune-") as tmp:
+        tuned = _library(graph, target, log, Path(tmp) / "tuned")
+        untuned = _library(graph, target, None, Path(tmp) / "untuned")
+        for lib in (tuned, untuned):
+            lib.set_num_threads(threads)
+        ort, note = ort_timer(model, feeds, threads)
+        times: dict[str, list[float]] = {"tuned": [], "untuned": [], "ort": []}
+        per = max(1, -(-repeat // _ROUNDS))
+        for _ in range(_ROUNDS):
+            times["tuned"] += tuned.time_run(feeds, per)
+            times["untuned"] += untuned.time_run(feeds, per)
+            if ort is not None:
+                times["ort"] += ort(per)
+    return ModelTimes(statistics.median(times["tuned"]), statistics.median(times["untuned"]),
+                      statistics.median(times["ort"]) if ort is not None else None, note,
+                      threads, per * _ROUNDS)
+
+
+def format_latency(seconds: float) -> str:
+    """``2.71 us`` below a millisecond, else ``12.34 ms``."""
+    return f"{seconds * 1e6:.3g} us" if seconds < 1e-3 else f"{seconds * 1e3:.4g} ms"
+
+
+def times_lines(t: ModelTimes) -> list[str]:
+    """The summary's latency lines: the tuned model against the untuned build and
+    onnxruntime (speedups as their time over ours)."""
+    lines = [f"model:    {format_latency(t.tuned)} tuned (median of {t.repeat} runs of the "
+             f"library, {t.threads} thread(s))",
+             f"untuned:  {format_latency(t.untuned)} (tuned is "
+             f"{_ratio(t.untuned / t.tuned)})"]
+    if t.ort is None:
+        lines.append(f"onnxruntime: not compared: {t.ort_note}")
+    else:
+        lines.append(f"onnxruntime: {format_latency(t.ort)} (CPU provider, {t.threads} "
+                     f"intra-op thread(s); tuned is {_ratio(t.ort / t.tuned)})")
+    if t.tuned > t.untuned:
+        lines.append("          the log's bests are slower than the default schedules: a "
+                     "few trials per task have not reached the target-derived blocking "
+                     "yet; raise --trials (and --resume)")
+    return lines
+
+
+def _ratio(speedup: float) -> str:
+    """``2.50x faster`` or ``1.60x slower`` (``speedup``: their time over ours)."""
+    return f"{speedup:.2f}x faster" if speedup >= 1 else f"{1 / speedup:.2f}x slower"
