@@ -142,9 +142,10 @@ def model_c(module: Any, name: str, kernel_names: dict[str, str], weight_offsets
     packs: list[str] = []
     pack_lines: list[str] = []
     call_ptrs: list[list[str]] = []
+    code_names = arg_names(module)
     for ki, k in enumerate(module.kernels):
         args = [ptr[v] for v in k.compute.arg_values] + [ptr[k.output]]
-        names = [t.name for t in k.compute.tensors]
+        names = code_names[k.key]
         for p in k.code.packs:
             j = names.index(p.input)
             src, dst = p.func.args
@@ -221,15 +222,27 @@ def model_c(module: Any, name: str, kernel_names: dict[str, str], weight_offsets
     return "\n".join(lines), decl
 
 
+def arg_names(module: Any) -> dict[str, list[str]]:
+    """Per kernel key, the argument names its compiled code was generated with: those
+    of the first kernel of that key. Identical kernels share one function, but their
+    placeholders are named after their own values, so a pack names its input as the
+    first one does; the arguments are in the same order in all of them."""
+    out: dict[str, list[str]] = {}
+    for k in module.kernels:
+        out.setdefault(k.key, [t.name for t in k.compute.tensors])
+    return out
+
+
 def export_model(module: Any, directory: Path, name: str = "model") -> Path:
     """Write the library of the built model ``module`` (a GraphModule) into
     ``directory``; returns the path of ``lib<name>.so``."""
     if not name.isidentifier():
         raise ExportError(f"export_library: name must be a C identifier, got {name!r}")
     g = module.graph
+    code_names = arg_names(module)
     for k in module.kernels:
         for p in k.code.packs:
-            names = [t.name for t in k.compute.tensors]
+            names = code_names[k.key]
             v = k.compute.arg_values[names.index(p.input)] if p.input in names else None
             if v not in g.constants:
                 raise ExportError(f"export_library: kernel {k.name} pre-packs {p.input!r}, "

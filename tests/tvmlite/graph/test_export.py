@@ -174,3 +174,31 @@ def test_prepacked_weights_are_packed_once_in_init(tmp_path):
     got = ModelLibrary(out).run({"x": x})
     for a, b in zip(got, ref):
         assert np.abs(a - b).max() <= 1e-3 * np.abs(b).max() + 1e-4
+
+
+def test_identical_kernels_share_one_function_and_each_packs_its_own_weights(tmp_path):
+    """Two identical conv kernels (different weights, named differently) share one
+    compiled function whose default schedule pre-packs the weight: each call's pack in
+    ``_init`` finds its own weight, by position."""
+    from tvmlite.graph.library import ModelLibrary
+    names = ("Wa", "Wb", "Wc_other_name")    # the first conv also reads the input's transpose
+    p = {"pads": [1, 1, 1, 1]}
+    nodes = [oh.make_node("Conv", ["x", "Wa"], ["a"], **p), oh.make_node("Relu", ["a"], ["ra"]),
+             oh.make_node("Conv", ["ra", "Wb"], ["b"], **p), oh.make_node("Relu", ["b"], ["rb"]),
+             oh.make_node("Conv", ["rb", "Wc_other_name"], ["c"], **p),
+             oh.make_node("Relu", ["c"], ["y"])]
+    g = oh.make_graph(nodes, "twins", [oh.make_tensor_value_info("x", TP.FLOAT, (1, 32, 14, 14))],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, None)],
+                      [nh.from_array(RNG.standard_normal((32, 32, 3, 3)).astype(np.float32), n)
+                       for n in names])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    mod = tvmlite.build(from_onnx(m))
+    convs = [k for k in mod.kernels if k.compute.blas][1:]
+    assert len(convs) == 2 and convs[0].key == convs[1].key and convs[0].code.packs
+    x = RNG.standard_normal((1, 32, 14, 14)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    mod.export_library(tmp_path / "lib", name="twins")
+    got = ModelLibrary(tmp_path / "lib").run({"x": x})[0]
+    assert np.abs(got - ref).max() <= 1e-3 * np.abs(ref).max() + 1e-4
