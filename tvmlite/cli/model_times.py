@@ -2,7 +2,8 @@
 from a log and untuned, each exported as the library ``tvmlite compile`` writes and
 timed as ``tvmlite run`` times it (whole ``<name>_run`` calls), beside onnxruntime (when
 installed: an optional peer; CPU provider, the same threads, all graph optimizations).
-The runs are taken in interleaved rounds, so the figures share the machine's state.
+Ours are taken in interleaved rounds, so the two share the machine's state; then
+onnxruntime's, on its own (its threads spin after a run and would slow the next).
 """
 from __future__ import annotations
 
@@ -94,8 +95,8 @@ def ort_timer(model: Path, feeds: dict, threads: int) -> tuple[Callable[[int], l
 def time_models(model: Path, graph: Graph, target: Target, log: str, threads: int,
                 repeat: int | None = None) -> ModelTimes:
     """Build the model from ``log`` and untuned, export both as libraries, and time
-    ``repeat`` (default ``REPEAT``) whole runs of each and of onnxruntime, in
-    interleaved rounds."""
+    ``repeat`` (default ``REPEAT``) whole runs of each, in interleaved rounds, then as
+    many of onnxruntime's."""
     repeat = REPEAT if repeat is None else repeat
     feeds = feeds_of(graph)
     with tempfile.TemporaryDirectory(prefix="tvmlite-tune-") as tmp:
@@ -103,14 +104,16 @@ def time_models(model: Path, graph: Graph, target: Target, log: str, threads: in
         untuned = _library(graph, target, None, Path(tmp) / "untuned")
         for lib in (tuned, untuned):
             lib.set_num_threads(threads)
-        ort, note = ort_timer(model, feeds, threads)
         times: dict[str, list[float]] = {"tuned": [], "untuned": [], "ort": []}
         per = max(1, -(-repeat // _ROUNDS))
         for _ in range(_ROUNDS):
             times["tuned"] += tuned.time_run(feeds, per)
             times["untuned"] += untuned.time_run(feeds, per)
-            if ort is not None:
-                times["ort"] += ort(per)
+        # after ours, not interleaved: onnxruntime's intra-op threads spin a while after
+        # each run (its default), which would slow the next runs of ours on a small CPU
+        ort, note = ort_timer(model, feeds, threads)
+        if ort is not None:
+            times["ort"] = ort(per * _ROUNDS)
     return ModelTimes(statistics.median(times["tuned"]), statistics.median(times["untuned"]),
                       statistics.median(times["ort"]) if ort is not None else None, note,
                       threads, per * _ROUNDS)
@@ -134,9 +137,8 @@ def times_lines(t: ModelTimes) -> list[str]:
         lines.append(f"onnxruntime: {format_latency(t.ort)} (CPU provider, {t.threads} "
                      f"intra-op thread(s); tuned is {_ratio(t.ort / t.tuned)})")
     if t.tuned > t.untuned:
-        lines.append("          the log's bests are slower than the default schedules: a "
-                     "few trials per task have not reached the target-derived blocking "
-                     "yet; raise --trials (and --resume)")
+        lines.append("          (the log's bests lose to the default schedules: too few "
+                     "trials per task yet; raise --trials, with --resume)")
     return lines
 
 
