@@ -6,9 +6,11 @@ than a library call, and ``__bf16`` no arithmetic at all).
 ``legalize`` rewrites a lowered body so that a storage float appears only as raw bits:
 a load of such a buffer is converted to float32 where it is read (``float32(Load)``), a
 value stored into one is converted from float32 where it is written (``bfloat16(v)``),
-a cast to one inside an expression is a round trip (``float32(bfloat16(x))``: the value
+a cast to one from another dtype is a round trip (``float32(bfloat16(x))``: the value
 rounded to the type, as numpy's ``astype`` rounds it), and a constant of one is its
-rounded float32 value. Every other node then computes in float32, so the C codegen
+rounded float32 value. So an expression of a storage float is rounded where it is stored
+or converted, not after each operation (a cast to its own dtype is a no-op, which
+lowering drops). Every other node then computes in float32, so the C codegen
 prints a storage float only as ``uint16_t`` bits and the four conversions below.
 
 ``conversion_lines`` writes those conversions (scalar, or on vectors of any lane count with

@@ -24,6 +24,7 @@ import numpy as np
 from scipy import special
 
 from tvmlite import te
+from tvmlite.ir.dtypes import STORAGE_FLOATS, compute_dtype, numpy_dtype
 from tvmlite.ir.expr import (
     BinOp,
     Call,
@@ -66,7 +67,7 @@ def evaluate_te(tensors: Sequence[te.Tensor], inputs: Sequence[np.ndarray],
     values: dict[Any, np.ndarray] = {}
     for t, arr in zip(holders, inputs):
         arr = np.asarray(arr)
-        if arr.shape != t.shape or arr.dtype != np.dtype(t.dtype):
+        if arr.shape != t.shape or arr.dtype != numpy_dtype(t.dtype):
             raise ValueError(f"evaluate_te: input for {t.name} must be {t.dtype} {t.shape}, "
                              f"got {arr.dtype} {arr.shape}")
         values[t.op] = arr
@@ -83,7 +84,7 @@ def evaluate_te(tensors: Sequence[te.Tensor], inputs: Sequence[np.ndarray],
 # -- one stage, in blocks ----------------------------------------------------------------
 
 def _evaluate_stage(op: te.ComputeOp, values: dict, max_elements: int) -> np.ndarray:
-    out = np.empty(op.shape, dtype=op.dtype)
+    out = np.empty(op.shape, dtype=numpy_dtype(op.dtype))
     body = op.body
     raxes = body.axes if isinstance(body, Reduce) else ()
     rsize = math.prod(iv.extent for iv in raxes)
@@ -197,7 +198,10 @@ class _Eval:
         if isinstance(e, Call):
             return self._typed(_FUNCS[e.func](self.eval(e.arg, live)), e.dtype)
         if isinstance(e, Cast):
-            return np.asarray(self.eval(e.value, live)).astype(e.dtype)
+            if e.value.dtype == e.dtype:       # a no-op, as lowering drops it
+                return self.eval(e.value, live)
+            v = np.asarray(self.eval(e.value, live)).astype(numpy_dtype(e.dtype))
+            return self._typed(v, e.dtype)     # a storage float: rounded, then float32
         if isinstance(e, TensorRead):
             return self._read(e, live)
         if isinstance(e, Reduce):
@@ -207,9 +211,14 @@ class _Eval:
 
     @staticmethod
     def _typed(v: Any, dtype: str) -> Any:
-        """Keep float results in the expression's dtype (integers stay int64 for indexing)."""
+        """Keep float results in the expression's dtype, float16/bfloat16 in float32 (as the
+        kernels compute them: rounded only where stored or cast), and narrow integers
+        wrapped to theirs, as the kernels wrap them (wider integers stay int64 for
+        indexing)."""
         v = np.asarray(v)
-        if dtype in ("float32", "float64", "bool") and v.dtype != np.dtype(dtype):
+        dtype = compute_dtype(dtype)
+        if dtype in ("float32", "float64", "bool", "int8", "uint8", "int16") \
+                and v.dtype != np.dtype(dtype):
             return v.astype(dtype)
         return v
 
@@ -233,4 +242,5 @@ class _Eval:
                                      f"of bounds in dimension {d} (size {n}) at {where}")
                 ix = np.clip(ix, 0, n - 1)
             idx.append(ix)
-        return arr[tuple(idx)]
+        out = arr[tuple(idx)]
+        return out.astype(np.float32) if t.dtype in STORAGE_FLOATS else out

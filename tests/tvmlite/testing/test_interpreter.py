@@ -109,3 +109,26 @@ def test_bad_inputs_name_the_placeholder():
         evaluate_te([A, B], [np.zeros(3, np.float64)])
     with pytest.raises(ValueError, match="1 placeholders"):
         evaluate_te([A, B], [])
+
+
+def test_low_precision_computes_agree_with_the_kernels_bit_for_bit():
+    """bfloat16/float16 computed in float32 and rounded where stored or converted; int8
+    wrapping after each operation; a max over bfloat16: as the generated C does them."""
+    n = 50
+    A = te.placeholder((n,), "bfloat16", name="A")
+    B = te.placeholder((n,), "int8", name="B")
+    k = te.reduce_axis((0, n), name="k")
+    stages = [
+        te.compute((n,), lambda i: A[i] * A[i] - te.cast(A[i] * 3.0, "float16") + 0.1,
+                   name="C"),
+        te.compute((n,), lambda i: (B[i] * B[i] * 7) // 3 + te.max(B[i], 2), name="D"),
+        te.compute((1,), lambda i: te.max(A[k], axis=k), name="M")]
+    a, b = random_inputs([A, B])
+    b[:] = np.arange(-25, 25, dtype=np.int8)
+    for T in stages:
+        mod = tvmlite.build(te.create_schedule(T.op), [A, B, T])
+        got = tvmlite.nd.empty(T.shape, T.dtype)
+        mod(a, b, got)
+        want = evaluate_te([A, B, T], [a, b])
+        assert want.dtype == got.data.dtype
+        np.testing.assert_array_equal(got.numpy().astype(np.float64), want.astype(np.float64))
