@@ -34,13 +34,16 @@ _ROUNDS = 5          # ... taken in this many interleaved rounds
 class ModelTimes:
     """Median seconds per whole run of the model: tuned (from the log), untuned, and
     onnxruntime's (None when it is not installed or could not run the model, ``ort_note``
-    says why), with the threads each used."""
+    says why), with the threads each used; the fastest runs of ours beside (a median
+    far above its minimum says the machine was busy meanwhile)."""
     tuned: float
     untuned: float
     ort: float | None
     ort_note: str
     threads: int
     repeat: int
+    tuned_min: float = 0.0
+    untuned_min: float = 0.0
 
 
 def feeds_of(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
@@ -116,7 +119,7 @@ def time_models(model: Path, graph: Graph, target: Target, log: str, threads: in
             times["ort"] = ort(per * _ROUNDS)
     return ModelTimes(statistics.median(times["tuned"]), statistics.median(times["untuned"]),
                       statistics.median(times["ort"]) if ort is not None else None, note,
-                      threads, per * _ROUNDS)
+                      threads, per * _ROUNDS, min(times["tuned"]), min(times["untuned"]))
 
 
 def format_latency(seconds: float) -> str:
@@ -128,9 +131,9 @@ def times_lines(t: ModelTimes) -> list[str]:
     """The summary's latency lines: the tuned model against the untuned build and
     onnxruntime (speedups as their time over ours)."""
     lines = [f"model:    {format_latency(t.tuned)} tuned (median of {t.repeat} runs of the "
-             f"library, {t.threads} thread(s))",
-             f"untuned:  {format_latency(t.untuned)} (tuned is "
-             f"{_ratio(t.untuned / t.tuned)})"]
+             f"library, {t.threads} thread(s); min {format_latency(t.tuned_min)})",
+             f"untuned:  {format_latency(t.untuned)} (min {format_latency(t.untuned_min)}; "
+             f"tuned is {_ratio(t.untuned / t.tuned)})"]
     if t.ort is None:
         lines.append(f"onnxruntime: not compared: {t.ort_note}")
     else:
