@@ -209,3 +209,17 @@ def test_int8_and_bfloat16_kernels_on_aarch64_under_qemu():
     hf = h.astype(np.float32)
     small = np.abs(hf) < 80                      # exp's range (larger: inf * x, NaN)
     _same_bits_or_both_nan(got_y[small], (np.exp(hf[small]) * hf[small]).astype(BF16))
+
+
+def test_vector_lanes_are_the_targets_vector_bits_over_the_element_bits():
+    from tvmlite.target.target import Target
+    neon = Target.from_name("aarch64-neon")
+    assert [neon.vector_lanes(d) for d in ("int8", "uint8", "int16", "bfloat16", "float16")] \
+        == [16, 16, 8, 8, 8]
+    A = te.placeholder((64,), "int8", name="A")
+    B = te.compute((64,), lambda i: A[i] + A[i], name="B")
+    s = te.create_schedule(B.op)
+    _, bi = s[B].split(B.op.axis[0], factor=neon.vector_lanes("int8"))
+    s[B].vectorize(bi)
+    src = tvmlite.runtime.module.generate_c(s, [A, B], neon)[1]
+    assert "typedef int8_t tvmlite_i8x16 __attribute__((vector_size(16)));" in src
