@@ -74,6 +74,11 @@ def test_symbolic_dimension_needs_a_shape_and_the_error_names_it():
     assert from_onnx(m, shapes={"x": (5, 3)}).types["y"].shape == (5, 3)
     with pytest.raises(OnnxImportError, match="not inputs"):
         from_onnx(m, shapes={"nope": (1,)})
+    with pytest.raises(OnnxImportError, match="2 dimensions .*declares 3"):
+        from_onnx(model([oh.make_node("Relu", ["x"], ["y"])], [("x", ("b", 3, 4))], ["y"]),
+                  shapes={"x": (1, 3)})
+    with pytest.raises(OnnxImportError, match="size 4 on axis 1, which the model fixes at 3"):
+        from_onnx(m, shapes={"x": (5, 4)})
 
 
 def test_truncated_and_foreign_files(tmp_path):
