@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from tvmlite import te
+from tvmlite.ir.dtypes import value_range
 from tvmlite.ir.expr import Expr
 from tvmlite.ops.common import (
     axis_names,
@@ -349,8 +348,7 @@ def max_pool2d_compute(data: te.Tensor, kernel: Any, stride: Any = None, padding
 
 def _max_pool(pool: _Pool, layout: str) -> te.Tensor:
     op, dtype = "max_pool2d", pool.data.dtype
-    is_float = dtype.startswith("float")
-    lowest = float(np.finfo(dtype).min) if is_float else int(np.iinfo(dtype).min)
+    lowest = value_range(dtype)[0]     # bfloat16's range too (numpy has no finfo of it)
     ry, rx = (te.reduce_axis((0, k), name=n) for n, k in zip(("ry", "rx"), pool.kernel))
     body = named(axis_names(layout), lambda *idx: te.max(pool.read(idx, ry, rx, lowest),
                                                         axis=[ry, rx]))
