@@ -2,6 +2,14 @@
 
 The defaults are Ansor's (population 2048, 4 generations, mutation probability 0.85,
 eps-greedy 0.05, 64 measurements per round). Tests and quick runs shrink the population.
+
+At the end of a tuning the ``retime_best`` best distinct candidates are re-timed
+``retime_rounds`` times, interleaved, through the same runner and protocol, and the one
+best on re-timing is the best (``search.records.best``: why and how); 0 turns it off.
+A job holding fewer than ``retime_min_trials`` records is not re-timed: among few
+timings the luck of the fastest is small, and the re-timing would be a large share of
+the tuning. ``cutoff_ratio`` is the protocol's (``MeasureConfig``): a candidate whose
+first timing is that many times slower than the best gets no more repeats.
 """
 from __future__ import annotations
 
@@ -48,6 +56,13 @@ class TuningOptions:
     # start the cost model from the shipped pretrained one (search/model/pretrained.py);
     # False: cold, random scores until MIN_TRAINING_PROGRAMS programs ran
     pretrained: bool = True
+    # the end of a tuning: re-time this many best candidates (0: off), this many rounds
+    # each, interleaved, when the job holds at least retime_min_trials records
+    retime_best: int = 3
+    retime_rounds: int = 3
+    retime_min_trials: int = 32
+    # the protocol's: one timing only for a candidate this many times slower than the best
+    cutoff_ratio: float = 2.0
 
     def __post_init__(self) -> None:
         # the measuring fields are the protocol's: checked by its one rule
@@ -55,8 +70,8 @@ class TuningOptions:
                      if f.name != "timeout"}
         check_fields({**measuring, "timeout": self.run_timeout}, "TuningOptions",
                      spelled={"timeout": "run_timeout"})
-        positive_ints = ("measures_per_round", "population")
-        nonneg_ints = ("generations", "seeds_from_best")
+        positive_ints = ("measures_per_round", "population", "retime_rounds")
+        nonneg_ints = ("generations", "seeds_from_best", "retime_best", "retime_min_trials")
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name in positive_ints + nonneg_ints:
@@ -101,4 +116,5 @@ class TuningOptions:
                              min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,
                              flush_cache=self.flush_cache,
                              check_correctness=self.check_correctness,
-                             n_threads=self.n_threads, seed=self.seed)
+                             n_threads=self.n_threads, seed=self.seed,
+                             cutoff_ratio=self.cutoff_ratio)

@@ -18,11 +18,19 @@ log (the task scheduler picks the job of each round with ``choose``):
   ``has_next()`` false, or ``dry_rounds`` rounds in a row adding nothing to the log), or
   after ``early_stopping`` trials without a better record;
 - accounting (``Tally``): counts, errors, the best record, one ``Trial`` per measurement
-  as soon as its record is in the log, and the time split (proposing / measuring);
+  as soon as its record is in the log, and the time split: proposing / measuring, and
+  per round the seconds of each phase (``result.RoundTimes``: the proposer's ``clock``
+  and the measurer's, when they have one);
+- the end (``retime_job``): each job's few best distinct candidates are re-timed,
+  interleaved, and logged as re-timing records (``Measurer.retime``), unless the job
+  holds fewer than ``options.retime_min_trials`` records, the runner is emulated, or
+  the log already holds a re-timing of the job after its last measurement (a resumed
+  tuning that measured nothing new). Re-timings are not trials: they count toward no
+  budget and resume no proposer;
 - the summary: each job's best valid record in the log, other writers' records too
-  (``records.best_valid``).
+  (``records.best_valid``: a re-timing supersedes what it judged).
 
-Map: Proposer · Job · Tally · tune_loop (and the round it measures).
+Map: Proposer · Job · Tally · tune_loop (and the round it measures) · retime_job.
 """
 from __future__ import annotations
 
@@ -35,13 +43,19 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.measure.measurer import Measurer, Quota
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.records.best import best_valid, better
+from tvmlite.search.records.best import (
+    best_first,
+    best_valid,
+    better,
+    is_retiming,
+    retiming_session,
+)
 from tvmlite.search.records.record import Record
 from tvmlite.search.records.workload import Workload
-from tvmlite.search.result import Trial, TuneResult
+from tvmlite.search.result import PhaseClock, Retimed, RoundTimes, Trial, TuneResult, since
 
 __all__ = ["Proposer", "Job", "Tally", "tune_loop", "record_input", "of_workload",
-           "DRY_ROUNDS"]
+           "retime_job", "DRY_ROUNDS"]
 
 DRY_ROUNDS = 3   # rounds in a row without a new record before a proposer counts as exhausted
 MAX_MSG = 2000   # characters of a ScheduleError kept in an INVALID_SCHEDULE result
@@ -50,6 +64,11 @@ MAX_MSG = 2000   # characters of a ScheduleError kept in an INVALID_SCHEDULE res
 def record_input(record: Record) -> MeasureInput:
     """The candidate a record measured (its workload, Steps and decisions)."""
     return MeasureInput(record.workload, record.steps, record.decisions)
+
+
+def _trial_of(belongs: Callable[[Record], bool]) -> Callable[[Record], bool]:
+    """``belongs`` restricted to trials: a re-timing is not one."""
+    return lambda record: belongs(record) and not is_retiming(record)
 
 
 def of_workload(key: str) -> Callable[[Record], bool]:
@@ -174,14 +193,15 @@ def tune_loop(jobs: Sequence[Job], measurer: Measurer, options: TuningOptions,
     stop = options.early_stopping if early_stopping is None else early_stopping
     results = [TuneResult(j.workload) for j in jobs]
     tallies = [Tally(r, start, callback) for r in results]
-    quotas = [Quota(j.belongs, j.budget) for j in jobs]
-    shared = [Quota(lambda r: any(j.belongs(r) for j in jobs), total)] \
+    quotas = [Quota(_trial_of(j.belongs), j.budget) for j in jobs]
+    shared = [Quota(_trial_of(lambda r: any(j.belongs(r) for j in jobs)), total)] \
         if total is not None else []
     unlogged = [0] * len(jobs)      # this run's trials without a record, per job
     dry = [0] * len(jobs)           # rounds in a row that added nothing to the log
     exhausted = [False] * len(jobs)
     for job, tally in zip(jobs, tallies):
-        old = sorted((r for r in measurer.known.values() if job.belongs(r)),
+        old = sorted((r for r in measurer.known.values()
+                      if job.belongs(r) and not is_retiming(r)),
                      key=lambda r: r.result.timestamp)
         job.proposer.resume(old)
         tally.seed(old)
@@ -194,6 +214,8 @@ def tune_loop(jobs: Sequence[Job], measurer: Measurer, options: TuningOptions,
         return done[i] < jobs[i].budget and not exhausted[i] and not over \
             and jobs[i].proposer.has_next()
 
+    clocks = [c for c in (getattr(measurer, "clock", None),) if isinstance(c, PhaseClock)]
+    rounds = 0
     turn = 0
     while True:
         measurer.refresh()
@@ -211,6 +233,9 @@ def tune_loop(jobs: Sequence[Job], measurer: Measurer, options: TuningOptions,
             turn = i + 1
         job = jobs[i]
         t0 = time.perf_counter()
+        mine = clocks + [c for c in (getattr(job.proposer, "clock", None),)
+                         if isinstance(c, PhaseClock)]
+        before = [c.snapshot() for c in mine]
         room = min([job.budget - done[i]] + [q.room(measurer) - sum(unlogged) for q in shared])
         if room <= 0:
             break
@@ -231,14 +256,57 @@ def tune_loop(jobs: Sequence[Job], measurer: Measurer, options: TuningOptions,
                               index, invalid)
         results[i].measure_seconds += time.perf_counter() - t1
         job.proposer.update(kept, told)
+        rounds += 1
+        results[i].rounds.append(RoundTimes(rounds, i, len(told), time.perf_counter() - t0,
+                                            since(mine, before)))
         if job.proposer.dry_rounds is not None:
             dry[i] = dry[i] + 1 if trials(i) == done[i] else 0
             exhausted[i] = exhausted[i] or dry[i] >= job.proposer.dry_rounds
     measurer.refresh()
     for job, res in zip(jobs, results):   # the best in the log, other writers' records too
+        retime_job(job, res, measurer, options)
         logged = [r for r in measurer.logged if job.belongs(r)]
         res.best = best_valid(logged + ([res.best] if res.best is not None else []))
     return results
+
+
+def retime_job(job: Job, result: TuneResult, measurer: Any, options: TuningOptions) -> None:
+    """Re-time the ``options.retime_best`` best distinct candidates of ``job`` in the log
+    ``options.retime_rounds`` times, interleaved (``Measurer.retime``), and put them in
+    ``result.retimed``, best first (by the median of their re-timings). Candidates are
+    ranked by what is known of them: a re-timed candidate by its latest re-timing, the
+    others by their measurement. Nothing is re-timed when it is off (0), the job holds
+    fewer than ``options.retime_min_trials`` records, the runner is emulated, or the log
+    already holds a re-timing session of the job after its last measurement: then that
+    session's records are the result's."""
+    if not options.retime_best:
+        return
+    mine = [r for r in measurer.logged if job.belongs(r)]
+    trials = [r for r in mine if not is_retiming(r)]
+    retimings = [r for r in mine if is_retiming(r) and r.result.ok]
+    last = max((retiming_session(r) for r in retimings), default=None)
+    if last is not None and all(r.result.timestamp < last for r in trials):
+        done = [r for r in retimings if retiming_session(r) == last]
+    else:
+        if len(trials) < options.retime_min_trials \
+                or getattr(getattr(measurer, "runner", None), "emulated", False):
+            return
+        latest: dict[str, Record] = {}     # candidate key -> what is known of it best
+        for r in best_first(trials + retimings):
+            if not r.emulated:
+                latest.setdefault(r.key, r)
+        top = list(latest.values())[:options.retime_best]
+        if not top:
+            return
+        t0 = time.perf_counter()
+        done = measurer.retime([record_input(r) for r in top], options.retime_rounds)
+        result.retime_seconds += time.perf_counter() - t0
+    tuned = {}
+    for r in trials:
+        if r.result.ok:
+            tuned.setdefault(r.key, r.gflops)
+    result.retimed = tuple(Retimed(r, tuned.get(r.key, 0.0))
+                           for r in best_first(done))
 
 
 def _measure(job: Job, batch: list, measurer: Measurer, quotas: list[Quota], tally: Tally,

@@ -118,6 +118,11 @@ class Runner(abc.ABC):
             results[i] = res
         return results  # type: ignore[return-value]
 
+    def note_cost(self, workload_key: str, cost: float) -> None:
+        """Learn that a candidate of the workload ``workload_key`` ran in ``cost`` seconds
+        per call (a logged record's mean), for the protocol's ``cutoff_ratio``. A runner
+        that does not cut (this one) ignores it."""
+
     def close(self) -> None:
         """Release workers, processes and temporary files."""
 
@@ -168,6 +173,16 @@ class KernelRunner(Runner):
                  where: str = "") -> None:
         self.configure(config, measuring)
         self.references: ReferenceCache[Any] = ReferenceCache(self.prepare_reference, where)
+        self.best_costs: dict[str, float] = {}   # workload key -> best mean cost known
+
+    def note_cost(self, workload_key: str, cost: float) -> None:
+        if cost > 0 and cost < self.best_costs.get(workload_key, float("inf")):
+            self.best_costs[workload_key] = cost
+
+    def cutoff(self, inp: MeasureInput) -> float:
+        """Seconds per call above which ``inp``'s first timing is its only one (the
+        protocol's ``cutoff_ratio`` times the best known for its workload; 0: none)."""
+        return self.config.cutoff(self.best_costs.get(inp.workload.key))
 
     @abc.abstractmethod
     def prepare_reference(self, workload: Workload, ref: BuildResult) -> Any:
@@ -201,6 +216,8 @@ class KernelRunner(Runner):
             result = MeasureResult(costs=tuple(self.run_kernel(inp, build, prepared, clock)))
         except Verdict as v:
             result = MeasureResult(error_no=v.error_no, error_msg=str(v))
+        if result.ok:
+            self.note_cost(inp.workload.key, result.mean_cost)
         return MeasureResult(result.costs, result.error_no, result.error_msg,
                              build_seconds=build.seconds, run_seconds=clock.seconds)
 

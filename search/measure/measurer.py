@@ -19,6 +19,13 @@ Dask cluster) is the exception: there compiling beside the timing costs nothing,
 candidates stream (``Runner.iter_stream``): each is handed over the moment its compile
 ends, candidates in flight count against quotas, and no worker waits for a chunk.
 
+The measurer's ``clock`` (``result.PhaseClock``) adds up the seconds spent compiling and
+running (checking and timing) candidates, for the tuning's per-round split. Every
+valid real record it reads or logs is told to the runner (``Runner.note_cost``), so the
+protocol's ``cutoff_ratio`` knows the best of the log from the first candidate on.
+``retime`` re-times logged candidates, interleaved, and logs a re-timing record each
+(``search.records.best`` says how they are judged).
+
 The log is shared: other processes may append to it while we measure. The measurer
 follows it (``refresh``), so ``Quota`` budgets ("at most N records of this workload in
 the log") count what is really in the file. The check and the append happen under the
@@ -32,6 +39,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -39,6 +47,7 @@ from tvmlite.search.measure.base_runner import Runner
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
 from tvmlite.search.measure.runner import LocalRunner
+from tvmlite.search.records.best import RETIMING
 from tvmlite.search.records.record import (
     Record,
     RecordWriter,
@@ -46,6 +55,7 @@ from tvmlite.search.records.record import (
     make_record,
     target_matches,
 )
+from tvmlite.search.result import PhaseClock
 from tvmlite.target.target import Target
 
 __all__ = ["Measurer", "Quota", "check_log_path"]
@@ -141,6 +151,7 @@ class Measurer:
         self._mine: set[bytes] = set()      # our lines, not to be read back as others'
         # the log's state is read by a streaming runner's feeding thread as well
         self._lock = threading.RLock()
+        self.clock = PhaseClock()           # seconds compiling and measuring
         if log_file is not None:
             self._load()
 
@@ -166,6 +177,9 @@ class Measurer:
                 and rec.emulated == bool(getattr(self.runner, "emulated", False)):
             self.logged.append(rec)
             self.known.setdefault(rec.key, rec)
+            note = getattr(self.runner, "note_cost", None)   # a stand-in may not have it
+            if note is not None and rec.result.ok and not rec.emulated:
+                note(rec.workload.key, rec.mean_cost)
 
     def _read_new(self, fd: int) -> int:
         """Parse the complete lines other writers appended since the last read; returns
@@ -272,8 +286,11 @@ class Measurer:
             part, pos = self._next_part(todo, pos, results, quotas)
             if not part:
                 return
-            for j, res in self._iter_run(part, self.builder.build(part)):
-                self._record(part[j], res, results, on_result, quotas)
+            with self.clock.timed("compile"):
+                builds = self.builder.build(part)
+            with self.clock.timed("measure"):
+                for j, res in self._iter_run(part, builds):
+                    self._record(part[j], res, results, on_result, quotas)
 
     def _measure_streamed(self, todo: list, results: dict, on_result: Any,
                           quotas: Sequence[Quota]) -> None:
@@ -304,10 +321,11 @@ class Measurer:
                 sent.append(pulled[j])
                 yield pulled[j], build
 
-        for j, res in self.runner.iter_stream(compiled(),
-                                              reference=self.builder.build_reference):
-            self._record(sent[j], res, results, on_result, quotas,
-                         settled=lambda key: unlogged.discard(key))
+        with self.clock.timed("measure"):   # compiling overlaps: all of it is measuring
+            for j, res in self.runner.iter_stream(compiled(),
+                                                  reference=self.builder.build_reference):
+                self._record(sent[j], res, results, on_result, quotas,
+                             settled=lambda key: unlogged.discard(key))
 
     def _iter_build(self, inputs: Any) -> Any:
         """The builder's ``iter_build``; for a builder of whole batches only, one chunk
@@ -341,6 +359,55 @@ class Measurer:
             results[inp.key] = res
         if on_result is not None:
             on_result(inp, res, rec)
+
+    def retime(self, inputs: Sequence[MeasureInput], rounds: int) -> list[Record]:
+        """Re-time ``inputs`` (candidates measured before) ``rounds`` times, interleaved:
+        each round times every candidate once, in an order rotated by one per round, so
+        a slow spell of the machine falls on all of them, not on one. They are compiled
+        once, timed as any candidate (the runner's protocol), and each gets one record
+        logged at the end: the costs of all its rounds, its decisions tagged
+        ``"retiming": {"session": start, "rounds": n}`` (``records.best.is_retiming``); a
+        candidate that failed a round gets that round's error instead. No quota: a
+        re-timing is not a trial. Returns the records, in input order."""
+        inputs = list({inp.key: inp for inp in inputs}.values())
+        if not inputs:
+            return []
+        session = time.time()
+        with self.clock.timed("compile"):
+            builds = self.builder.build(inputs)
+        costs: list[list[float]] = [[] for _ in inputs]
+        failed: dict[int, MeasureResult] = {}
+        with self.clock.timed("measure"):
+            for r in range(rounds):
+                for k in range(len(inputs)):
+                    i = (k + r) % len(inputs)
+                    if i in failed:
+                        continue
+                    for _, res in self._iter_run([inputs[i]], [builds[i]]):
+                        if res.ok:
+                            costs[i].extend(res.costs)
+                        else:
+                            failed[i] = res
+        out = []
+        for i, inp in enumerate(inputs):
+            res = failed.get(i) or MeasureResult(costs=tuple(costs[i]),
+                                                 build_seconds=builds[i].seconds)
+            tag = {RETIMING: {"session": session, "rounds": rounds}}
+            decisions = {**inp.decisions, **tag} if isinstance(inp.decisions, dict) else \
+                {**tag, "measured": inp.decisions}
+            rec = make_record(MeasureInput(inp.workload, inp.steps, decisions), res,
+                              self.target, tuner=self.tuner, seed=self.seed, runner=self.runner)
+            self.append(rec)
+            out.append(rec)
+        return out
+
+    def append(self, rec: Record) -> None:
+        """Log ``rec``, a record measured outside ``measure`` (a re-timing), without a
+        quota; it joins ``logged`` and ``records`` (not ``known``: the candidate's first
+        record stays its answer)."""
+        with self._lock:
+            if self._log(rec, ()):
+                self.records.append(rec)
 
     def _next_part(self, todo: list, pos: int, results: dict, quotas: Sequence[Quota]
                    ) -> tuple[list, int]:

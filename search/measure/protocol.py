@@ -64,6 +64,13 @@ class MeasureConfig:
       reference fails makes its candidates UNKNOWN.
     - **n_threads**: the kernel's OpenMP threads (None: OpenMP's default, or one per
       core the runner pins the measuring process to).
+    - **cutoff_ratio** (0, or at least 1): a candidate whose first timing is more than
+      ``cutoff_ratio`` times the best mean cost the runner knows for its workload (its
+      own results, and the log's, told by the Measurer: ``Runner.note_cost``) gets no
+      more timings: its result has that one cost. More repeats would only say more
+      precisely how slow it is, which neither the best record nor the cost model (it
+      learns throughputs normalized by the best) needs. 0 times every candidate
+      ``repeat`` times. A runner whose timings mean nothing (emulated) ignores it.
     """
 
     number: int = 3
@@ -74,12 +81,21 @@ class MeasureConfig:
     check_correctness: bool = True
     n_threads: int | None = None
     seed: int = 0
+    cutoff_ratio: float = 2.0
 
     def __post_init__(self) -> None:
         check_fields({f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
                      "MeasureConfig")
         object.__setattr__(self, "min_repeat_ms", float(self.min_repeat_ms))
         object.__setattr__(self, "timeout", float(self.timeout))
+        object.__setattr__(self, "cutoff_ratio", float(self.cutoff_ratio))
+
+    def cutoff(self, best_cost: float | None) -> float:
+        """Seconds per call above which a first timing ends a candidate's timing, given
+        the best mean cost known for its workload (None: none yet); 0 for no cutoff."""
+        if not self.cutoff_ratio or best_cost is None:
+            return 0.0
+        return self.cutoff_ratio * best_cost
 
     @classmethod
     def of(cls, owner: str, config: "MeasureConfig | None", defaults: "MeasureConfig",
@@ -128,6 +144,11 @@ def check_fields(values: Mapping[str, Any], owner: str,
     check_int(values["n_threads"], f"{arg('n_threads')} (None: OpenMP's default, all "
                                    f"cores)", 1, allow_none=True)
     check_number(values["min_repeat_ms"], arg("min_repeat_ms"), 0)
+    ratio = values.get("cutoff_ratio", 0.0)
+    check_number(ratio, f"{arg('cutoff_ratio')} (0: time every candidate repeat times)", 0)
+    if 0 < ratio < 1:
+        raise ValueError(f"{arg('cutoff_ratio')} must be 0 (off) or at least 1 (a candidate "
+                         f"that many times slower than the best gets one timing), got {ratio!r}")
     check_number(values["timeout"], f"{arg('timeout')} in seconds", 0, lo_open=True)
     for name in ("flush_cache", "check_correctness"):
         if not isinstance(values[name], bool):

@@ -233,10 +233,12 @@ class LocalRunner(KernelRunner):
                  min_repeat_ms: float | None = None, timeout: float | None = None,
                  flush_cache: bool | None = None, check_correctness: bool | None = None,
                  n_threads: int | None = None, seed: int | None = None,
-                 cores: Sequence[int] | None = None, *, config: MeasureConfig | None = None):
+                 cores: Sequence[int] | None = None, *, config: MeasureConfig | None = None,
+                 cutoff_ratio: float | None = None):
         given = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
                  "timeout": timeout, "flush_cache": flush_cache,
-                 "check_correctness": check_correctness, "n_threads": n_threads, "seed": seed}
+                 "check_correctness": check_correctness, "n_threads": n_threads, "seed": seed,
+                 "cutoff_ratio": cutoff_ratio}
         super().__init__(config, {k: v for k, v in given.items() if v is not None})
         if cores is not None:
             allowed = set(usable_cores())
@@ -300,7 +302,8 @@ class LocalRunner(KernelRunner):
                 worker = self._live_worker()
                 clock.restart()
             deadline = time.monotonic() + self.timeout
-            reply = self._ask(worker, self._request(build, prepared), deadline)
+            reply = self._ask(worker, self._request(build, prepared, self.cutoff(inp)),
+                              deadline)
         return tuple(reply["costs"])
 
     def _ask(self, worker: _Worker, msg: dict, deadline: float) -> dict:
@@ -328,14 +331,14 @@ class LocalRunner(KernelRunner):
                                f"tvmlite.search.measure.worker) did not start: {e}") from None
         return self._worker
 
-    def _request(self, build: BuildResult, check: dict | None) -> dict:
+    def _request(self, build: BuildResult, check: dict | None, cutoff: float = 0.0) -> dict:
         return {"op": "measure", "lib": build.lib_path, "decl": build.decl,
                 "kernel": build.kernel, "args": [a.to_json() for a in build.args],
                 "sizes": list(build.sizes), "packs": list(build.packs),
                 "check": check, "seed": self.seed, "number": self.number,
                 "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
                 "flush_bytes": self._flush() if self.flush_cache else 0,
-                "slow_seconds": self.config.slow_seconds,
+                "slow_seconds": self.config.slow_seconds, "cutoff": cutoff,
                 "n_threads": self.n_threads}
 
     # -- the reference ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import state_key
 from tvmlite.search.records.workload import Workload
+from tvmlite.search.result import PhaseClock
 from tvmlite.search.template_free.loose import loose_choices
 from tvmlite.search.template_free.sketch import (
     MAX_INNERMOST,
@@ -155,6 +156,7 @@ class EvolutionarySearch:
     cache: dict = field(default_factory=dict)   # key -> realized Candidate, or None
     constants: tuple = ()   # inputs the workload declares constant: may be pre-packed
     loose: tuple = ()       # per sketch, its (stage, axis) symbolic in the deployed kernel
+    clock: PhaseClock = field(default_factory=PhaseClock)   # realizing is "sample"
 
     def loose_axes(self, sketch: int) -> frozenset:
         return self.loose[sketch] if self.loose else frozenset()
@@ -162,8 +164,10 @@ class EvolutionarySearch:
     def realize(self, cand: Candidate) -> Candidate | None:
         """Fill steps/key (and reuse a cached realization); None if illegal."""
         try:
-            s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
-                              self.rng, self.target, self.constants, self.loose_axes(cand.sketch))
+            with self.clock.timed("sample"):
+                s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
+                                  self.rng, self.target, self.constants,
+                                  self.loose_axes(cand.sketch))
         except ScheduleError:
             return None
         key = state_key(self.workload.key, s.steps)
@@ -202,6 +206,8 @@ class EvolutionarySearch:
 
     def evolve(self, seeds: list[Candidate], measured: set, n_out: int) -> list[Candidate]:
         """The ``n_out`` best-scored unmeasured candidates found by evolving ``seeds``."""
+        if n_out <= 0:
+            return []
         pop = [c for c in seeds if c is not None]
         best: list = []       # heap of (score, tiebreak, key) over unmeasured candidates
         seen: set = set()

@@ -5,6 +5,14 @@ the best measured candidates as seeds, evolve it under the cost model, and retur
 best-predicted candidates never measured, with an eps-greedy share of purely random
 ones so the model also sees programs it would not pick. After measuring, the model is
 retrained on every measured program of the task (throughput, 0 for failures).
+
+With ``blocked_first`` (a static task's policy: ``SearchTask.policy``), the first round
+also measures the candidates a BLAS would derive from the target (``blocked``:
+``blocking.blocked_decisions``, one per sketch with that structure), ahead of the
+others, and they seed that round's evolution (and, once measured, the later ones' as
+measured bests): the search starts around the blocked kernel instead of having to find
+it. ``clock`` adds up the policy's seconds per phase (``result.PHASES``: sampling,
+lowering, features, prediction, training) for the tuning's per-round split.
 """
 from __future__ import annotations
 
@@ -16,9 +24,11 @@ import numpy as np
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.model.features import program_scale, schedule_features
+from tvmlite.passes.pipeline import loop_nest
+from tvmlite.search.model.features import extract, program_scale, schedule_features
 from tvmlite.search.records.record import load_records, target_matches
 from tvmlite.search.records.workload import Workload
+from tvmlite.search.result import PhaseClock
 from tvmlite.search.template_free.blocking import blocked_decisions
 from tvmlite.search.template_free.evolution import Candidate, EvolutionarySearch
 from tvmlite.search.template_free.sketch import RULES, generate_sketches, symbolic_axes
@@ -36,7 +46,7 @@ class SketchPolicy(Proposer):
     def __init__(self, workload: Workload, target: Target, model: Any, options: Any,
                  seed: int = 0, rules: Sequence[Any] | None = None,
                  constants: Sequence[str] = (), init_min: int = INIT_MIN,
-                 symbolic: Any = None):
+                 symbolic: Any = None, blocked_first: bool = False):
         """``symbolic``: for a policy proposing at one size of a dynamic workload, that
         workload (its compute over the symbolic size), whose symbolic axes then get
         shape-independent tiles (``sketch.symbolic_axes``); its features then end in the
@@ -45,6 +55,9 @@ class SketchPolicy(Proposer):
         self.workload, self.target, self.model, self.options = workload, target, model, options
         self.init_min = init_min
         self.scaled = symbolic is not None
+        self.blocked_first = blocked_first
+        self.rounds = 0                            # batches proposed so far
+        self.clock = PhaseClock()
         self.rng = random.Random(seed)
         self.sketches = generate_sketches(workload, rules if rules is not None else RULES)
         if not self.sketches:
@@ -53,29 +66,41 @@ class SketchPolicy(Proposer):
             self.sketches, workload, target, self._score, self._featurize, self.rng,
             options.population, options.generations, options.mutation_prob,
             constants=tuple(constants),
-            loose=tuple(symbolic_axes(symbolic, sk) for sk in self.sketches) if symbolic else ())
+            loose=tuple(symbolic_axes(symbolic, sk) for sk in self.sketches) if symbolic else (),
+            clock=self.clock)
         self.measured: dict[str, float] = {}      # state key -> throughput (0 = failed)
         self.best_seeds: list[Candidate] = []
 
     # -- model ---------------------------------------------------------------------------
     def _featurize(self, s: Schedule) -> np.ndarray:
-        rows = schedule_features(s, list(self.workload.tensors), self.target)
+        """``features.schedule_features``, its lowering and its extraction timed apart."""
+        with self.clock.timed("lower"):
+            func = loop_nest(s, list(self.workload.tensors),
+                             vector_bytes=self.target.vector_bytes)
+        with self.clock.timed("features"):
+            rows = extract(func, self.target)
         if self.scaled:
             return np.hstack([rows, program_scale(rows)[:, None]])
         return rows
 
     def _score(self, cands: list) -> None:
         if cands:
-            for c, p in zip(cands, self.model.predict([c.features for c in cands])):
+            with self.clock.timed("predict"):
+                predicted = self.model.predict([c.features for c in cands])
+            for c, p in zip(cands, predicted):
                 c.score = float(p)
 
     # -- rounds --------------------------------------------------------------------------
     def next_batch(self, n: int) -> list[MeasureInput]:
-        """Up to ``n`` candidates never measured (fewer when the space is exhausted)."""
+        """Up to ``n`` candidates never measured (fewer when the space is exhausted); the
+        first round's begin with the blocked ones (``blocked_first``)."""
         opts = self.options
         measured = set(self.measured)
         keep = {c.key for c in self.best_seeds}   # bound memory: realized schedules are big
         self.search.cache = {k: c for k, c in self.search.cache.items() if c is None or k in keep}
+        first = self.blocked_candidates()[:n] if self.blocked_first and not self.rounds \
+            else []
+        self.rounds += 1
         if not getattr(self.model, "trained", True):
             # as Ansor: a model that has not learnt anything yet cannot guide evolution,
             # so the first rounds measure random samples (and cost little to propose)
@@ -83,9 +108,11 @@ class SketchPolicy(Proposer):
             picks = []
         else:
             fresh = self.search.sample(max(self.init_min, opts.population // INIT_FRACTION))
-            n_random = min(n, max(int(round(n * opts.eps_greedy)), 0))
-            picks = self.search.evolve(fresh + self.best_seeds, measured, n - n_random)
-        chosen = {c.key: c for c in picks}
+            n_random = min(n - len(first), max(int(round(n * opts.eps_greedy)), 0))
+            taken = measured | {c.key for c in first}
+            picks = self.search.evolve(fresh + self.best_seeds + first, taken,
+                                       n - len(first) - n_random)
+        chosen = {c.key: c for c in first + picks}
         pool = [c for c in fresh if c.key not in measured and c.key not in chosen]
         self.rng.shuffle(pool)
         for c in pool:
@@ -97,14 +124,19 @@ class SketchPolicy(Proposer):
     def blocked(self) -> list[MeasureInput]:
         """The target-derived blocking of every sketch that has a BLAS's structure
         (``blocking.blocked_decisions``), never measured yet."""
-        out = []
+        return [self._input(c) for c in self.blocked_candidates()]
+
+    def blocked_candidates(self) -> list[Candidate]:
+        """``blocked`` as the search's candidates (realized, with their features)."""
+        out: dict[str, Candidate] = {}
         for i, sk in enumerate(self.sketches):
-            decisions = blocked_decisions(self.workload, sk, self.target,
-                                          self.search.constants, self.search.loose_axes(i))
+            with self.clock.timed("sample"):
+                decisions = blocked_decisions(self.workload, sk, self.target,
+                                              self.search.constants, self.search.loose_axes(i))
             cand = self.search.realize(Candidate(i, decisions)) if decisions else None
             if cand is not None and cand.key not in self.measured:
-                out.append(self._input(cand))
-        return out
+                out.setdefault(cand.key, cand)
+        return list(out.values())
 
     def _input(self, cand: Candidate) -> MeasureInput:
         desc = str(self.sketches[cand.sketch])
@@ -135,7 +167,8 @@ class SketchPolicy(Proposer):
                 self._keep_best(cand, thr)
         groups = [self.workload.key] * len(ys)
         if xs and train:
-            self.model.update(xs, ys, groups)
+            with self.clock.timed("train"):
+                self.model.update(xs, ys, groups)
         return xs, ys, groups
 
     def _keep_best(self, cand: Candidate, thr: float) -> None:

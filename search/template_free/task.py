@@ -124,9 +124,10 @@ class SearchTask:
     def policy(self, options: TuningOptions, model: Any = None) -> Any:
         if model is None and options.pretrained:
             model = load_pretrained("pack-sum")   # None (warned) if it does not fit
+        # the first round measures the target's blocked candidates (policy.py's doc)
         return SketchPolicy(self.workload, self.target, model or XGBModel(seed=options.seed),
                             options, seed=options.seed, rules=self.rules,
-                            constants=self.constants)
+                            constants=self.constants, blocked_first=True)
 
     def tune(self, trials: int, log_file: Any = None, options: TuningOptions | None = None,
              callback: Callable[[Trial], None] | None = None, model: Any = None) -> TuneResult:

@@ -97,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--workload", metavar="FILE.py:FUNCTION", help="tune a compute you wrote: "
                    "FUNCTION(KEY=VALUE...) returns [inputs..., output]")
     _tuning_args(c)
+    c.add_argument("--verbose", action="store_true", help="print each round's seconds by "
+                   "phase (sampling, lowering, features, model, compiling, measuring)")
     c.add_argument("--log", required=True, metavar="FILE", help="the tuning log (JSON lines)")
     c.add_argument("--search", choices=("template-free", "templated"), default="template-free",
                    help="sketches + evolution (default) or the operator's template")

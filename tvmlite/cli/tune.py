@@ -1,7 +1,9 @@
 """``tvmlite tune``: build the task (an operator of the library, or a compute from a
 user's file), tune it with a progress display, and print the summary (best time,
 GFLOP/s, share of the measured peak, speedup over the unscheduled program, the replay
-command)."""
+command). The best is the one best on the end's re-timing when there was one (its
+median, with the spread), and the summary adds where the seconds went, by phase
+(``--verbose``: per round too)."""
 from __future__ import annotations
 
 import argparse
@@ -30,9 +32,11 @@ from tvmlite.search.compare import make_tuner, templated_task
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.measure.measurer import check_log_path
+from tvmlite.search.records.best import cost, is_retiming
 from tvmlite.search.records.explain import bound_line
 from tvmlite.search.records.record import iter_records, load_records
 from tvmlite.search.records.workload import Workload
+from tvmlite.search.result import PHASES
 from tvmlite.search.template_free.task import SearchTask
 from tvmlite.search.templated.task import TEMPLATES
 from tvmlite.target import peak as peaks
@@ -161,7 +165,7 @@ def logged_count(log: str, workload: Workload, target: Target) -> int | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # bad lines were reported when the run started
         return sum(r.workload.key == workload.key and r.target.same_cpu(target)
-                   for _, r in iter_records(log))
+                   and not is_retiming(r) for _, r in iter_records(log))
 
 
 class _Terminated(KeyboardInterrupt):
@@ -212,6 +216,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if workload.is_dynamic:
         print(dynamic_summary(res, workload, args.log))
         return 0 if getattr(res, "dispatch", None) is not None else 1
+    if getattr(args, "verbose", False):
+        print("\n".join(r.line() for r in res.rounds))
     print(tune_summary(res, workload, task.target, args.log, options))
     return 0 if res.best is not None else 1
 
@@ -257,7 +263,11 @@ def tune_summary(res: Any, workload: Workload, target: Target, log: str, options
     n = logged_count(log, workload, target)
     total = f"{n} trial(s) in the log, " if n is not None else ""
     lines = [f"{workload.name}({args}): {total}{res.measured} new ({errors} error(s)): "
-             f"{res.search_seconds:.1f}s searching + {res.measure_seconds:.1f}s measuring"]
+             f"{res.search_seconds:.1f}s searching + {res.measure_seconds:.1f}s measuring"
+             + (f" + {res.retime_seconds:.1f}s re-timing" if res.retime_seconds else "")]
+    phases = res.phases
+    if any(phases.values()):
+        lines.append("phases:   " + ", ".join(f"{p} {phases[p]:.1f}s" for p in PHASES))
     if res.measured == 0:
         lines.append("nothing new measured: the log already holds --trials records of this "
                      "workload (raise --trials to tune longer), or the search ran out of "
@@ -267,10 +277,14 @@ def tune_summary(res: Any, workload: Workload, target: Target, log: str, options
         lines.append(f"no valid schedule in {log}: every trial failed (`tvmlite log show "
                      f"{shlex.quote(log)}` lists the errors)")
         return "\n".join(lines)
-    lines.append(f"best:     {best.mean_cost * 1e3:.4g} ms, {_gf(best.gflops)} GFLOP/s"
+    retimed = res.retimed[0] if res.retimed and res.retimed[0].record is best else None
+    lines.append(f"best:     {cost(best) * 1e3:.4g} ms, {_gf(res.best_gflops)} GFLOP/s"
                  + (f" (EMULATED under {best.runner}: the schedule is checked correct, the "
                     f"figures say nothing about speed on a real {target.arch} CPU)"
                     if best.emulated else ""))
+    if retimed is not None:
+        lines.append(f"re-timed: the {len(res.retimed)} best re-timed, interleaved: "
+                     f"{retimed.line()}")
     dtype = workload.outputs[-1].dtype
     packed = [st.stage for st in best.steps if st.kind == "prepack"]
     if packed:
@@ -281,12 +295,12 @@ def tune_summary(res: Any, workload: Workload, target: Target, log: str, options
                      "under emulation on this machine")
     elif dtype in ("float32", "float64"):
         # at the peak within its noise; above it, the cached peak is raised to this figure
-        verdict = peaks.judge_kernel(best.gflops, target, dtype)
+        verdict = peaks.judge_kernel(res.best_gflops, target, dtype)
         lines.append("peak:     " + verdict.text(f"this CPU's {dtype} peak"))
     lines.append(f"bound:    {bound_line(best, target)} (`tvmlite explain {shlex.quote(log)}`)")
     base = _time_unscheduled(workload, target, options)
     if base.ok:
-        lines.append(f"speedup:  {_gf(base.mean_cost / best.mean_cost)}x over the unscheduled "
+        lines.append(f"speedup:  {_gf(base.mean_cost / cost(best))}x over the unscheduled "
                      f"program ({base.mean_cost * 1e3:.4g} ms)"
                      + (", both emulated" if best.emulated else ""))
     else:

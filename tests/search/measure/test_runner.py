@@ -15,6 +15,7 @@ from tvmlite.schedule.steps import SplitStep
 from tvmlite.search.measure import worker
 from tvmlite.search.measure.builder import BuildResult, LocalBuilder
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+from tvmlite.search.measure.protocol import MeasureConfig
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.target.target import Target
 from tvmlite.testing.check import random_inputs
@@ -94,10 +95,24 @@ def fake(good, builder) -> dict:
     return out
 
 
+def test_a_candidate_clearly_slower_than_the_best_is_timed_once(good, builder) -> None:
+    """The protocol's cutoff_ratio: a first timing above ratio x the best known cost of
+    the workload (here told, as the Measurer tells the log's) ends the timing; 0 turns
+    it off."""
+    inp, b = good
+    for ratio, want in ((2.0, 1), (0.0, 4)):
+        with LocalRunner(config=MeasureConfig(repeat=4, n_threads=1,
+                                              cutoff_ratio=ratio)) as runner:
+            runner.note_cost(inp.workload.key, 1e-12)     # a best no kernel beats by 2x
+            (r,) = runner.run([inp], [b], builder.build_reference)
+        assert r.ok and len(r.costs) == want, (ratio, r)
+
+
 def test_good_candidates_have_one_positive_cost_per_repeat(wl, builder, good) -> None:
     inp, b = good
     ref = MeasureInput(wl, ())
-    with LocalRunner(repeat=4, n_threads=1) as runner:
+    # no cutoff: the reference, slower than the candidate, is timed 4 times too
+    with LocalRunner(config=MeasureConfig(repeat=4, n_threads=1, cutoff_ratio=0)) as runner:
         results = runner.run([inp, ref], [b, builder.build_reference(wl)],
                              builder.build_reference)
     for r in results:
@@ -110,7 +125,7 @@ def test_good_candidates_have_one_positive_cost_per_repeat(wl, builder, good) ->
 def test_crash_abort_hang_are_isolated_and_the_next_candidate_runs(
         good, fake, builder) -> None:
     inp, b = good
-    with LocalRunner(timeout=2.0) as runner:
+    with LocalRunner(timeout=2.0, cutoff_ratio=0) as runner:   # every repeat, whatever the best
         [first] = runner.run([inp], [b], builder.build_reference)
         pid = runner.worker_pid
         results = runner.run([inp] * 4, [fake["segv"], fake["abort"], fake["hang"], b],
