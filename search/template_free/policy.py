@@ -21,10 +21,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tvmlite.passes.pipeline import loop_nest
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.passes.pipeline import loop_nest
 from tvmlite.search.model.features import extract, program_scale, schedule_features
 from tvmlite.search.records.record import load_records, target_matches
 from tvmlite.search.records.workload import Workload
@@ -131,8 +131,11 @@ class SketchPolicy(Proposer):
         out: dict[str, Candidate] = {}
         for i, sk in enumerate(self.sketches):
             with self.clock.timed("sample"):
+                # a constant operand packed once at load time, as a model's default build
+                # has it (so a model's tuning starts from its untuned kernels)
                 decisions = blocked_decisions(self.workload, sk, self.target,
-                                              self.search.constants, self.search.loose_axes(i))
+                                              self.search.constants, self.search.loose_axes(i),
+                                              prepack=not self.scaled)
             cand = self.search.realize(Candidate(i, decisions)) if decisions else None
             if cand is not None and cand.key not in self.measured:
                 out.setdefault(cand.key, cand)
