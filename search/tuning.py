@@ -301,7 +301,7 @@ def retime_job(job: Job, result: TuneResult, measurer: Any, options: TuningOptio
         t0 = time.perf_counter()
         done = measurer.retime([record_input(r) for r in top], options.retime_rounds)
         result.retime_seconds += time.perf_counter() - t0
-    tuned = {}
+    tuned: dict[str, Any] = {}
     for r in trials:
         if r.result.ok:
             tuned.setdefault(r.key, r.gflops)

@@ -165,8 +165,7 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
                                 constants, loose)
         # the consumer's outermost loops are one per spatial axis (``_apply_fuse``)
         panel = [it for it in st.roots if it.kind == "spatial"].index(vec)
-        if copy is not None and f"prepack:{read.tensor}" in decisions and \
-                decisions[f"prepack:{read.tensor}"]:
+        if copy is not None and read is not None and decisions.get(f"prepack:{read.tensor}"):
             copy = None          # packed once at load time: a stage of its own, not placed
         if copy is not None:
             loop = placed.state.stage(fuse.consumer).leaves[panel].name

@@ -223,14 +223,13 @@ def from_onnx(model: Any, shapes: Mapping[str, Any] | None = None,
         dims: list[int] = []
         if vi.name in shapes:
             dims = [int(d) for d in shapes.pop(vi.name)]
-            declared = tt.shape.dim if tt.HasField("shape") else None
-            if declared is not None and len(declared) and len(declared) != len(dims):
+            declared = list(tt.shape.dim) if tt.HasField("shape") else []
+            if declared and len(declared) != len(dims):
                 raise OnnxImportError(f"from_onnx: shapes= gives input {vi.name!r} {len(dims)} "
                                       f"dimensions {tuple(dims)}; the model declares "
                                       f"{len(declared)}")
-            fixed = [(d, dim.dim_value) for d, dim in enumerate(declared or [])
-                     if dim.HasField("dim_value") and dim.dim_value > 0]
-            wrong = [(d, v) for d, v in fixed if len(dims) == len(declared) and dims[d] != v]
+            wrong = [(d, dim.dim_value) for d, dim in enumerate(declared)
+                     if dim.HasField("dim_value") and 0 < dim.dim_value != dims[d]]
             if wrong:
                 d, v = wrong[0]
                 raise OnnxImportError(f"from_onnx: shapes= gives input {vi.name!r} size "

@@ -96,8 +96,8 @@ def infer(node: Node, types: Mapping[str, TensorType]) -> TensorType:
         nchw = {node.inputs[0]: _as_nchw(a)}
         if op == "conv":
             kh, kw, c, m = ins[1].shape
-            shape = (c * m, 1, kh, kw) if node.attr("depthwise") else (m, c, kh, kw)
-            nchw[node.inputs[1]] = TensorType(shape, ins[1].dtype)
+            wshape = (c * m, 1, kh, kw) if node.attr("depthwise") else (m, c, kh, kw)
+            nchw[node.inputs[1]] = TensorType(wshape, ins[1].dtype)
         plain = Node(op, node.inputs, node.outputs,
                      tuple((k, v) for k, v in node.attrs if k not in ("layout", "depthwise")))
         return _as_nhwc(infer(plain, nchw))

@@ -104,5 +104,5 @@ def value_range(name: str) -> tuple:
     if name in FLOAT_DTYPES:
         info = ml_dtypes.finfo(numpy_dtype(name))
         return (float(info.min), float(info.max))
-    info = np.iinfo(numpy_dtype(name))
-    return (int(info.min), int(info.max))
+    ints = np.iinfo(numpy_dtype(name))
+    return (int(ints.min), int(ints.max))

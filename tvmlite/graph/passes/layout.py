@@ -170,7 +170,7 @@ class _Rewrite:
         self.emit(n, (x, wname), True, layout="NHWC", **extra)
 
     def elementwise(self, n: Node) -> None:
-        ins = []
+        ins: list[str] = []
         for i in n.inputs:
             if not i:
                 ins.append(i)
