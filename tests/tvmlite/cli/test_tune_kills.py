@@ -33,7 +33,7 @@ from tvmlite.search.records.record import load_records
 ROOT = Path(__file__).resolve().parents[3]
 BUILD_ERRORS = {MeasureErrorNo.INVALID_SCHEDULE, MeasureErrorNo.COMPILE_ERROR,
                 MeasureErrorNo.BUILD_TIMEOUT}
-TUNE = ["-m", "tvmlite", "tune", "matmul", "M=64", "N=64", "K=64", "--population", "32"]
+TUNE = ["-m", "tvmlite", "tune", "matmul", "M=32", "N=32", "K=32", "--population", "8"]
 UNENDING = 100_000   # trials: no CPU measures this many before the test's signal
 WAIT = 180.0         # seconds: the longest a test waits for a tuning to reach a state
 

@@ -239,7 +239,7 @@ def check_against_numpy(mod, m_values, seed):
                                    err_msg=f"M={m}")
 
 
-@settings(max_examples=30, deadline=None, derandomize=True,
+@settings(max_examples=15, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_blocked_matmuls_over_a_symbolic_size_match_numpy(data):
