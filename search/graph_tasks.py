@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tvmlite.graph.ir import Graph
-from tvmlite.graph.kernel import kernel_compute, kernel_key
+from tvmlite.graph.kernel import default_schedule, kernel_compute, kernel_key
 from tvmlite.graph.passes import optimize
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.task import SearchTask
@@ -42,6 +42,8 @@ def extract_tasks(graph: Graph, target: Any = None) -> list[SearchTask]:
         kc = kernel_compute(graph, k)
         wl = Workload.from_tensors(list(kc.tensors), name=k.name.split("_", 1)[-1])
         task = SearchTask(workload=wl, target=target, constants=list(kc.constants))
+        # measured first: a tuned model is never slower than its default build
+        task.seed_steps = [default_schedule(kc, target).steps]
         task.weight = 1
         task.kernel_names = [k.name]
         tasks[key] = task

@@ -46,13 +46,17 @@ class SketchPolicy(Proposer):
     def __init__(self, workload: Workload, target: Target, model: Any, options: Any,
                  seed: int = 0, rules: Sequence[Any] | None = None,
                  constants: Sequence[str] = (), init_min: int = INIT_MIN,
-                 symbolic: Any = None, blocked_first: bool = False):
+                 symbolic: Any = None, blocked_first: bool = False,
+                 seed_steps: Sequence[Sequence[Any]] = ()):
         """``symbolic``: for a policy proposing at one size of a dynamic workload, that
         workload (its compute over the symbolic size), whose symbolic axes then get
         shape-independent tiles (``sketch.symbolic_axes``); its features then end in the
         program's scale (``features.program_scale``), which the shared model needs to
-        tell sizes apart (``model.add_column``)."""
+        tell sizes apart (``model.add_column``). ``seed_steps``: schedules (their Steps)
+        the first round measures before anything else, as they are -- a model kernel's
+        default schedule, so a tuned model is never slower than its untuned build."""
         self.workload, self.target, self.model, self.options = workload, target, model, options
+        self.seed_steps = [tuple(s) for s in seed_steps]
         self.init_min = init_min
         self.scaled = symbolic is not None
         self.blocked_first = blocked_first
@@ -94,12 +98,17 @@ class SketchPolicy(Proposer):
     def next_batch(self, n: int) -> list[MeasureInput]:
         """Up to ``n`` candidates never measured (fewer when the space is exhausted); the
         first round's begin with the blocked ones (``blocked_first``)."""
+        seeds = self._seeds() if not self.rounds else []
+        if seeds and n <= len(seeds):
+            self.rounds += 1
+            return seeds[:n]
+        n -= len(seeds)
         opts = self.options
-        measured = set(self.measured)
+        measured = set(self.measured) | {inp.key for inp in seeds}
         keep = {c.key for c in self.best_seeds}   # bound memory: realized schedules are big
         self.search.cache = {k: c for k, c in self.search.cache.items() if c is None or k in keep}
-        first = self.blocked_candidates()[:n] if self.blocked_first and not self.rounds \
-            else []
+        first = [c for c in self.blocked_candidates() if c.key not in measured][:n] \
+            if self.blocked_first and not self.rounds else []
         self.rounds += 1
         if not getattr(self.model, "trained", True):
             # as Ansor: a model that has not learnt anything yet cannot guide evolution,
@@ -119,7 +128,19 @@ class SketchPolicy(Proposer):
             if len(chosen) >= n:
                 break
             chosen[c.key] = c
-        return [self._input(c) for c in list(chosen.values())[:n]]
+        return seeds + [self._input(c) for c in list(chosen.values())[:n]]
+
+    def _seeds(self) -> list[MeasureInput]:
+        """The ``seed_steps`` not measured yet, as inputs (decisions say what they are)."""
+        out = []
+        for steps in self.seed_steps:
+            decisions: dict[str, Any] = {"seed": "default schedule"}
+            if self.search.constants:
+                decisions["constants"] = list(self.search.constants)
+            inp = MeasureInput(self.workload, steps, decisions)
+            if inp.key not in self.measured:
+                out.append(inp)
+        return out
 
     def blocked(self) -> list[MeasureInput]:
         """The target-derived blocking of every sketch that has a BLAS's structure

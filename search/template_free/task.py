@@ -102,6 +102,7 @@ class SearchTask:
         # and their names; the task scheduler weighs the task's latency by it
         self.weight: int = 1
         self.kernel_names: list[str] = []
+        self.seed_steps: list = []            # Steps measured first (extract_tasks)
         if self.workload.is_dynamic:  # symbolic sizes: tuned for a range (dynamic.py)
             from tvmlite.search.template_free.dynamic import check_shapes
             if shapes is None:
@@ -127,7 +128,8 @@ class SearchTask:
         # the first round measures the target's blocked candidates (policy.py's doc)
         return SketchPolicy(self.workload, self.target, model or XGBModel(seed=options.seed),
                             options, seed=options.seed, rules=self.rules,
-                            constants=self.constants, blocked_first=True)
+                            constants=self.constants, blocked_first=True,
+                            seed_steps=self.seed_steps)
 
     def tune(self, trials: int, log_file: Any = None, options: TuningOptions | None = None,
              callback: Callable[[Trial], None] | None = None, model: Any = None) -> TuneResult:

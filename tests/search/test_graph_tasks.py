@@ -57,3 +57,27 @@ def test_tuned_records_are_found_by_build(tmp_path):
     assert all(k.record is not None for k in tuned.kernels)
     np.testing.assert_allclose(tuned.run({"x": x})[0], plain.run({"x": x})[0], rtol=1e-4,
                                atol=1e-4)
+
+
+def test_each_tasks_first_measurement_is_its_default_schedule(tmp_path):
+    """A model task measures the schedule the untuned build gives its kernel first, so
+    the log always holds it and a tuned model is never slower than the untuned one."""
+    from tvmlite.search.records.record import load_records
+    task = search.extract_tasks(_graph())[1]
+    assert len(task.seed_steps) == 1
+    log = tmp_path / "seed.jsonl"
+    options = search.TuningOptions(seed=0, repeat=1, number=1, min_repeat_ms=0,
+                                   population=16, generations=1, measures_per_round=2,
+                                   pretrained=False)
+    task.tune(trials=3, log_file=str(log), options=options)
+    recs = load_records(str(log))
+    assert recs[0].decisions["seed"] == "default schedule" and recs[0].result.ok
+    assert tuple(recs[0].steps) == tuple(task.seed_steps[0])
+    assert sum(1 for r in recs if isinstance(r.decisions, dict) and "seed" in r.decisions) == 1
+
+
+def test_a_model_tunings_rounds_share_the_budget_among_its_tasks():
+    from tvmlite.cli.model_tune import ROUND_MAX, ROUND_MIN, round_size
+    assert round_size(64, 32) == ROUND_MIN            # every task gets two rounds' worth
+    assert round_size(2000, 25) == ROUND_MAX
+    assert round_size(400, 20) == 10

@@ -253,6 +253,18 @@ def _commands(args: argparse.Namespace, target: Target) -> str:
                                       *shapes, *flag, "--out", "dist"])
 
 
+ROUND_MIN, ROUND_MAX = 2, 16
+MODEL_POPULATION = 256   # evolved per round and task: a model has tens of tasks
+
+
+def round_size(trials: int, tasks: int) -> int:
+    """Measurements per round of a model's tuning: the budget over twice the tasks, so
+    every task gets at least two rounds when the budget allows (the first one starting
+    with the target's blocked candidate), between ``ROUND_MIN`` and ``ROUND_MAX`` -- a
+    single operator's 64 would give the first task the whole of a small budget."""
+    return max(ROUND_MIN, min(ROUND_MAX, trials // max(1, 2 * tasks)))
+
+
 def cmd_model_tune(args: argparse.Namespace) -> int:
     _check_args(args)
     target = resolve_target(args)
@@ -265,6 +277,10 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     logged = task_rows(tasks, args.log, target)
     order = sorted(range(len(tasks)), key=lambda i: logged[i].trials > 0)
     options = tuning_options(args, args.seed)
+    if not args.batch:   # rounds small enough that every task gets some of the budget
+        options = replace(options, measures_per_round=round_size(args.trials, len(tasks)))
+    if not args.population:   # a few candidates per round need no 2048-strong evolution
+        options = replace(options, population=MODEL_POPULATION)
     with options.make_runner() as runner:   # a runner that cannot run the target stops here
         runner.check_target(target)
     model = ModelEstimate(tasks, logged)
