@@ -10,6 +10,8 @@ Map:
   nn.py          conv1d, conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw/nhwc,
                  conv3d_ndhwc, max_pool2d, avg_pool2d
   elementwise.py add, relu, bias_add, softmax
+  quantized.py   qmatmul, qdense, qconv2d_nchw, qconv2d_nhwc (uint8/int8, int32 sums,
+                 zero points, requantize with bias and ReLU)
   common.py      argument checks, output-size arithmetic, the "pad" stage
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tvmlite.ops.nn import (
                             depthwise_conv2d_nhwc,
                             max_pool2d,
 )
+from tvmlite.ops.quantized import qconv2d_nchw, qconv2d_nhwc, qdense, qmatmul
 
 OPS: dict[str, Callable[..., list]] = {
     "matmul": matmul,
@@ -46,6 +49,10 @@ OPS: dict[str, Callable[..., list]] = {
     "add": add,
     "relu": relu,
     "bias_add": bias_add,
+    "qmatmul": qmatmul,
+    "qdense": qdense,
+    "qconv2d_nchw": qconv2d_nchw,
+    "qconv2d_nhwc": qconv2d_nhwc,
 }
 
 __all__ = ["OPS", *OPS]

@@ -6,7 +6,8 @@ kernel position, so they are fast enough for real layer shapes. Accumulation is 
 (int64 for integers); the caller casts back. Each function takes the input arrays and
 the op's bound arguments (sizes, stride, padding, ... as given to the op function).
 
-Map: generic conv / pool (channels-first) · per-op references · REFERENCES table.
+Map: generic conv / pool (channels-first) · per-op references · quantized references
+(``requantize``: ONNX's rounding and saturation) · REFERENCES table.
 """
 from __future__ import annotations
 
@@ -154,6 +155,47 @@ def _bias_add(xs: list, a: dict) -> np.ndarray:
     return _acc(data) + bias.reshape(shape)
 
 
+# -- quantized: int64 sums of zero-point-centered values, requantized in float32 ----------
+
+def requantize(acc: np.ndarray, scale: Any, zero_point: int, dtype: str,
+               relu: bool = False) -> np.ndarray:
+    """An integer sum as ``dtype`` the way ONNX's QLinear ops define it: times the real
+    scale in float32, rounded half to even (``np.rint``), plus the zero point, saturated;
+    ``relu`` clips at the zero point."""
+    f = acc.astype(np.float32) * np.asarray(scale, np.float32)
+    q = np.rint(f).astype(np.int64) + zero_point
+    info = np.iinfo(dtype)
+    q = np.clip(q, max(info.min, zero_point) if relu else info.min, info.max)
+    return q.astype(dtype)
+
+
+def _centered(x: np.ndarray, zp: Any) -> np.ndarray:
+    return x.astype(np.int64) - np.asarray(zp, np.int64)
+
+
+def _q_epilogue(acc: np.ndarray, xs: list, a: dict, axis: int) -> np.ndarray:
+    rest = list(xs[2:])
+    shape = [1] * acc.ndim
+    shape[axis] = -1
+    if a["bias"]:
+        acc = acc + rest.pop(0).astype(np.int64).reshape(shape)
+    scale = rest.pop(0).reshape(shape) if a["per_channel"] else a["scale"]
+    return requantize(acc, scale, a["out_zp"], a["out_dtype"], a["relu"])
+
+
+def _qconv2d(layout: str) -> Callable[[list, dict], np.ndarray]:
+    def ref(xs: list, a: dict) -> np.ndarray:
+        x, w = _centered(xs[0], a["data_zp"]), xs[1]
+        if layout == "NHWC":
+            x, w = _to_nc(x), w.transpose(3, 2, 0, 1)
+        w = _centered(w, np.reshape(a["weight_zp"], (-1, 1, 1, 1)))
+        acc = conv_nc(x, w, a["stride"], a["padding"], a["dilation"], a["groups"])
+        if layout == "NHWC":
+            acc = _from_nc(acc)
+        return _q_epilogue(acc, xs, a, 1 if layout == "NCHW" else -1)
+    return ref
+
+
 REFERENCES: dict[str, Callable[[list, dict], np.ndarray]] = {
     "matmul": lambda xs, a: _acc(xs[0]) @ _acc(xs[1]),
     "batch_matmul": lambda xs, a: np.matmul(_acc(xs[0]), _acc(xs[1])),
@@ -171,4 +213,9 @@ REFERENCES: dict[str, Callable[[list, dict], np.ndarray]] = {
     "add": lambda xs, a: _acc(xs[0]) + xs[1],
     "relu": lambda xs, a: np.maximum(xs[0], 0),
     "bias_add": _bias_add,
+    "qmatmul": lambda xs, a: _centered(xs[0], a["data_zp"]) @ _centered(xs[1], a["weight_zp"]),
+    "qdense": lambda xs, a: _q_epilogue(_centered(xs[0], a["data_zp"])
+                                        @ _centered(xs[1], a["weight_zp"]).T, xs, a, -1),
+    "qconv2d_nchw": _qconv2d("NCHW"),
+    "qconv2d_nhwc": _qconv2d("NHWC"),
 }
