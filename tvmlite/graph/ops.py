@@ -16,7 +16,8 @@ import numpy as np
 
 from tvmlite.graph.ir import GraphError, Node, TensorType
 
-__all__ = ["KIND", "infer", "evaluate", "flops", "conv_out", "pool_out", "nchw_weight"]
+__all__ = ["KIND", "infer", "evaluate", "flops", "conv_out", "pool_out", "check_window",
+           "nchw_weight"]
 
 UNARY: dict[str, Callable[..., np.ndarray]] = {
     "relu": lambda x: np.maximum(x, 0),
@@ -41,6 +42,19 @@ KIND: dict[str, str] = {**{o: "elementwise" for o in ELEMENTWISE},
 
 def conv_out(n: int, k: int, s: int, p0: int, p1: int, d: int) -> int:
     return (n + p0 + p1 - d * (k - 1) - 1) // s + 1
+
+
+def check_window(node: Node, sizes: Sequence[int], windows: Sequence[int],
+                 pads: Sequence[int]) -> None:
+    """A window larger than its padded input has no output: ONNX leaves it undefined and
+    onnxruntime returns one element (C's truncating division), so refuse it by name
+    instead of computing either."""
+    for axis, (n, k) in enumerate(zip(sizes, windows)):
+        padded = n + pads[axis] + pads[axis + len(sizes)]
+        if k > padded:
+            raise GraphError(f"node {node.name or node.op!r} ({node.op}): its window {k} is "
+                             f"larger than its padded input {padded} along spatial axis "
+                             f"{axis}")
 
 
 def pool_out(n: int, k: int, s: int, p0: int, p1: int, ceil: bool) -> int:
@@ -113,6 +127,7 @@ def infer(node: Node, types: Mapping[str, TensorType]) -> TensorType:
         (n, _, h, w), (co, _, kh, kw) = a.shape, ins[1].shape
         (sh, sw), (pt, pl, pb, pr), (dh, dw) = (node.attr("strides"), node.attr("pads"),
                                                 node.attr("dilations"))
+        check_window(node, (h, w), (dh * (kh - 1) + 1, dw * (kw - 1) + 1), (pt, pl, pb, pr))
         return TensorType((n, co, conv_out(h, kh, sh, pt, pb, dh),
                            conv_out(w, kw, sw, pl, pr, dw)), a.dtype)
     if op in ("max_pool", "avg_pool"):
@@ -120,6 +135,7 @@ def infer(node: Node, types: Mapping[str, TensorType]) -> TensorType:
         (kh, kw), (sh, sw), (pt, pl, pb, pr) = (node.attr("kernel"), node.attr("strides"),
                                                 node.attr("pads"))
         ceil = bool(node.attr("ceil_mode", 0))
+        check_window(node, (h, w), (kh, kw), (pt, pl, pb, pr))
         return TensorType((n, c, pool_out(h, kh, sh, pt, pb, ceil),
                            pool_out(w, kw, sw, pl, pr, ceil)), a.dtype)
     if op == "matmul":

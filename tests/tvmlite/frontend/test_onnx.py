@@ -138,6 +138,18 @@ def test_cycle_and_no_outputs():
         from_onnx(none)
 
 
+def test_a_window_larger_than_its_padded_input_is_refused_by_name():
+    # ONNX leaves it undefined (onnxruntime returns one element): not a silent empty output
+    pool = model([oh.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2],
+                               name="p")], [("x", (1, 2, 4, 1))], ["y"])
+    with pytest.raises(GraphError, match=r"'p'.*window 2 is larger than its padded input 1"):
+        from_onnx(pool)
+    conv = model([oh.make_node("Conv", ["x", "w"], ["y"], name="c")], [("x", (1, 2, 2, 2))],
+                 ["y"], inits=[("w", np.ones((4, 2, 3, 3), np.float32))])
+    with pytest.raises(GraphError, match=r"'c'.*window 3"):
+        from_onnx(conv)
+
+
 def test_empty_values_are_constants_computed_at_import():
     m = model([oh.make_node("ReduceSum", ["x"], ["y"], keepdims=1),
                oh.make_node("Relu", ["x"], ["z"])], [("x", ("n", 0, 4))], ["y", "z"], opset=11)

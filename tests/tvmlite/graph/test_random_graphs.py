@@ -48,7 +48,7 @@ def graphs(draw):
                                       pads=[k // 2] * 4))
             shape[1] = co
         elif step in ("MaxPool", "AveragePool"):
-            if shape[2] < 2:
+            if min(shape[2:]) < 2:     # a window larger than the input: refused
                 continue
             nodes.append(oh.make_node(step, [cur], [out], kernel_shape=[2, 2], strides=[2, 2]))
             shape[2] //= 2
