@@ -25,6 +25,8 @@ from __future__ import annotations
 from tvmlite.graph.ir import Graph, Kernel, Node
 from tvmlite.graph.ops import KIND, flops
 
+__all__ = ["fuse", "make_kernel"]
+
 
 def fuse(g: Graph) -> Graph:
     """``g`` with ``kernels`` set (nodes unchanged)."""
@@ -40,7 +42,7 @@ def fuse(g: Graph) -> Graph:
         group_of[n.output] = k
     kernels: list[Kernel] = []
     for nodes in _cut_escapes(g, groups):
-        kernels.append(_kernel(g, len(kernels), nodes))
+        kernels.append(make_kernel(g, f"k{len(kernels)}_{_label(nodes)}", nodes))
     return g.replace(kernels=tuple(kernels))
 
 
@@ -84,7 +86,14 @@ def _cut_escapes(g: Graph, groups: list[list[Node]]) -> list[list[Node]]:
     return [part for nodes in groups for part in split(nodes)]
 
 
-def _kernel(g: Graph, k: int, nodes: list[Node]) -> Kernel:
+def _label(nodes: list[Node]) -> str:
+    return next((n.op for n in nodes if _is_anchor(n)), nodes[0].op)
+
+
+def make_kernel(g: Graph, name: str, nodes: list[Node]) -> Kernel:
+    """The kernel ``name`` computing ``nodes`` (topological, one output: the last
+    node's): its inputs are the values the nodes read from outside, in order of first
+    read; its flops those of its nodes (the split pass makes kernels with it too)."""
     inner = {n.output for n in nodes}
     inputs: list[str] = []
     for n in nodes:
@@ -92,6 +101,5 @@ def _kernel(g: Graph, k: int, nodes: list[Node]) -> Kernel:
             if i and i not in inner and i not in inputs:
                 inputs.append(i)
     anchor = next((n.op for n in nodes if _is_anchor(n)), None)
-    label = anchor or nodes[0].op
-    return Kernel(f"k{k}_{label}", tuple(nodes), tuple(inputs), nodes[-1].output, anchor,
+    return Kernel(name, tuple(nodes), tuple(inputs), nodes[-1].output, anchor,
                   sum(flops(n, g.types) for n in nodes))
