@@ -4,7 +4,8 @@ Reading is the ``onnx`` package's (``pip install 'tvmlite[onnx]'``); nothing her
 protobuf. Before any conversion the model is checked whole: every op type we do not
 support is named in one error (with its count and first node), external data must lie
 inside the model's folder (a location outside it is refused and never opened), and every
-input dimension must be known (a symbolic one needs ``shapes=``; the error names it).
+input dimension must be known (a symbolic one needs ``shapes=``; the error names it):
+a size, or a range that makes it symbolic for the whole graph (``graph/symbolic.py``).
 Then each node is converted (``converters.py``) and typed in order; a node whose inputs
 are all constants is computed at once (``graph.ops.evaluate``), which is how shape
 arithmetic (Shape, Gather, Concat, ConstantOfShape...) becomes the constants the
@@ -24,6 +25,9 @@ from tvmlite.errors import TvmliteError
 from tvmlite.frontend.converters import CONVERTERS, ConversionError
 from tvmlite.graph.ir import Graph, GraphError, Node, TensorType
 from tvmlite.graph.ops import KIND, evaluate, infer
+from tvmlite.graph.passes import optimize
+from tvmlite.graph.symbolic import generalize, probe_sizes
+from tvmlite.ir.symbolic import SizeVar, is_size_expr
 
 MAX_OPSET = 25   # no op we convert changed its meaning after opset 21
 
@@ -195,11 +199,17 @@ def _opset(proto: Any) -> int:
 
 
 def from_onnx(model: Any, shapes: Mapping[str, Any] | None = None,
-              name: str | None = None) -> Graph:
+              name: str | None = None, ranges: Mapping[str, Any] | None = None) -> Graph:
     """The graph of an ONNX model (a path or an ``onnx.ModelProto``). ``shapes`` maps an
-    input name to its full shape, for inputs with symbolic dimensions."""
+    input name to its full shape, for inputs with symbolic dimensions.
+
+    A dimension of ``shapes`` may be symbolic: a range ``(lo, hi)`` (named after the
+    model's ``dim_param`` there, else ``L``) or a ``te.var`` whose range ``ranges`` gives
+    (``ranges={"L": (1, 512)}``). The graph then runs at every size in the range: it is
+    imported and optimized at a few sizes and merged (``graph/symbolic.py``), so it comes
+    back fused, with ``Graph.sizes`` set. Another input's dimension with the same
+    ``dim_param`` gets the same size. One symbolic size per model."""
     onnx = _onnx()
-    from onnx import numpy_helper
     proto = load_model(model)
     check_supported(proto)
     opset = _opset(proto)
@@ -211,6 +221,98 @@ def from_onnx(model: Any, shapes: Mapping[str, Any] | None = None,
     for t in proto.graph.initializer:
         imp.set_constant(t.name, numpy_helper.to_array(t))
     runtime = [vi.name for vi in proto.graph.input if vi.name not in imp.constants]
+    if not isinstance(ranges, (Mapping, type(None))):
+        raise TypeError(f"from_onnx(ranges=...) takes a dict of size name to (lo, hi), got "
+                        f"{type(ranges).__name__}")
+    sym = _symbolic_dims(proto, shapes, dict(ranges or {}))
+    if sym is None:
+        return _import(onnx, proto, opset, shapes, name)
+    size, lo, hi, axes = sym
+    var = SizeVar(size, "int32")
+    probes = probe_sizes(size, lo, hi)
+    graphs = []
+    for p in probes:
+        concrete = dict(shapes)
+        for inp, dims in axes.items():
+            concrete[inp] = tuple(p if d is None else d for d in dims)
+        graphs.append(optimize(_import(onnx, proto, opset, concrete, name)))
+    return generalize(graphs, var, probes, lo, hi)
+
+
+def _symbolic_dims(proto: Any, shapes: dict, ranges: dict) -> tuple | None:
+    """(size name, lo, hi, {input: dims with None where symbolic}) when ``shapes``
+    makes a dimension symbolic, else None; bad ranges are errors naming the input."""
+    found: dict[str, tuple[int, int]] = {}
+    axes: dict[str, list] = {}
+    declared = {vi.name: list(vi.type.tensor_type.shape.dim) for vi in proto.graph.input}
+    for inp, dims in shapes.items():
+        if not isinstance(dims, (tuple, list)):
+            continue   # the concrete path reports it
+        out = []
+        for d, dim in enumerate(dims):
+            decl = declared.get(inp, [])
+            param = decl[d].dim_param if d < len(decl) else ""
+            if isinstance(dim, SizeVar) or is_size_expr(dim):
+                if not isinstance(dim, SizeVar):
+                    raise OnnxImportError(f"from_onnx: shapes= gives input {inp!r} axis {d} "
+                                          f"the expression {dim}; give a te.var or a range")
+                if dim.name not in ranges:
+                    raise OnnxImportError(f"from_onnx: input {inp!r} axis {d} is the "
+                                          f"symbolic size {dim.name} with no range: give "
+                                          f"ranges={{{dim.name!r}: (1, 512)}} or the range "
+                                          f"itself, shapes={{{inp!r}: (..., (1, 512), ...)}}")
+                nm, rng = dim.name, ranges[dim.name]
+            elif isinstance(dim, (tuple, list)):
+                nm = param if param.isidentifier() else "L"
+                rng = dim
+            else:
+                out.append(dim)
+                continue
+            lo, hi = _range(rng, f"input {inp!r} axis {d}")
+            if nm in found and found[nm] != (lo, hi):
+                raise OnnxImportError(f"from_onnx: the symbolic size {nm} has two ranges, "
+                                      f"{found[nm]} and {(lo, hi)}")
+            found[nm] = (lo, hi)
+            if len(found) > 1:
+                raise OnnxImportError(f"from_onnx: shapes= gives {len(found)} symbolic sizes "
+                                      f"({', '.join(found)}); a model takes one")
+            if lo == hi:
+                out.append(lo)
+                continue
+            out.append(None)
+        axes[inp] = out
+    if not found or all(None not in dims for dims in axes.values()):
+        for inp, dims in axes.items():
+            shapes[inp] = tuple(dims)
+        return None
+    (size, (lo, hi)), = found.items()
+    params = {d.dim_param for inp in axes for d in declared.get(inp, [])}
+    for vi in proto.graph.input:   # other inputs sharing the size's dim_param
+        if vi.name in shapes or vi.name in {t.name for t in proto.graph.initializer}:
+            continue
+        dims = declared[vi.name]
+        if any(d.dim_param and d.dim_param in params | {size} for d in dims) and all(
+                d.HasField("dim_value") or d.dim_param in params | {size} for d in dims):
+            axes[vi.name] = [int(d.dim_value) if d.HasField("dim_value") else None
+                             for d in dims]
+    for inp in axes:
+        shapes.pop(inp, None)
+    return size, lo, hi, axes
+
+
+def _range(rng: Any, where: str) -> tuple[int, int]:
+    ok = isinstance(rng, (tuple, list)) and len(rng) == 2 and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in rng)
+    if not ok or not 1 <= rng[0] <= rng[1]:
+        raise OnnxImportError(f"from_onnx: {where}: a symbolic size's range is (lo, hi) with "
+                              f"1 <= lo <= hi, got {rng!r}")
+    return int(rng[0]), int(rng[1])
+
+
+def _import(onnx: Any, proto: Any, opset: int, shapes: dict, name: str | None) -> Graph:
+    """The graph of ``proto`` with every input's shape concrete."""
+    from onnx import numpy_helper
+    shapes = dict(shapes)
     if set(shapes) - set(runtime):
         raise OnnxImportError(f"from_onnx: shapes= names {sorted(set(shapes) - set(runtime))}, "
                               f"which are not inputs of the model (inputs: {runtime})")

@@ -23,6 +23,7 @@ from tvmlite.graph.dispatch import current_lookup
 from tvmlite.graph.ir import Graph, GraphError
 from tvmlite.graph.kernel import KernelCompute, default_schedule, kernel_compute, kernel_key
 from tvmlite.graph.passes import optimize
+from tvmlite.graph.symbolic import shape_at
 from tvmlite.runtime.arrays import empty
 from tvmlite.runtime.module import Module, TimeResult, generate_c
 from tvmlite.runtime.module import build as build_kernel
@@ -65,12 +66,13 @@ def _runs_here(target: Target) -> bool:
     return target.arch == host.arch and set(target.features) <= set(host.features)
 
 
-def _schedule_of(kc: KernelCompute, key: str, target: Target) -> tuple[Schedule, Any]:
+def _schedule_of(kc: KernelCompute, key: str, target: Target,
+                 largest: dict[str, int]) -> tuple[Schedule, Any]:
     lookup = current_lookup()
     found = lookup(key, kc.tensors, target) if lookup is not None else None
     if found is not None:
         return found
-    return default_schedule(kc, target), None
+    return default_schedule(kc, target, largest), None
 
 
 def build_graph(graph: Graph, target: Any = None, quiet: bool = False) -> "GraphModule":
@@ -82,13 +84,14 @@ def build_graph(graph: Graph, target: Any = None, quiet: bool = False) -> "Graph
     if graph.kernels is None:
         graph = optimize(graph)
     assert graph.kernels is not None
+    largest = {n: hi for n, _, hi in graph.sizes}
     plans = []
     distinct: dict[str, tuple[KernelCompute, Schedule, Any]] = {}
     for k in graph.kernels:
         kc = kernel_compute(graph, k)
         key = kernel_key(graph, k)
         if key not in distinct:
-            s, record = _schedule_of(kc, key, target)
+            s, record = _schedule_of(kc, key, target, largest)
             distinct[key] = (kc, s, record)
         plans.append((k, kc, key))
 
@@ -125,6 +128,13 @@ class GraphModule:
     def check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The feeds as arrays of the inputs' types; a missing, unknown or ill-typed input
         is a FeedError naming it."""
+        return self.bind_feeds(feeds)[0]
+
+    def bind_feeds(self, feeds: Mapping[str, Any]) -> tuple[dict[str, np.ndarray],
+                                                            dict[str, int]]:
+        """``check_feeds``, and the value of each symbolic size (``Graph.sizes``), read
+        from the inputs' shapes and checked against its range (a FeedError naming the
+        input and axis)."""
         if not isinstance(feeds, Mapping):
             raise TypeError(f"run(feeds=...) takes a dict of input name to array, got "
                             f"{type(feeds).__name__}")
@@ -133,20 +143,36 @@ class GraphModule:
         if unknown:
             raise FeedError(f"run: {unknown[0]!r} is not an input of the model (inputs: "
                             f"{list(g.inputs)})")
-        out = {}
+        ranges = {n: (lo, hi) for n, lo, hi in g.sizes}
+        sizes: dict[str, int] = {}
+        arrays = {}
         for name in g.inputs:
             if name not in feeds:
                 raise FeedError(f"run: input {name!r} is not given (inputs: {list(g.inputs)})")
             a = np.asarray(feeds[name])
             t = g.types[name]
-            if tuple(a.shape) != tuple(t.shape):
+            if a.ndim == len(t.shape):
+                for d, (want, got) in enumerate(zip(t.shape, a.shape)):
+                    n = getattr(want, "name", None)
+                    if n in ranges and n not in sizes:
+                        lo, hi = ranges[n]
+                        if not lo <= got <= hi:
+                            raise FeedError(f"run: input {name!r} has size {got} on axis {d} "
+                                            f"({n}); the model runs at {n} in [{lo}, {hi}]")
+                        sizes[n] = int(got)
+            arrays[name] = a
+        for name, a in arrays.items():
+            t = g.types[name]
+            want = shape_at(t.shape, sizes) if a.ndim == len(t.shape) else t.shape
+            if tuple(a.shape) != tuple(want):
+                shown = "" if want == tuple(t.shape) else f" (here {want})"
                 raise FeedError(f"run: input {name!r} has shape {tuple(a.shape)}, the model "
-                                f"takes {tuple(t.shape)}")
+                                f"takes {tuple(t.shape)}{shown}")
             if a.dtype.name != t.dtype:
                 raise FeedError(f"run: input {name!r} has dtype {a.dtype.name}, the model "
                                 f"takes {t.dtype}")
-            out[name] = np.asarray(a, order="C")
-        return out
+            arrays[name] = np.asarray(a, order="C")
+        return arrays, sizes
 
     def _modules(self) -> list[Module]:
         mods = [k.module for k in self.kernels]
@@ -169,13 +195,15 @@ class GraphModule:
         pre-packed are packed here, once -- and the values by name."""
         mods = self._modules()
         env: dict[str, np.ndarray] = dict(self.graph.constants)
-        env.update(self.check_feeds(feeds))
+        fed, sizes = self.bind_feeds(feeds)
+        env.update(fed)
         # a kernel holds bool values as int32 (no buffer holds bool: ir/dtypes.py)
         env = {k: v.astype(np.int32) if v.dtype == np.bool_ else v for k, v in env.items()}
         calls = []
         for k, mod in zip(self.kernels, mods):
             t = self.graph.types[k.output]
-            env[k.output] = empty(tuple(t.shape), "int32" if t.dtype == "bool" else t.dtype)
+            dtype = "int32" if t.dtype == "bool" else t.dtype
+            env[k.output] = empty(shape_at(t.shape, sizes), dtype)
             args = [env[v] for v in k.compute.arg_values] + [env[k.output]]
             packed = {p.input for p in mod.packs}
             if packed:   # a record pre-packs weights: pack them once, here

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from tvmlite import te
 from tvmlite.graph.ir import GraphError, Node
 from tvmlite.ops.common import named
+from tvmlite.ir.symbolic import is_static
 from tvmlite.ops.elementwise import softmax_compute
 from tvmlite.ops.linalg import broadcast_matmul_compute
 from tvmlite.ops.nn import (
@@ -57,7 +58,7 @@ def read(t: Operand, idx: Sequence[Any], out_shape: Sequence[int]) -> Any:
     if not shape:
         return t[()]
     lead = len(out_shape) - len(shape)
-    return t[tuple(0 if s == 1 and out_shape[lead + d] != 1 else idx[lead + d]
+    return t[tuple(0 if _broadcast_dim(s, out_shape[lead + d]) else idx[lead + d]
                    for d, s in enumerate(shape))]
 
 
@@ -67,6 +68,12 @@ def _pointwise(shape: tuple[int, ...], name: str, fn: Callable[..., Any]) -> te.
 
 def _cst(v: float, dtype: str) -> Any:
     return te.const(v, dtype)
+
+
+def _broadcast_dim(s: Any, out: Any) -> bool:
+    """An input dimension of 1 read against a larger output one (a symbolic output
+    dimension is never 1: the graph was merged from sizes of 2 and up)."""
+    return is_static(s) and s == 1 and not (is_static(out) and out == 1)
 
 
 def _unary(op: str, node: Node, x: Any, dtype: str) -> Any:
@@ -276,6 +283,9 @@ def _reduce(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
             else:
                 idx.append(next(it))
         return te.sum(x[tuple(idx)], axis=rs)
+    if node.op == "reduce_mean" and not is_static(count):
+        raise GraphError(f"node {node.name!r}: a mean over the symbolic size {count} is "
+                         f"not supported (the divisor must be a number)")
     total = te.compute(out_shape, named(_axes(len(out_shape)), body),
                        name=name if node.op == "reduce_sum" else f"{name}_sum")
     if node.op == "reduce_sum":
@@ -332,6 +342,9 @@ def _layer_norm(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
         * (x[_unflatten(i, lead) + (k2,)] - mean[i] * inv), axis=k2), name=f"{name}_var")
     eps = _cst(node.attr("epsilon"), x.dtype)
 
+    if not is_static(cols):
+        raise GraphError(f"node {node.name!r}: a layer norm over the symbolic size {cols} "
+                         f"is not supported (the divisor must be a number)")
     def body(i: tuple) -> Any:
         r = _flatten(i[:-1], lead)
         y = (x[i] - mean[r] * inv) / te.sqrt(sq[r] * inv + eps) * read(scale, i, out_shape)

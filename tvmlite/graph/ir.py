@@ -27,8 +27,10 @@ class GraphError(TvmliteError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TensorType:
-    """The static shape and numpy dtype name of a value."""
-    shape: tuple[int, ...]
+    """The shape and numpy dtype name of a value. In a graph with a symbolic dimension
+    (``Graph.sizes``) a dimension may be a size expression over it (``L``, ``L * 12``,
+    ``tvmlite.ir.symbolic``); everywhere else it is an int."""
+    shape: tuple[Any, ...]
     dtype: str
 
     def __str__(self) -> str:
@@ -87,7 +89,9 @@ class Graph:
 
     ``inputs`` are the values fed at run time, ``outputs`` the values returned (model
     order), ``types`` the type of every value, ``constants`` the weights. ``kernels`` is
-    set by the fusion pass; ``layout`` names the data layout the graph computes in."""
+    set by the fusion pass; ``layout`` names the data layout the graph computes in.
+    ``sizes`` holds ``(name, lo, hi)`` of each symbolic dimension (``graph/symbolic.py``):
+    the range of sizes the graph runs at, read at run time from the inputs' shapes."""
     nodes: tuple[Node, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -96,6 +100,7 @@ class Graph:
     kernels: tuple[Kernel, ...] | None = None
     layout: str = "NCHW"
     name: str = "model"
+    sizes: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.outputs:
@@ -118,7 +123,8 @@ class Graph:
         return out
 
     def __str__(self) -> str:
-        lines = [f"graph {self.name} ({self.layout}): inputs "
+        ranges = "".join(f", {n} in [{lo}, {hi}]" for n, lo, hi in self.sizes)
+        lines = [f"graph {self.name} ({self.layout}{ranges}): inputs "
                  + ", ".join(f"{i}: {self.types[i]}" for i in self.inputs)]
         if self.kernels is None:
             for n in self.nodes:

@@ -27,7 +27,7 @@ import hashlib
 import json
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tvmlite import te
@@ -40,6 +40,7 @@ from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.blocking import blocked_decisions
 from tvmlite.search.template_free.sketch import generate_sketches, realize
 from tvmlite.target.target import Target
+from tvmlite.te.bind import bind_sizes, free_sizes
 
 __all__ = ["KernelCompute", "kernel_compute", "kernel_key", "default_schedule", "blocked_schedule"]
 
@@ -125,8 +126,25 @@ def _vector_factor(extent: Any, lanes: int) -> int | None:
     return None
 
 
-def default_schedule(kc: KernelCompute, target: Target) -> Schedule:
-    """The target-derived schedule of a kernel (see the module docstring)."""
+def default_schedule(kc: KernelCompute, target: Target,
+                     sizes: dict[str, int] | None = None) -> Schedule:
+    """The target-derived schedule of a kernel (see the module docstring). A kernel over
+    a symbolic size gets the schedule derived for the compute at ``sizes`` (its graph's
+    largest size: the one where the time goes), replayed on the symbolic compute, as
+    the dynamic search deploys what it derives at one size; Steps that do not replay
+    leave it the parallel nest without vector splits, which is correct for every size."""
+    free = free_sizes(list(kc.tensors))
+    if free:
+        if not sizes or set(free) - set(sizes):
+            raise ValueError(f"default_schedule: the kernel is over the symbolic size(s) "
+                             f"{free}: give sizes={{name: size}} to derive its schedule at")
+        bound = replace(kc, tensors=tuple(bind_sizes(list(kc.tensors), dict(sizes))))
+        steps = default_schedule(bound, target).steps
+        outputs = Workload.from_tensors(list(kc.tensors), name="graph_kernel").outputs
+        try:
+            return Schedule.from_steps(outputs, steps)
+        except ScheduleError:
+            return _schedule(kc, target, vectorize=False)
     if kc.blas:
         blocked = blocked_schedule(kc, target)
         if blocked is not None:
