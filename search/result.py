@@ -132,6 +132,7 @@ class TuneResult:
     rounds: list = field(default_factory=list)     # RoundTimes of this run's rounds
     retimed: tuple = ()                   # Retimed, best first: the end's re-timing
     retime_seconds: float = 0.0           # building and running the re-timing
+    stopped_early: bool = False           # the task scheduler stopped it: its best had stalled
 
     @property
     def best_gflops(self) -> float:

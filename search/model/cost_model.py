@@ -267,6 +267,15 @@ class XGBModel(CostModel):
         """How many measured programs the model currently trains on."""
         return len(self._ys)
 
+    @property
+    def task_programs(self) -> dict[str, int]:
+        """How many of the programs it trains on each task (group) gave: one task's,
+        or several for a model that alike tasks share (the task scheduler's families)."""
+        counts: dict[str, int] = {}
+        for g in self._groups:
+            counts[g] = counts.get(g, 0) + 1
+        return counts
+
     def update(self, xs: Sequence[np.ndarray], ys: Sequence[float],
                groups: Sequence[str] | None = None) -> None:
         packed = pack(xs, self.n_features)

@@ -122,11 +122,16 @@ class SearchTask:
     def __repr__(self) -> str:
         return f"SearchTask({self.workload.name}, key={self.workload.key[:8]})"
 
+    def new_model(self, options: TuningOptions) -> XGBModel:
+        """The cost model a tuning of this task starts from: the shipped pretrained one
+        as a prior (``options.pretrained``; cold when it does not fit), else a cold one.
+        The task scheduler makes one per family of alike tasks (``families``)."""
+        model = load_pretrained("pack-sum") if options.pretrained else None  # None: warned
+        return model or XGBModel(seed=options.seed)
+
     def policy(self, options: TuningOptions, model: Any = None) -> Any:
-        if model is None and options.pretrained:
-            model = load_pretrained("pack-sum")   # None (warned) if it does not fit
         # the first round measures the target's blocked candidates (policy.py's doc)
-        return SketchPolicy(self.workload, self.target, model or XGBModel(seed=options.seed),
+        return SketchPolicy(self.workload, self.target, model or self.new_model(options),
                             options, seed=options.seed, rules=self.rules,
                             constants=self.constants, blocked_first=True,
                             seed_steps=self.seed_steps)
