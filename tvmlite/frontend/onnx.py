@@ -175,7 +175,11 @@ class _Importer:
         ins = [i for i in node.inputs if i]
         for i in ins:
             self.type(i)
-        if all(i in self.constants for i in ins) or KIND.get(node.op) == "shape":
+        # a DequantizeLinear of a constant stays a node, so that the QDQ pass
+        # (graph/passes/quantize.py) still sees the integer weight it dequantizes;
+        # fold_constants folds it where no integer kernel takes it
+        keep = node.op == "dequantize"
+        if (all(i in self.constants for i in ins) and not keep) or KIND.get(node.op) == "shape":
             missing = [i for i in ins if i not in self.constants]
             if missing:
                 raise ConversionError(f"node {node.name!r} ({node.op}): input {missing[0]!r} "

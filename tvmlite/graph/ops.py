@@ -17,7 +17,7 @@ import numpy as np
 from tvmlite.graph.ir import GraphError, Node, TensorType
 
 __all__ = ["KIND", "infer", "evaluate", "flops", "conv_out", "pool_out", "check_window",
-           "nchw_weight"]
+           "nchw_weight", "QUANT_ELEMENTWISE", "INTEGER_ANCHORS"]
 
 UNARY: dict[str, Callable[..., np.ndarray]] = {
     "relu": lambda x: np.maximum(x, 0),
@@ -29,11 +29,16 @@ BINARY: dict[str, Callable[..., np.ndarray]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
     "pow": np.power, "max": np.maximum, "min": np.minimum, "equal": np.equal,
 }
+# quantize(x, scale, zp; to), dequantize(q, scale, zp), requantize(acc, multiplier, zp;
+# to, relu): operands broadcast as numpy's (a per-axis scale is reshaped to broadcast)
+QUANT_ELEMENTWISE = {"quantize", "dequantize", "requantize"}
 ELEMENTWISE = {*UNARY, *BINARY, "erf", "leaky_relu", "clip", "hard_sigmoid", "hard_swish",
-               "gelu", "cast", "where", "batch_norm", "identity"}
+               "gelu", "cast", "where", "batch_norm", "identity", *QUANT_ELEMENTWISE}
 INJECTIVE = {"reshape", "transpose", "concat", "slice", "gather", "expand", "pad"}
+# conv_integer(x, w, x_zp, w_zp), matmul_integer(a, b, a_zp, b_zp): int32 sums
+INTEGER_ANCHORS = {"conv_integer", "matmul_integer"}
 ANCHORS = {"conv", "matmul", "max_pool", "avg_pool", "lrn", "softmax", "reduce_mean",
-           "reduce_sum", "layer_norm"}
+           "reduce_sum", "layer_norm", *INTEGER_ANCHORS}
 SHAPE_OPS = {"shape", "constant_of_shape", "range"}
 KIND: dict[str, str] = {**{o: "elementwise" for o in ELEMENTWISE},
                         **{o: "injective" for o in INJECTIVE},
@@ -106,6 +111,8 @@ def infer(node: Node, types: Mapping[str, TensorType]) -> TensorType:
     set by the layout pass) is the NCHW one with its axes permuted."""
     ins = [types[i] for i in node.inputs if i]
     a, op = ins[0], node.op
+    if op in QUANT_ELEMENTWISE or op in INTEGER_ANCHORS:
+        return _quant_type(node, types)
     if _nhwc(node):
         nchw = {node.inputs[0]: _as_nchw(a)}
         if op == "conv":
@@ -243,6 +250,8 @@ def evaluate(node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
         plain = Node(op, node.inputs, node.outputs,
                      tuple((k, v) for k, v in node.attrs if k not in ("layout", "depthwise")))
         return np.ascontiguousarray(evaluate(plain, nchw).transpose(0, 2, 3, 1))
+    if op in QUANT_ELEMENTWISE or op in INTEGER_ANCHORS:
+        return _quant_ref(node, args)
     if op in UNARY:
         return UNARY[op](a).astype(a.dtype)
     if op in BINARY:
@@ -333,14 +342,14 @@ def flops(node: Node, types: Mapping[str, TensorType]) -> int:
     """Floating-point operations of one run of ``node`` (a multiply-add counts 2)."""
     out = types[node.output]
     n_out = math.prod(out.shape)
-    if node.op == "conv":
+    if node.op in ("conv", "conv_integer"):
         w = types[node.inputs[1]].shape
         if _nhwc(node):
             kh, kw, cig = w[0], w[1], (1 if node.attr("depthwise") else w[2])
         else:
             cig, kh, kw = w[1:]
         return 2 * n_out * cig * kh * kw
-    if node.op == "matmul":
+    if node.op in ("matmul", "matmul_integer"):
         k = types[node.inputs[0]].shape[-1]
         return 2 * n_out * k
     if node.op in ("max_pool", "avg_pool"):
@@ -353,3 +362,48 @@ def flops(node: Node, types: Mapping[str, TensorType]) -> int:
     if KIND.get(node.op) == "elementwise":
         return n_out
     return 0
+
+
+# -- the quantized ops -------------------------------------------------------------------
+
+def _float_twin(node: Node) -> Node:
+    """conv_integer / matmul_integer as the float op over its first two inputs."""
+    return Node(node.op.removesuffix("_integer"), node.inputs[:2], node.outputs, node.attrs,
+                node.name)
+
+
+def _quant_type(node: Node, types: Mapping[str, TensorType]) -> TensorType:
+    if node.op in INTEGER_ANCHORS:
+        return TensorType(infer(_float_twin(node), types).shape, "int32")
+    shape = _broadcast([types[i].shape for i in node.inputs], node)
+    return TensorType(shape, "float32" if node.op == "dequantize" else node.attr("to"))
+
+
+def _to_int(node: Node, f: np.ndarray, zp: np.ndarray, relu: bool = False) -> np.ndarray:
+    """ONNX's saturating, half-to-even rounding of ``f`` (float32) around ``zp``."""
+    info = np.iinfo(node.attr("to"))
+    q = np.rint(f).astype(np.int64) + zp.astype(np.int64)
+    lo = np.maximum(info.min, zp.astype(np.int64)) if relu else info.min
+    return np.clip(q, lo, info.max).astype(node.attr("to"))
+
+
+def _quant_ref(node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
+    """The numpy meaning of the quantized ops, in ONNX's (and onnxruntime's) arithmetic:
+    float32 scales, int64 sums of zero-point-centered values."""
+    x, s, zp = args[0], args[1], args[2]
+    with np.errstate(invalid="ignore", over="ignore"):
+        if node.op == "quantize":
+            f = x.astype(np.float32) / s.astype(np.float32)
+            return _to_int(node, np.nan_to_num(f, nan=0.0, posinf=2e9, neginf=-2e9), zp)
+        if node.op == "dequantize":
+            return ((x.astype(np.int64) - zp.astype(np.int64)).astype(np.float32)
+                    * s.astype(np.float32))
+        if node.op == "requantize":
+            return _to_int(node, x.astype(np.float32) * s.astype(np.float32), zp,
+                           bool(node.attr("relu", 0)))
+    a = x.astype(np.int64) - args[2].astype(np.int64)      # matmul_integer / conv_integer
+    w, w_zp = args[1].astype(np.int64), args[3].astype(np.int64)
+    if node.op == "matmul_integer":
+        return np.matmul(a, w - w_zp).astype(np.int32)
+    w = w - (w_zp.reshape(-1, 1, 1, 1) if w_zp.size > 1 else w_zp)
+    return _conv_ref(_float_twin(node), a, w).astype(np.int32)

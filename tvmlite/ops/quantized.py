@@ -123,22 +123,32 @@ def _check_quant(op: str, t: te.Tensor, name: str) -> None:
 
 def qmatmul_compute(a: te.Tensor, b: te.Tensor, a_zp: ZeroPoint = 0, b_zp: ZeroPoint = 0,
                     name: str = "qmatmul") -> te.Tensor:
-    """ONNX MatMulInteger: ``C[..., i, j] = sum_k (a[..., i, k] - a_zp) * (b[k, j] -
-    b_zp[j])`` in int32 of a (..., M, K) and b (K, N); ``b_zp`` per column or per tensor."""
+    """ONNX MatMulInteger: ``C[..., i, j] = sum_k (a[..., i, k] - a_zp) * (b[..., k, j] -
+    b_zp[j])`` in int32 of a (..., M, K) and b (..., K, N), the batch dimensions
+    broadcast as numpy's ``@`` (a dimension of 1 read at index 0); ``b_zp`` per column
+    or per tensor."""
     for t, n in ((a, "a"), (b, "b")):
         _check_quant("qmatmul", t, n)
-    if len(b.shape) != 2 or len(a.shape) < 2 or a.shape[-1] != b.shape[0]:
-        raise ValueError(f"qmatmul: takes a (..., M, K) and b (K, N), got {tuple(a.shape)} "
-                         f"and {tuple(b.shape)}")
-    lead, (m, kk), n = tuple(a.shape[:-2]), a.shape[-2:], b.shape[1]
-    k = te.reduce_axis((0, kk), name="k")
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
+        raise ValueError(f"qmatmul: takes a (..., M, K) and b (..., K, N), got {sa} and {sb}")
+    rank = max(len(sa), len(sb))
+    pa, pb = (1,) * (rank - len(sa)) + sa[:-2], (1,) * (rank - len(sb)) + sb[:-2]
+    if any(x != y and 1 not in (x, y) for x, y in zip(pa, pb)):
+        raise ValueError(f"qmatmul: batch dimensions {sa[:-2]} and {sb[:-2]} do not broadcast")
+    batch = tuple(max(x, y) for x, y in zip(pa, pb))
+    k = te.reduce_axis((0, sa[-1]), name="k")
+
+    def lead(shape: tuple, bi: tuple) -> tuple:
+        own = bi[len(bi) - (len(shape) - 2):] if len(shape) > 2 else ()
+        return tuple(0 if d == 1 else i for d, i in zip(shape[:-2], own))
 
     def body(*idx: Any) -> Any:
         *bi, i, j = idx
-        return te.sum(_centered(a[tuple(bi) + (i, k)], a_zp) * _centered(b[k, j], b_zp, j),
-                      axis=k)
-    names = [f"b{d}" for d in range(len(lead))] + ["i", "j"]
-    return te.compute(lead + (m, n), named(names, body), name=name)
+        return te.sum(_centered(a[lead(sa, tuple(bi)) + (i, k)], a_zp)
+                      * _centered(b[lead(sb, tuple(bi)) + (k, j)], b_zp, j), axis=k)
+    names = [f"b{d}" for d in range(len(batch))] + ["i", "j"]
+    return te.compute(batch + (sa[-2], sb[-1]), named(names, body), name=name)
 
 
 def qdense_compute(data: te.Tensor, weight: te.Tensor, data_zp: ZeroPoint = 0,

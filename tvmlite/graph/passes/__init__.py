@@ -1,7 +1,8 @@
 """The graph passes, one per file, each a pure function ``Graph -> Graph``, run in the
 order of ``PIPELINE`` by ``optimize`` (like ``lower``'s pipeline for loops).
 
-Map (module: pass): constants.py fold_constants · identity.py remove_identity
+Map (module: pass): quantize.py fold_qdq (QDQ patterns to integer kernels) ·
+constants.py fold_constants · identity.py remove_identity
 (Dropout/Identity) · batch_norm.py fold_batch_norm · dead_nodes.py remove_dead ·
 layout.py choose_layout · fusion.py fuse. The modules are not named after their
 functions, so importing one never shadows the function this package exports.
@@ -17,9 +18,10 @@ from tvmlite.graph.passes.dead_nodes import remove_dead
 from tvmlite.graph.passes.fusion import fuse
 from tvmlite.graph.passes.identity import remove_identity
 from tvmlite.graph.passes.layout import choose_layout
+from tvmlite.graph.passes.quantize import fold_qdq
 
 PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
-    fold_constants, remove_identity, fold_batch_norm, fold_constants, remove_dead,
+    fold_qdq, fold_constants, remove_identity, fold_batch_norm, fold_constants, remove_dead,
     choose_layout, fuse,
 )
 
@@ -33,5 +35,5 @@ def optimize(g: Graph, debug: bool = False) -> Graph:
     return g
 
 
-__all__ = ["PIPELINE", "optimize", "fold_constants", "remove_identity", "fold_batch_norm",
-           "remove_dead", "choose_layout", "fuse"]
+__all__ = ["PIPELINE", "optimize", "fold_qdq", "fold_constants", "remove_identity",
+           "fold_batch_norm", "remove_dead", "choose_layout", "fuse"]

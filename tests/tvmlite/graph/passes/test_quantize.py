@@ -1,0 +1,158 @@
+"""The QDQ fold (graph/passes/quantize.py): models quantized by onnxruntime's
+quantize_static (QDQ format) on random calibration data become integer kernels, and
+give onnxruntime's outputs within one quantization step; what does not match stays
+correct as float kernels."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+quantization = pytest.importorskip("onnxruntime.quantization")
+import onnx  # noqa: E402
+from onnx import TensorProto as TP  # noqa: E402
+from onnx import helper as oh  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+from tvmlite.frontend import from_onnx  # noqa: E402
+from tvmlite.graph import optimize  # noqa: E402
+from tvmlite.graph.build import build_graph  # noqa: E402
+from tvmlite.graph.passes import fold_qdq  # noqa: E402
+
+RNG = np.random.default_rng(5)
+SHAPE = (1, 3, 10, 10)
+
+
+def _w(*shape: int) -> np.ndarray:
+    return (RNG.standard_normal(shape) * 0.3).astype(np.float32)
+
+
+def _float_model() -> onnx.ModelProto:
+    """A few convs (plain, depthwise, strided 1x1), a residual add, a pool and a Gemm."""
+    nodes = [oh.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             oh.make_node("Relu", ["c1"], ["r1"]),
+             oh.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=8),
+             oh.make_node("Relu", ["c2"], ["r2"]),
+             oh.make_node("Add", ["r1", "r2"], ["s"]),
+             oh.make_node("Conv", ["s", "w3", "b3"], ["c3"], strides=[2, 2]),
+             oh.make_node("GlobalAveragePool", ["c3"], ["p"]),
+             oh.make_node("Flatten", ["p"], ["f"]),
+             oh.make_node("Gemm", ["f", "w4", "b4"], ["y"], transB=1)]
+    weights = dict(w1=_w(8, 3, 3, 3), b1=_w(8), w2=_w(8, 1, 3, 3), b2=_w(8),
+                   w3=_w(16, 8, 1, 1), b3=_w(16), w4=_w(10, 16), b4=_w(10))
+    g = oh.make_graph(nodes, "qdq", [oh.make_tensor_value_info("x", TP.FLOAT, SHAPE)],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, None)],
+                      [nh.from_array(v, k) for k, v in weights.items()])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+class _Calibration(quantization.CalibrationDataReader):
+    def __init__(self) -> None:
+        self.batches = iter([{"x": RNG.standard_normal(SHAPE).astype(np.float32)}
+                             for _ in range(4)])
+
+    def get_next(self) -> dict | None:
+        return next(self.batches, None)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["per-tensor", "per-channel"])
+def qdq_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("qdq")
+    fp, qp = root / "float.onnx", root / "qdq.onnx"
+    onnx.save(_float_model(), str(fp))
+    quantization.quantize_static(str(fp), str(qp), _Calibration(),
+                                 quant_format=quantization.QuantFormat.QDQ,
+                                 per_channel=request.param,
+                                 activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    return onnx.load(str(qp))
+
+
+def _last_step(m: onnx.ModelProto) -> float:
+    """The scale of the QuantizeLinear feeding the model's output (one step of it)."""
+    out = m.graph.output[0].name
+    prod = {o: n for n in m.graph.node for o in n.output}
+    dq = prod[out]
+    inits = {t.name: nh.to_array(t) for t in m.graph.initializer}
+    return float(inits[dq.input[1]])
+
+
+def test_quantize_static_model_folds_into_integer_kernels(qdq_model) -> None:
+    g = from_onnx(qdq_model)
+    ops = [n.op for n in optimize(g).nodes]
+    assert "conv" not in ops and "matmul" not in ops
+    assert ops.count("conv_integer") == 3 and ops.count("matmul_integer") == 1
+    mod = build_graph(g, quiet=True)
+    sess = ort.InferenceSession(qdq_model.SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+    step = _last_step(qdq_model)
+    for _ in range(2):
+        x = RNG.standard_normal(SHAPE).astype(np.float32)
+        ours, ref = mod.run({"x": x})[0], sess.run(None, {"x": x})[0]
+        assert ours.shape == ref.shape
+        assert np.abs(ours - ref).max() <= step * 1.001
+
+
+def _qdq_conv(relu: bool, bias_float: bool, runtime_weight: bool = False):
+    """DQ(x) -> Conv(DQ(w)) [+ bias] [-> Relu] -> Q -> DQ, written by hand."""
+    inits = {"xs": np.float32(0.02), "xz": np.uint8(128), "wq": RNG.integers(
+        -127, 128, (4, 3, 3, 3)).astype(np.int8), "ws": np.float32(0.01),
+        "wz": np.int8(0), "ys": np.float32(0.015), "yz": np.uint8(3)}
+    nodes = [oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"])]
+    inputs = [oh.make_tensor_value_info("x", TP.FLOAT, SHAPE)]
+    if runtime_weight:
+        inputs.append(oh.make_tensor_value_info("wrt", TP.INT8, (4, 3, 3, 3)))
+        nodes.append(oh.make_node("DequantizeLinear", ["wrt", "ws", "wz"], ["wf"]))
+    else:
+        nodes.append(oh.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wf"]))
+    if bias_float:
+        inits["b"] = _w(4)
+    else:
+        inits["bq"] = RNG.integers(-500, 500, 4).astype(np.int32)
+        inits["bs"], inits["bz"] = np.float32(0.02 * 0.01), np.int32(0)
+        nodes.append(oh.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["b"]))
+    nodes.append(oh.make_node("Conv", ["xf", "wf", "b"], ["c"], pads=[1, 1, 1, 1]))
+    last = "c"
+    if relu:
+        nodes.append(oh.make_node("Relu", ["c"], ["r"]))
+        last = "r"
+    nodes += [oh.make_node("QuantizeLinear", [last, "ys", "yz"], ["yq"]),
+              oh.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    g = oh.make_graph(nodes, "conv", inputs, [oh.make_tensor_value_info("y", TP.FLOAT, None)],
+                      [nh.from_array(np.asarray(v), k) for k, v in inits.items()])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("relu,bias_float", [(True, False), (False, True)])
+def test_fold_takes_relu_and_bias(relu: bool, bias_float: bool) -> None:
+    m = _qdq_conv(relu, bias_float)
+    folded = fold_qdq(from_onnx(m))
+    req = [n for n in folded.nodes if n.op == "requantize"]
+    assert len(req) == 1 and req[0].attr("relu") == int(relu)
+    assert not any(n.op in ("conv", "relu") for n in folded.nodes)
+    x = RNG.standard_normal(SHAPE).astype(np.float32)
+    ours = build_graph(from_onnx(m), quiet=True).run({"x": x})[0]
+    ref = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(ours - ref).max() <= 0.015 * 1.001
+    if relu:
+        assert ours.min() >= 0
+
+
+def test_unmatched_pattern_stays_float_and_correct() -> None:
+    """A weight given at run time: no integer weight to take, so the conv stays float
+    between its dequantize and quantize kernels, and still computes the QDQ model."""
+    m = _qdq_conv(relu=False, bias_float=False, runtime_weight=True)
+    g = from_onnx(m)
+    assert fold_qdq(g) is g
+    feeds = {"x": RNG.standard_normal(SHAPE).astype(np.float32),
+             "wrt": RNG.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)}
+    ours = build_graph(g, quiet=True).run(feeds)[0]
+    ref = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.abs(ours - ref).max() <= 0.015 * 1.001
