@@ -12,9 +12,15 @@ dynamic kernel measured at several sizes -- the same symbolic C for each -- is l
 once, for this batch and the next ones); ``iter_build`` hands each build over as it ends.
 Every kernel gets the same C name, ``KERNEL``: the name is not part of the schedule, and
 a fixed name lets equal schedules produce byte-equal sources that share one cache entry.
+
+A runner whose machines have this builder's compiler (a Dask cluster, ``DaskRunner``)
+may compile there instead: ``iter_lower`` stops after lowering (a ``lowered`` build:
+the source, no library yet) and ``compile_lowered`` finishes one such build, with the
+same target, timeout and error messages as a build here, wherever it runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -76,6 +82,13 @@ class BuildResult:
     @property
     def ok(self) -> bool:
         return self.error_no == MeasureErrorNo.NO_ERROR and self.lib_path is not None
+
+    @property
+    def lowered(self) -> bool:
+        """Lowered but not compiled yet (``LocalBuilder.iter_lower``): a source, no
+        library and no error; ``LocalBuilder.compile_lowered`` compiles it."""
+        return self.error_no == MeasureErrorNo.NO_ERROR and self.lib_path is None \
+            and bool(self.source)
 
     @property
     def library(self) -> str:
@@ -167,10 +180,36 @@ class LocalBuilder:
         machines gets each one the moment it is compiled. Identical sources compile once."""
         return self._iter_build(inputs, contract=True)
 
-    def _iter_build(self, inputs: Iterable[MeasureInput], contract: bool
-                    ) -> Iterator[tuple[int, BuildResult]]:
+    def iter_lower(self, inputs: Iterable[MeasureInput]) -> Iterator[tuple[int, BuildResult]]:
+        """``iter_build`` without the compile: each candidate's C, as a ``lowered``
+        BuildResult (or its lowering error), for a runner whose machines compile it
+        (``compile_lowered`` there) with this builder's compiler and flags."""
+        return self._iter_build(inputs, contract=True, compile_c=False)
+
+    def compile_lowered(self, build: BuildResult) -> BuildResult:
+        """A ``lowered`` build compiled here for this builder's target, within what is
+        left of its timeout after lowering; any other build is returned as it is. A
+        compile error is the build's error, in the same words as ``build``'s."""
+        if not isinstance(build, BuildResult):
+            raise TypeError(f"LocalBuilder.compile_lowered(build=...) must be a BuildResult "
+                            f"(from iter_lower), got {type(build).__name__}")
+        if not build.lowered:
+            return build
+        try:
+            target = self.target
+        except CompilerNotFoundError as e:
+            return dataclasses.replace(build, error_no=MeasureErrorNo.COMPILE_ERROR, error_msg=(
+                f"no C compiler on this machine, nothing can be built: {e}"))
+        path, error_no, msg, cc_seconds = self._compile(build.source, target,
+                                                        self.timeout - build.seconds)
+        return dataclasses.replace(build, lib_path=path, error_no=error_no, error_msg=msg,
+                                   seconds=build.seconds + cc_seconds)
+
+    def _iter_build(self, inputs: Iterable[MeasureInput], contract: bool,
+                    compile_c: bool = True) -> Iterator[tuple[int, BuildResult]]:
         """``iter_build``; ``contract=False`` compiles for ``reference_target(target)``
-        (no fused multiply-adds the source does not write, see reference.py)."""
+        (no fused multiply-adds the source does not write, see reference.py);
+        ``compile_c=False`` only lowers (``iter_lower``)."""
         it = iter(inputs)
         try:
             target = self.target if contract else reference_target(self.target)
@@ -192,7 +231,7 @@ class LocalBuilder:
                 inp = next(it, None)
                 if inp is not None:
                     pending[pool.submit(self._build_one, _check_input(inp, pulled), target,
-                                        compiles, lowerings)] = pulled
+                                        compiles, lowerings, compile_c)] = pulled
                     pulled += 1
 
             for _ in range(self.n_parallel):
@@ -204,12 +243,17 @@ class LocalBuilder:
                     pull()
 
     def _build_one(self, inp: MeasureInput, target: Target, compiles: dict[str, Future],
-                   lowerings: dict[str, Future] | None = None) -> BuildResult:
+                   lowerings: dict[str, Future] | None = None,
+                   compile_c: bool = True) -> BuildResult:
         """Lower, then compile unless another slot compiles the same source (then wait
-        for it: it is already running, so this cannot deadlock)."""
+        for it: it is already running, so this cannot deadlock), or unless ``compile_c``
+        is False (a ``lowered`` build)."""
         low = self._lower_once(inp, target, {} if lowerings is None else lowerings)
         if isinstance(low, BuildResult):
             return low
+        if not compile_c:
+            return BuildResult(None, low.decl, KERNEL, low.source, low.args,
+                               MeasureErrorNo.NO_ERROR, "", low.seconds, low.sizes, low.packs)
         with self._lock:
             fut = compiles.get(low.source)
             mine = fut is None

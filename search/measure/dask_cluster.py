@@ -2,18 +2,27 @@
 part of ``DaskRunner``'s worker selection (no Dask import, so it is testable and cheap).
 
 Map: ``parse_address`` · ``unusable`` (why a worker must not measure) · ``share_cores``
-(workers that share a machine split its CPUs).
+(workers that share a machine split its CPUs) · ``compiler_differs`` (why a worker must
+not compile what it measures).
 """
 from __future__ import annotations
 
 from tvmlite.target.target import Target
 
-__all__ = ["MEASURE", "COMPARED", "START_COMMAND", "parse_address", "unusable",
-           "share_cores"]
+__all__ = ["MEASURE", "COMPARED", "START_COMMAND", "COMPILE_ON", "parse_address",
+           "unusable", "share_cores", "compiler_differs"]
 
 MEASURE = "measure"      # the Dask resource: candidates a worker may time at once
 COMPARED = ("arch", "features", "vector_bits", "cores")    # Target fields that must match
 START_COMMAND = "dask worker SCHEDULER --nthreads 1 --resources measure=1"
+# DaskRunner(compile_on=...): where candidates are compiled. "auto": on each worker whose
+# compiler is the client's (``compiler_differs``), on the client for the others
+COMPILE_ON = ("auto", "worker", "client")
+# the parts of dask_worker.compiler_identity, in the order a difference is named
+IDENTITY = (("error", "it cannot run the compiler"), ("path", "compiler path"),
+            ("version", "`--version` output"), ("sha256", "compiler binary"),
+            ("commands", "what the target's flags resolve to (`-###`)"),
+            ("programs", "the programs it runs (cc1, as, ld)"))
 
 
 def parse_address(text: str) -> str:
@@ -67,3 +76,30 @@ def share_cores(workers: dict[str, dict]) -> tuple[dict[str, tuple], dict[str, s
         for i, addr in enumerate(addrs):
             cores[addr] = tuple(cpus[i * per:(i + 1) * per])
     return cores, dropped
+
+
+def compiler_differs(theirs: object, ours: dict) -> str:
+    """Why a worker whose ``dask_worker.compiler_identity`` is ``theirs`` must not compile
+    for the client whose identity is ``ours`` ('' when they are the same compiler: then
+    the library it builds from a source is the one the client would have built)."""
+    if not isinstance(theirs, dict):
+        return f"it did not say which compiler it has ({theirs!r})"
+    if ours.get("error"):
+        return f"the client's compiler cannot be identified: {ours['error']}"
+    for key, what in IDENTITY:
+        if theirs.get(key) != ours.get(key):
+            if key == "error":
+                return f"{what}: {theirs[key]}"
+            if key == "version":
+                mine, yours = str(ours.get(key)).splitlines(), \
+                    str(theirs.get(key)).splitlines()
+                line = next((i for i, (x, y) in enumerate(zip(mine, yours)) if x != y),
+                            min(len(mine), len(yours)))
+                return (f"its {what} differs: {_line(yours, line)!r} (the client's: "
+                        f"{_line(mine, line)!r})")
+            return f"its {what} differs from the client's"
+    return ""
+
+
+def _line(lines: list[str], i: int) -> str:
+    return lines[i] if i < len(lines) else "(no such line)"

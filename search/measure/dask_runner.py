@@ -4,11 +4,20 @@ Measuring is what a tuning waits for, and several identical machines can measure
 once. Dask brings the scheduling, worker health and a live dashboard; this module adds
 what tuning needs on top:
 
-- **Where compiling happens.** The client compiles (``LocalBuilder``, in parallel on its
-  own cores, through its content-addressed cache) and ships each library's bytes. One
-  compiler builds every candidate, so the binary a record describes is the one the log's
-  target names, whichever worker timed it; workers need Python and tvmlite, not the same
-  compiler version. Libraries are small (tens of KB), shipping them costs little.
+- **Where compiling happens** (``compile_on``). A client that compiles every candidate
+  caps the trials per minute however many workers there are, so by default (``"auto"``)
+  each worker whose compiler is the client's -- the same path, ``--version`` output,
+  binaries and resolved flags (``dask_worker.compiler_identity``, compared once per
+  worker when it is first seen) -- compiles what it measures: the client only lowers
+  (``LocalBuilder.iter_lower``) and ships the C with the target, whose flags the worker
+  compiles it with. The binary a record describes is then still the one its target
+  names, and the record says which worker built it (``compiled_on``). The client
+  compiles (``LocalBuilder``, through its content-addressed cache) and ships the
+  library's bytes for the other workers (``"auto"``, a share of the candidates in
+  proportion to their number), or for all (``"client"``: workers then need Python and
+  tvmlite, not the client's compiler); ``"worker"`` measures only on workers that can
+  compile. A compile error on a worker is the candidate's error record, in the words a
+  compile on the client gives.
 - **Isolation.** A worker never loads a kernel in its own process: ``dask_worker`` runs
   each candidate in the isolated measuring process of a ``LocalRunner`` living in the
   worker, so a crash or hang is an error record and the Dask worker keeps serving.
@@ -33,6 +42,7 @@ handling).
 """
 from __future__ import annotations
 
+import dataclasses
 import queue
 import uuid
 import warnings
@@ -48,11 +58,13 @@ except ImportError as _e:  # pragma: no cover -- the dask extra is not installed
 from tvmlite.checks import check_number
 from tvmlite.errors import TvmliteWarning
 from tvmlite.search.measure.base_runner import Runner, RunnerError
-from tvmlite.search.measure.builder import BuildResult
+from tvmlite.search.measure.builder import BuildResult, LocalBuilder
 from tvmlite.search.measure.dask_cluster import (
     COMPARED,
+    COMPILE_ON,
     MEASURE,
     START_COMMAND,
+    compiler_differs,
     parse_address,
     share_cores,
     unusable,
@@ -61,6 +73,7 @@ from tvmlite.search.measure.dask_worker import (
     START_TOPIC,
     Config,
     Job,
+    compiler_identity,
     describe_worker,
     measure_job,
 )
@@ -100,8 +113,11 @@ class DaskRunner(Runner):
     ``scheduler`` is an address (``dask://HOST:PORT``) or a ``distributed.Client`` (kept
     open on ``close``). ``config`` (a ``MeasureConfig``) is the measuring protocol, the
     same as ``LocalRunner``'s (each worker's LocalRunner measures with it); the old
-    keyword arguments build it or replace its fields. ``pin`` gives workers sharing a
-    machine their own cores; ``connect_timeout`` bounds reaching the scheduler;
+    keyword arguments build it or replace its fields. ``compile_on`` says where
+    candidates are compiled: ``"auto"`` (each worker whose compiler is the client's, the
+    client for the others), ``"worker"`` (only workers that can compile measure) or
+    ``"client"``; ``compilers`` are the workers that compile. ``pin`` gives workers
+    sharing a machine their own cores; ``connect_timeout`` bounds reaching the scheduler;
     ``worker_timeout`` is how long to wait for a worker when the scheduler has none yet
     (scheduler, workers and tuning may be started in any order), once per connection
     check, with a warning that it waits. ``close`` disconnects; the runner reconnects when
@@ -116,13 +132,18 @@ class DaskRunner(Runner):
                  flush_cache: bool | None = None, check_correctness: bool | None = None,
                  n_threads: int | None = None, seed: int | None = None, pin: bool = True,
                  connect_timeout: float = 10.0, worker_timeout: float = WORKER_TIMEOUT, *,
-                 config: MeasureConfig | None = None):
+                 config: MeasureConfig | None = None, compile_on: str = "auto"):
         given = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
                  "timeout": timeout, "flush_cache": flush_cache,
                  "check_correctness": check_correctness, "n_threads": n_threads, "seed": seed}
         self.configure(config, {k: v for k, v in given.items() if v is not None})
         if not isinstance(pin, bool):
             raise ValueError(f"DaskRunner(pin={pin!r}): use True or False")
+        if compile_on not in COMPILE_ON:
+            raise ValueError(f"DaskRunner(compile_on={compile_on!r}): use one of "
+                             f"{', '.join(map(repr, COMPILE_ON))} (where candidates are "
+                             f"compiled: auto is each worker whose compiler is the client's)")
+        self.compile_on = compile_on
         check_number(connect_timeout, "DaskRunner(connect_timeout=...) in seconds", 0,
                      lo_open=True)
         check_number(worker_timeout, "DaskRunner(worker_timeout=...) in seconds (how long "
@@ -146,6 +167,9 @@ class DaskRunner(Runner):
         self._known: dict[str, str] = {}       # address -> "" (usable) or why not
         self._inbox: queue.Queue | None = None
         self._watched: set[str] = set()       # worker addresses whose topic we follow
+        self.compilers: set[str] = set()      # usable workers that compile what they measure
+        self._builder: LocalBuilder | None = None   # the tuning's (accepts_sources)
+        self._fed = 0                         # lowered candidates handed out (auto's share)
 
     @property
     def params(self) -> dict:
@@ -157,7 +181,8 @@ class DaskRunner(Runner):
         return DaskRunner(self._client if self._client is not None else self.address,
                           config=self.config, pin=self.pin,
                           connect_timeout=self.connect_timeout,
-                          worker_timeout=self.worker_timeout, **params)
+                          worker_timeout=self.worker_timeout, compile_on=self.compile_on,
+                          **params)
 
     @property
     def dashboard_link(self) -> str | None:
@@ -177,6 +202,7 @@ class DaskRunner(Runner):
                     f"with `dask scheduler` (and workers with `{START_COMMAND}`), or fix the "
                     f"address given as --runner dask://HOST:PORT") from None
             self._known.clear()
+            self.compilers.clear()
             self._watched.clear()
         self._client.subscribe_topic(START_TOPIC, self._on_start)
         return self._client
@@ -205,6 +231,7 @@ class DaskRunner(Runner):
                             f"{type(target).__name__}")
         self._target = target
         self._known.clear()
+        self.compilers.clear()
         try:
             self._refresh(target)
         except RunnerError:
@@ -222,23 +249,34 @@ class DaskRunner(Runner):
         new = [a for a in info if a not in self._known]
         if new:
             described = client.run(describe_worker, workers=new, on_error="return")
+            why_not = self._compile_check(client, target, new)
             for addr in new:
                 desc = described.get(addr)
                 if isinstance(desc, BaseException) or desc is None:
                     desc = {"error": f"it did not answer ({desc!r}); is tvmlite importable "
                                      f"there?", "target": None, "host": "?", "cpus": []}
                 why = unusable(desc, info[addr].get("resources") or {}, target)
+                if not why and self.compile_on == "worker" and why_not.get(addr):
+                    why = f"it cannot compile (compile_on='worker'): {why_not[addr]}"
                 self._known[addr] = why
                 if why:
                     warnings.warn(f"{self.name}: not measuring on Dask worker {addr}: {why}",
                                   DaskWorkerWarning, stacklevel=4)
+                    continue
+                self.workers[addr] = desc
+                self._watch(addr)
+                if self.compile_on == "client":
+                    continue
+                if why_not.get(addr):
+                    warnings.warn(f"{self.name}: the client compiles for Dask worker {addr}: "
+                                  f"{why_not[addr]}", DaskWorkerWarning, stacklevel=4)
                 else:
-                    self.workers[addr] = desc
-                    self._watch(addr)
+                    self.compilers.add(addr)
         for addr in list(self._known):
             if addr not in info:      # gone: described afresh if it comes back
                 del self._known[addr]
                 self.workers.pop(addr, None)
+                self.compilers.discard(addr)
         if not self.workers:
             reasons = "; ".join(f"{a}: {w}" for a, w in self._known.items() if w)
             raise RunnerError(
@@ -249,6 +287,26 @@ class DaskRunner(Runner):
                    f": the scheduler has no workers (waited {self.worker_timeout:g}s)")
                 + f". Start workers of that target with `{START_COMMAND}`")
         self._split_cores()
+
+    def _compile_check(self, client: Any, target: Target, addresses: list[str]
+                       ) -> dict[str, str]:
+        """Why each of ``addresses`` must not compile for ``target`` ('' when its compiler
+        is the client's): asked once per worker, when it is first seen."""
+        if self.compile_on == "client":
+            return {}
+        ours = compiler_identity(target)
+        theirs = client.run(compiler_identity, target, workers=addresses, on_error="return")
+        return {a: compiler_differs(theirs.get(a), ours) for a in addresses}
+
+    def accepts_sources(self, builder: LocalBuilder) -> bool:
+        """True when some worker compiles what it measures: the Measurer then only lowers
+        (``builder.iter_lower``) and hands the lowered builds to ``iter_stream``. The
+        runner keeps ``builder`` to compile, on the client, the candidates that go to
+        the other workers (its target, timeout and cache)."""
+        if self.compile_on == "client" or not isinstance(builder, LocalBuilder):
+            return False
+        self._builder = builder
+        return bool(self.compilers)
 
     def _wait_for_workers(self, client: Any) -> dict:
         """The scheduler's workers once there is one, waiting up to ``worker_timeout``
@@ -274,6 +332,7 @@ class DaskRunner(Runner):
         self.cores, dropped = share_cores(self.workers)
         for addr, why in dropped.items():
             del self.workers[addr]
+            self.compilers.discard(addr)
             self._known[addr] = why
             warnings.warn(f"{self.name}: not measuring on Dask worker {addr}: {why}",
                           DaskWorkerWarning, stacklevel=5)
@@ -312,7 +371,7 @@ class DaskRunner(Runner):
              reference: Callable[[Any], BuildResult] | None) -> Job | MeasureResult:
         """What travels to a worker for one candidate, or its result at once: a failed
         build's error, or UNKNOWN when the workload's reference cannot be built."""
-        if not build.ok:
+        if not build.ok and not build.lowered:
             return MeasureResult(error_no=build.error_no, error_msg=build.error_msg,
                                  build_seconds=build.seconds)
         ref, ref_lib = None, b""
@@ -323,9 +382,46 @@ class DaskRunner(Runner):
             except Verdict as v:
                 return MeasureResult(error_no=v.error_no, error_msg=str(v),
                                      build_seconds=build.seconds)
+        if build.lowered:
+            return self._lowered_job(inp, build, ref, ref_lib)
         with open(build.library, "rb") as f:
             lib = f.read()
         return Job(inp, build, lib, ref, ref_lib)
+
+    def _lowered_job(self, inp: MeasureInput, build: BuildResult, ref: BuildResult | None,
+                     ref_lib: bytes) -> Job | MeasureResult:
+        """A lowered candidate's job: its C, for a worker that compiles, or (the share of
+        the other workers, in proportion to their number) compiled here first."""
+        builder = self._builder if self._builder is not None else LocalBuilder(self._target)
+        compilers, n = len(self.compilers), max(1, len(self.workers))
+        self._fed += 1
+        if compilers and self._fed % n < compilers:
+            return Job(inp, build, b"", ref, ref_lib, target=builder.target,
+                       compile_timeout=builder.timeout)
+        built = builder.compile_lowered(build)
+        if not built.ok:
+            return MeasureResult(error_no=built.error_no, error_msg=built.error_msg,
+                                 build_seconds=built.seconds)
+        with open(built.library, "rb") as f:
+            return Job(inp, built, f.read(), ref, ref_lib)
+
+    def _placed(self, job: Job) -> tuple[Job, list[str]]:
+        """``job`` and the workers it may run on: C goes to the workers that compile (or,
+        when none is left, is compiled here), a library to the others when some compile
+        (their share), else to any."""
+        if job.build.lowered and not self.compilers:
+            builder = self._builder if self._builder is not None \
+                else LocalBuilder(job.target)
+            built = builder.compile_lowered(job.build)
+            lib = b""
+            if built.ok:
+                with open(built.library, "rb") as f:
+                    lib = f.read()
+            job = dataclasses.replace(job, build=built, lib=lib)
+        if job.build.lowered:
+            return job, sorted(self.compilers)
+        others = sorted(set(self.workers) - self.compilers)
+        return job, others or sorted(self.workers)
 
     def _run_jobs(self, inbox: queue.Queue, feeder: "Feeder"
                   ) -> Iterator[tuple[int, MeasureResult]]:
@@ -340,8 +436,9 @@ class DaskRunner(Runner):
         def submit(i: int) -> None:
             key = f"tvmlite-measure-{uuid.uuid4().hex}"
             live[key] = i
+            jobs[i], workers = self._placed(jobs[i])
             futures[key] = fut = client.submit(
-                measure_job, jobs[i], config, key=key, workers=sorted(self.workers),
+                measure_job, jobs[i], config, key=key, workers=workers,
                 allow_other_workers=False, resources={MEASURE: 1}, pure=False)
             fut.add_done_callback(lambda f: inbox.put(("done", f.key)))
 
@@ -424,6 +521,7 @@ class DaskRunner(Runner):
         matching worker left, every pending candidate does."""
         addr = msg.get("worker", "?")
         was_ours = self.workers.pop(addr, None) is not None
+        self.compilers.discard(addr)
         self._known.pop(addr, None)
         self.cores.pop(addr, None)
         if was_ours:
@@ -471,4 +569,5 @@ class DaskRunner(Runner):
         self._watched.clear()
         self.workers.clear()
         self._known.clear()
+        self.compilers.clear()
         self._references.clear()

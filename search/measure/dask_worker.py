@@ -8,10 +8,22 @@ subprocess (``python -m tvmlite.search.measure.worker``) loads and times it. A c
 that subprocess and comes back as a RUNTIME_CRASH record; a hang is killed at the
 runner's timeout and comes back as RUN_TIMEOUT. The Dask worker keeps serving.
 
-The client compiled the candidate and ships the library's bytes (``Job``); they are
-written here under their sha256 (the loader caches by path, so equal paths must mean equal
-bytes), measured, and the candidate's file deleted again. Reference libraries stay: the
-runner keeps each workload's reference outputs beside them.
+Compiling: either the client compiled the candidate and ships the library's bytes
+(``Job.lib``), written here under their sha256 (the loader caches by path, so equal paths
+must mean equal bytes), measured, and the candidate's file deleted again; or, on a worker
+whose compiler is the client's (``compiler_identity``, compared by the client once per
+worker), the client ships the lowered C and its target (``Job.target``: the compiler path
+and the exact flags) and this worker compiles it (``LocalBuilder.compile_lowered``, into
+this machine's kernel cache) on its own cores, then measures it. A compile error is the
+candidate's error record, as on the client. Reference libraries are always shipped (one
+per workload) and stay: the runner keeps each workload's reference outputs beside them.
+
+Why the identity is enough for "the record's binary is the one its target names": the
+bytes a compile gives are decided by the compiler driver and the programs it runs (cc1,
+as, ld: ``-###`` names them, each hashed), the flags (the target's, shipped, so equal by
+construction; what ``-march=native`` resolves to on this CPU is in the ``-###`` commands),
+and the source (shipped). Headers and libgomp are those of the installation the version
+line and hashes pin; the library links them dynamically, as it would from the client.
 
 Pinning: workers that share a machine are each given their own cores by the client
 (``Config.cores``, by worker address), so two of them timing at once do not time each
@@ -24,18 +36,22 @@ import dataclasses
 import hashlib
 import os
 import platform
+import re
+import shutil
 import socket
+import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
 
-from tvmlite.search.measure.builder import BuildResult
+from tvmlite.search.measure.builder import BuildResult, LocalBuilder
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.measure.protocol import MeasureConfig
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.target.target import CompilerNotFoundError, Target
 
-__all__ = ["Config", "Job", "START_TOPIC", "describe_worker", "measure_job"]
+__all__ = ["Config", "Job", "START_TOPIC", "describe_worker", "compiler_identity",
+           "measure_job"]
 
 START_TOPIC = "tvmlite-measure-start"   # event a worker logs when it starts a candidate
 
@@ -58,12 +74,16 @@ class Config:
 
 @dataclass(frozen=True)
 class Job:
-    """One candidate as it travels to a worker: plain dataclasses and bytes only."""
+    """One candidate as it travels to a worker: plain dataclasses and bytes only. A
+    ``lowered`` build (no ``lib``) is compiled here for ``target``, within
+    ``compile_timeout`` seconds (the client's builder's) counting its lowering."""
     inp: MeasureInput
     build: BuildResult
     lib: bytes
     reference: BuildResult | None = None
     reference_lib: bytes = b""
+    target: Target | None = None
+    compile_timeout: float = 30.0
 
 
 def describe_worker() -> dict:
@@ -77,6 +97,55 @@ def describe_worker() -> dict:
             "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
             else list(range(os.cpu_count() or 1)),
             "pid": os.getpid(), "python": platform.python_version()}
+
+
+_TEMP_FILE = re.compile(r"\S*/cc[A-Za-z0-9]{6}\.[A-Za-z]+")   # gcc's temp names in -###
+
+
+def compiler_identity(target: Target) -> dict:
+    """What decides the bytes ``target``'s compiler makes of a source on this machine:
+    the compiler's path, its whole ``--version`` output, the sha256 of its binary, the
+    commands ``-###`` says the target's flags run (``-march=native`` resolved for this
+    CPU; gcc's temp file names blanked) and the sha256 of each program they run. Equal
+    identities build equal libraries; ``{"error": ...}`` when the compiler does not run
+    here. Not cached: a long-lived worker may have had its compiler upgraded since the
+    last tuning (the client asks each worker once per connection, a fraction of a
+    second)."""
+    path = shutil.which(target.compiler)
+    if path is None:
+        return {"error": f"the compiler {target.compiler!r} is not there"}
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                 timeout=30, cwd="/")
+        flags = [f for f in target.cflags if f != "-shared"]
+        dry = subprocess.run([path, *flags, "-###", "-x", "c", "-c", os.devnull, "-o",
+                              os.devnull], capture_output=True, text=True, timeout=30,
+                             cwd="/")
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"error": f"the compiler {target.compiler!r} does not run: {e}"}
+    if version.returncode != 0 or dry.returncode != 0:
+        return {"error": f"the compiler {target.compiler!r} failed on --version or -### "
+                         f"with the target's flags: {(version.stderr + dry.stderr)[-300:]}"}
+    commands = [_TEMP_FILE.sub("TMP", line.strip()) for line in dry.stderr.splitlines()
+                if line.startswith(" ")]
+    programs = {}
+    for line in commands:
+        prog = line.split()[0].strip('"')
+        found = prog if os.path.isabs(prog) else shutil.which(prog)
+        programs[prog] = _sha256(found) if found else "missing"
+    return {"error": "", "path": path, "version": version.stdout, "sha256": _sha256(path),
+            "commands": commands, "programs": programs}
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
+    return h.hexdigest()
 
 
 # -- measuring ---------------------------------------------------------------------------
@@ -130,9 +199,12 @@ def measure_job(job: Job, config: Config) -> MeasureResult:
     except (ImportError, ValueError):
         pass     # called outside a Dask worker (tests of this function): not pinned
     with _LOCK:
-        runner = _runner(config, config.cores_of(address) if address else None)
-        build = job.build
-        lib = _store(job.lib) if build.ok else None
+        cores = config.cores_of(address) if address else None
+        runner = _runner(config, cores)
+        build, compiled_here = job.build, job.build.lowered
+        if compiled_here:
+            build = _compile(job, cores)
+        lib = _store(job.lib) if build.ok and not compiled_here else None
         if lib is not None:
             build = dataclasses.replace(build, lib_path=lib)
         ref = job.reference
@@ -152,4 +224,25 @@ def measure_job(job: Job, config: Config) -> MeasureResult:
                     os.unlink(lib)
                 except OSError:
                     pass
+    if compiled_here:
+        result = dataclasses.replace(result, compiled_on=address or socket.gethostname())
     return result
+
+
+def _compile(job: Job, cores: tuple[int, ...] | None) -> BuildResult:
+    """The job's lowered build compiled here, on this worker's cores only (a compile
+    beside another worker's timing on a shared machine must not use its cores): the
+    compiler inherits the affinity of the thread that starts it."""
+    if job.target is None:
+        return dataclasses.replace(job.build, error_no=MeasureErrorNo.UNKNOWN, error_msg=(
+            "the client sent C without the target to compile it for"))
+    builder = LocalBuilder(job.target, n_parallel=1, timeout=job.compile_timeout)
+    pin = bool(cores) and hasattr(os, "sched_setaffinity")
+    before = os.sched_getaffinity(0) if pin else None
+    try:
+        if pin and cores:
+            os.sched_setaffinity(0, cores)   # this thread, and the compiler it starts
+        return builder.compile_lowered(job.build)
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)

@@ -68,6 +68,9 @@ class MeasureResult:
     build_seconds: float = 0.0
     run_seconds: float = 0.0
     timestamp: float = field(default_factory=time.time)
+    # where the library was compiled when not by the tuning process's builder: the
+    # address of the Dask worker that compiled it ("": by the tuning's own builder)
+    compiled_on: str = ""
 
     @property
     def ok(self) -> bool:

@@ -17,7 +17,9 @@ still get the first timing seconds after the start, not after a whole batch has
 compiled. A runner that times on other machines (``times_elsewhere``, a
 Dask cluster) is the exception: there compiling beside the timing costs nothing, so the
 candidates stream (``Runner.iter_stream``): each is handed over the moment its compile
-ends, candidates in flight count against quotas, and no worker waits for a chunk.
+ends, candidates in flight count against quotas, and no worker waits for a chunk; a
+runner whose machines have this builder's compiler (``accepts_sources``) is handed the
+lowered C instead, and its machines compile it.
 
 The measurer's ``clock`` (``result.PhaseClock``) adds up the seconds spent compiling and
 running (checking and timing) candidates, for the tuning's per-round split. Every
@@ -317,7 +319,11 @@ class Measurer:
                 yield inp
 
         def compiled() -> Any:
-            for j, build in self._iter_build(wanted()):
+            # a runner whose machines compile (DaskRunner.accepts_sources) gets the C
+            accepts = getattr(self.runner, "accepts_sources", None)
+            builds = self.builder.iter_lower(wanted()) \
+                if accepts is not None and accepts(self.builder) else self._iter_build(wanted())
+            for j, build in builds:
                 sent.append(pulled[j])
                 yield pulled[j], build
 

@@ -52,9 +52,12 @@ MAX_DECISION_NODES = 100_000
 _TUNER = re.compile(r"^[A-Za-z0-9_.+-]{0,64}$")
 _KEYS = ("version", "workload", "target", "steps", "decisions", "costs", "error",
          "build_seconds", "run_seconds", "timestamp", "tuner", "seed")
-# where it was measured; absent in logs written before runners were named
-_OPTIONAL_KEYS = ("runner", "emulated")
+# where it was measured; absent in logs written before runners were named. "compiled_on"
+# (the Dask worker that compiled it) is written only when set: a record compiled by the
+# tuning's own builder stays readable by a tvmlite that does not know the key
+_OPTIONAL_KEYS = ("runner", "emulated", "compiled_on")
 _RUNNER = re.compile(r"^[A-Za-z0-9_.:/+@-]{0,128}$")
+_PLACE = re.compile(r"^[A-Za-z0-9_.:/+@\[\]-]{0,128}$")
 
 
 class RecordError(TvmliteError, ValueError):
@@ -141,7 +144,8 @@ class Record:
                 "error": {"code": r.error_no.name, "msg": r.error_msg[:MAX_MSG]},
                 "build_seconds": r.build_seconds, "run_seconds": r.run_seconds,
                 "timestamp": r.timestamp, "tuner": self.tuner, "seed": self.seed,
-                "runner": self.runner, "emulated": self.emulated}
+                "runner": self.runner, "emulated": self.emulated,
+                **({"compiled_on": r.compiled_on} if r.compiled_on else {})}
 
     def to_line(self) -> str:
         line = json.dumps(self.to_json(), allow_nan=False, separators=(",", ":"))
@@ -197,6 +201,9 @@ def _check_result(r: MeasureResult) -> None:
                           f"{r.error_no.name}, {len(r.costs)} costs)")
     if not isinstance(r.error_msg, str):
         raise RecordError(f"error message must be a string, got {short_value(r.error_msg)}")
+    if not isinstance(r.compiled_on, str) or not _PLACE.match(r.compiled_on):
+        raise RecordError(f"compiled_on must be a worker address (e.g. 'tcp://10.0.0.2:"
+                          f"40123') or '', got {short_value(r.compiled_on)}")
     _number(r.build_seconds, "build_seconds", 0.0, math.inf)
     _number(r.run_seconds, "run_seconds", 0.0, math.inf)
     _number(r.timestamp, "timestamp", 0.0, math.inf)
@@ -268,7 +275,8 @@ def _from_json(d: Any, workloads: dict, targets: dict) -> Record:
         error_no=code, error_msg=err["msg"][:MAX_MSG],
         build_seconds=_number(d["build_seconds"], "build_seconds", 0.0, math.inf),
         run_seconds=_number(d["run_seconds"], "run_seconds", 0.0, math.inf),
-        timestamp=_number(d["timestamp"], "timestamp", 0.0, math.inf))
+        timestamp=_number(d["timestamp"], "timestamp", 0.0, math.inf),
+        compiled_on=d.get("compiled_on", ""))
     return Record(wl, target, tuple(_step(s, i) for i, s in enumerate(steps)), result,
                   d["decisions"], d["tuner"], d["seed"], d.get("runner", ""),
                   d.get("emulated", False))
