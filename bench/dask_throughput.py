@@ -1,18 +1,24 @@
 """Throughput of one tuning measured on a Dask cluster: trials per minute with 1 and with
-2 Dask workers against ``LocalRunner``, and the overhead Dask adds per candidate.
+2 Dask workers, the client compiling every candidate (``compile_on="client"``) against
+the workers compiling what they measure (``compile_on="worker"``), against
+``LocalRunner``, and the overhead Dask adds per candidate.
 
 The cluster is a ``LocalCluster`` of worker processes on this machine, each worker with
 one thread and ``measure=1``: two workers on a 2-core machine are two small "machines",
 each timing its candidates pinned to its own core (``DaskRunner`` splits a shared host's
 cores between its workers), with single-threaded kernels (``n_threads=1``). Every
 configuration runs the same template-free tuning (same workload, seed and settings) and
-starts from an empty compile cache, so each pays its own compiles, as a fresh tuning does.
+starts from an empty compile cache (the client's and the workers': ``HOME`` is set before
+the cluster starts), so each pays its own compiles, as a fresh tuning does. With
+``compile_on="worker"`` the client only lowers; each worker compiles on its own core
+before it times.
 
 Overhead per candidate: one batch of already-compiled candidates measured by a
 ``LocalRunner`` and by a ``DaskRunner`` on one worker with the same (tiny) timing
 settings, after a warm-up batch; (Dask wall - local wall) / candidates.
 
     python -m bench dask-throughput [--trials 128] [--batch 64] [--out bench/out/dask]
+        [--compile-on client,worker] [--workers 1,2]
 
 The table goes to ``<out>/results.md`` and ``results.json`` (bench/results.py).
 
@@ -49,22 +55,31 @@ def _measuring(args: argparse.Namespace) -> dict:
                 n_threads=1, timeout=10.0)
 
 
-def tune_once(args: argparse.Namespace, runner, tmp: Path, label: str) -> dict:
-    """One tuning from an empty log and an empty compile cache; its trials per minute."""
-    from tvmlite.search.records.record import load_records
-    from tvmlite.search.template_free.task import SearchTask
+def fresh_home(tmp: Path, label: str) -> None:
+    """An empty compile cache for this process and the workers it starts next (the cache
+    lives under ~/.cache; TVMLITE_CACHE_DIR would override it, so it is unset)."""
     home = tmp / f"home-{label}"
     home.mkdir()
-    os.environ["HOME"] = str(home)     # the compile cache lives under ~/.cache
+    os.environ["HOME"] = str(home)
+    os.environ.pop("TVMLITE_CACHE_DIR", None)
+
+
+def tune_once(args: argparse.Namespace, runner, tmp: Path, label: str) -> dict:
+    """One tuning from an empty log (and the compile cache ``fresh_home`` emptied); its
+    trials per minute, and how many candidates the workers compiled."""
+    from tvmlite.search.records.record import load_records
+    from tvmlite.search.template_free.task import SearchTask
     task = SearchTask(func=OP, args=ARGS)
     start = time.perf_counter()
     res = task.tune(args.trials, tmp / f"{label}.jsonl", _options(args, runner))
     wall = time.perf_counter() - start
+    records = load_records(tmp / f"{label}.jsonl")
     return {"label": label, "trials": res.measured, "wall": wall,
+            "on_workers": sum(bool(r.result.compiled_on) for r in records),
             "per_min": 60.0 * res.measured / wall,
             "best_ms": res.best.mean_cost * 1e3 if res.best is not None else float("nan"),
             "search_s": res.search_seconds, "measure_s": res.measure_seconds,
-            "run_s": sum(r.result.run_seconds for r in load_records(tmp / f"{label}.jsonl"))}
+            "run_s": sum(r.result.run_seconds for r in records)}
 
 
 def overhead(args: argparse.Namespace, address: str, n: int = 32) -> dict:
@@ -101,6 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--population", type=int, default=64)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--min-repeat-ms", type=float, default=100.0)
+    p.add_argument("--compile-on", default="client,worker", type=_choices("client", "worker"),
+                   help="where candidates are compiled, one run each (default client,worker)")
+    p.add_argument("--workers", default="1,2", type=_counts,
+                   help="Dask workers, one cluster each (default 1,2)")
     args = p.parse_args(argv)
     try:
         import distributed
@@ -114,28 +133,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         home = os.environ.get("HOME")
         try:
             warm = argparse.Namespace(**{**vars(args), "trials": 4, "batch": 4})
+            fresh_home(tmp, "warm-up")
             tune_once(warm, None, tmp, "warm-up")     # imports, xgboost, the peak cache
+            fresh_home(tmp, "local")
             rows.append(tune_once(args, None, tmp, "LocalRunner"))
-            for n_workers in (1, 2):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    cluster = distributed.LocalCluster(
-                        n_workers=n_workers, threads_per_worker=1, processes=True,
-                        resources={"measure": 1}, dashboard_address=None)
-                try:
-                    runner = DaskRunner(cluster.scheduler_address, **_measuring(args))
-                    rows.append(tune_once(args, runner, tmp, f"DaskRunner, {n_workers} worker(s)"))
-                    if n_workers == 1:
-                        cost = overhead(args, cluster.scheduler_address)
-                finally:
-                    cluster.close()
+            for n_workers in args.workers:
+                for where in args.compile_on:
+                    label = f"DaskRunner, {n_workers} worker(s), compile on {where}"
+                    fresh_home(tmp, label)      # before the workers start: theirs too
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        cluster = distributed.LocalCluster(
+                            n_workers=n_workers, threads_per_worker=1, processes=True,
+                            resources={"measure": 1}, dashboard_address=None)
+                    try:
+                        runner = DaskRunner(cluster.scheduler_address, compile_on=where,
+                                            **_measuring(args))
+                        rows.append(tune_once(args, runner, tmp, label))
+                        if n_workers == 1 and cost is None:
+                            cost = overhead(args, cluster.scheduler_address)
+                    finally:
+                        cluster.close()
         finally:
             if home is not None:
                 os.environ["HOME"] = home
-    one = next(r for r in rows if r["label"].endswith("1 worker(s)"))
-    table = Table(("runner", "trials", "wall s", "trials/min", "x 1 worker", "search s",
-                   "build+measure s", "timing s (sum over workers)", "best ms"),
-                  tuple((r["label"], r["trials"], r["wall"], r["per_min"],
+    one = next((r for r in rows if "1 worker(s), compile on client" in r["label"]), rows[0])
+    table = Table(("runner", "trials", "compiled on workers", "wall s", "trials/min",
+                   f"x {one['label']}", "search s", "build+measure s",
+                   "timing s (sum over workers)", "best ms"),
+                  tuple((r["label"], r["trials"], r["on_workers"], r["wall"], r["per_min"],
                          r["per_min"] / one["per_min"], r["search_s"], r["measure_s"],
                          r["run_s"], f"{r['best_ms']:.4f}") for r in rows),
                   notes=() if cost is None else (
@@ -153,10 +179,35 @@ def main(argv: Sequence[str] | None = None) -> int:
                f"then timed {args.repeat} x >= {args.min_repeat_ms:g} ms, single-threaded "
                "(n_threads=1); an empty compile cache per run. Dask: a LocalCluster of "
                "worker processes (1 thread, measure=1 each); 2 workers measure pinned to "
-               "one core each."], header={"overhead": cost})
+               "one core each. Compile on worker: the client lowers each candidate and "
+               "the worker that times it compiles it (DaskRunner(compile_on='worker'), "
+               "the same compiler here), on its own core; compile on client: the client "
+               "compiles on its cores and ships the library."], header={"overhead": cost})
     print(md.read_text())
     print(f"wrote {md} and {js}")
     return 0
+
+
+def _choices(*allowed: str):
+    def parse(text: str) -> tuple[str, ...]:
+        got = tuple(t.strip() for t in text.split(",") if t.strip())
+        bad = [t for t in got if t not in allowed]
+        if bad or not got:
+            raise argparse.ArgumentTypeError(f"{text!r}: use a comma list of "
+                                             f"{', '.join(allowed)}")
+        return got
+    return parse
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        got = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        got = ()
+    if not got or min(got) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a comma list of worker counts, "
+                                         "e.g. 1,2")
+    return got
 
 
 if __name__ == "__main__":
