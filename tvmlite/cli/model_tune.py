@@ -24,7 +24,7 @@ import shlex
 import signal
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,11 @@ from tvmlite.search.measure.measurer import check_log_path
 from tvmlite.search.records.best import best_record, is_retiming
 from tvmlite.search.records.record import Record, iter_records
 from tvmlite.search.result import Trial
-from tvmlite.search.template_free.scheduler import TaskScheduler
+from tvmlite.search.template_free.scheduler import (
+    EARLY_STOP_ROUNDS,
+    MIN_GAIN,
+    TaskScheduler,
+)
 from tvmlite.target.target import Target
 
 __all__ = ["is_model_argument", "cmd_tune_any", "cmd_model_tune", "TaskRow", "task_rows",
@@ -76,20 +80,24 @@ def cmd_tune_any(args: argparse.Namespace) -> int:
 @dataclass(frozen=True)
 class TaskRow:
     """One task of a model as the log has it: its kernels, weight (calls per model run),
-    records (trials), best seconds per call (None: nothing valid yet) and whether that
-    best was only emulated."""
+    records (trials), best seconds per call (None: nothing valid yet), whether that
+    best was only emulated, and whether the scheduler stopped the task early (its best
+    had stalled: ``TaskScheduler(early_stop_rounds=...)``)."""
     name: str
     kernels: tuple[str, ...]
     weight: int
     trials: int
     best: float | None
     emulated: bool = False
+    stopped: bool = False
 
 
-def task_rows(tasks: Sequence[Any], log: str, target: Target) -> list[TaskRow]:
+def task_rows(tasks: Sequence[Any], log: str, target: Target,
+              stopped: Collection[str] = ()) -> list[TaskRow]:
     """The rows of ``tasks`` from ``log``, read once: the trials count what the budget
     counts (this CPU's records, re-timings excluded), the best is the record
-    ``tvmlite.build`` takes under ``apply_history_best`` (``best_record``, this CPU's)."""
+    ``tvmlite.build`` takes under ``apply_history_best`` (``best_record``, this CPU's).
+    ``stopped``: the workload keys of the tasks this run stopped early."""
     keys = {t.workload.key for t in tasks}
     mine: dict[str, list[Record]] = {k: [] for k in keys}
     if Path(log).is_file():
@@ -105,7 +113,8 @@ def task_rows(tasks: Sequence[Any], log: str, target: Target) -> list[TaskRow]:
         rows.append(TaskRow(t.workload.name, tuple(t.kernel_names), int(t.weight),
                             sum(not is_retiming(r) for r in recs),
                             None if best is None else best.mean_cost,
-                            bool(best is not None and best.emulated)))
+                            bool(best is not None and best.emulated),
+                            t.workload.key in stopped))
     return rows
 
 
@@ -124,9 +133,10 @@ def _names(kernels: Sequence[str], width: int) -> str:
 
 
 def summary_table(rows: Sequence[TaskRow]) -> str:
-    """One line per task: its number (the progress line's), kernels, weight, trials, best
-    ms per call, and its share of the model's estimated time (weight x best over the
-    sum), the tasks costing most first; a last line with the totals."""
+    """One line per task: its number (the progress line's), kernels, weight, trials (a
+    ``~`` after them: stopped early), best ms per call, and its share of the model's
+    estimated time (weight x best over the sum), the tasks costing most first; a last
+    line with the totals, and what the marks mean."""
     total, _ = estimate(rows)
     width = max([len("kernels"), *(min(36, len(", ".join(r.kernels))) for r in rows)])
     lines = [f"  {'#':>3} {'task':<12} {'kernels':<{width}} {'weight':>6} {'trials':>6} "
@@ -137,13 +147,19 @@ def summary_table(rows: Sequence[TaskRow]) -> str:
         best = "-" if r.best is None else f"{r.best * 1e3:.4g}" + ("*" if r.emulated else "")
         share = "-" if r.best is None or total <= 0 else \
             f"{100 * r.weight * r.best / total:.1f}%"
+        trials = f"{r.trials}" + ("~" if r.stopped else "")
         lines.append(f"  {i + 1:>3} {r.name[:12]:<12} {_names(r.kernels, width):<{width}} "
-                     f"{r.weight:>6} {r.trials:>6} {best:>10} {share:>6}")
+                     f"{r.weight:>6} {trials:>6} {best:>10} {share:>6}")
     lines.append(f"  {'':>3} {'total':<12} {'':<{width}} {sum(r.weight for r in rows):>6} "
                  f"{sum(r.trials for r in rows):>6} {total * 1e3:>10.4g}")
     if any(r.emulated for r in rows):
         lines.append("  * emulated: the kernel is checked correct; its time says nothing of "
                      "speed on the target")
+    if any(r.stopped for r in rows):
+        lines.append(f"  ~ stopped early: no {MIN_GAIN:.0%} gain in {EARLY_STOP_ROUNDS} of its "
+                     "rounds in a row; its trials went to the other tasks")
+    if rows and all(r.stopped for r in rows):
+        lines.append("  every task stopped early: the tuning ended before spending --trials")
     return "\n".join(lines)
 
 
@@ -307,7 +323,8 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     if getattr(args, "verbose", False):
         rounds = sorted((r for res in results for r in res.rounds), key=lambda r: r.index)
         print("\n".join(r.line() for r in rounds))
-    rows = task_rows(tasks, args.log, target)
+    stopped = {tasks[order[j]].workload.key for j, r in enumerate(results) if r.stopped_early}
+    rows = task_rows(tasks, args.log, target, stopped)
     new = sum(r.measured for r in results)
     errors = sum(v for r in results for k, v in r.errors.items() if k != "NO_ERROR")
     lines = [_model_line(args, graph, rows) + f", {new} new ({errors} error(s)): "

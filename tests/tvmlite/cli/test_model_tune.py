@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -82,6 +83,16 @@ def test_summary_table_shares_order_and_totals():
     many = TaskRow("conv", tuple(f"k{i}_conv" for i in range(20)), 20, 1, 1e-3, emulated=True)
     text = summary_table([many])
     assert "k0_conv +19 more" in text and "1*" in text and "emulated" in text
+
+
+def test_summary_table_marks_the_tasks_stopped_early():
+    rows = [replace(ROWS[0], stopped=True), *ROWS[1:]]
+    lines = summary_table(rows).splitlines()
+    assert lines[1].split()[5] == "8~" and lines[2].split()[4] == "4"
+    assert any(line.startswith("  ~ stopped early") for line in lines)
+    assert "every task stopped early" not in "\n".join(lines)
+    assert "every task stopped early" in summary_table([replace(r, stopped=True) for r in rows])
+    assert "~" not in summary_table(ROWS)
 
 
 def test_estimate_line_says_what_is_missing():
