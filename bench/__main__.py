@@ -31,8 +31,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                            "with the same budget, numpy and PyTorch"),
     "kill-tune": ("kill_tune", "kill -9 of real tunings at random moments: what each lost"),
     "peak": ("peak", "this CPU's fp32 FMA peak, as the other benchmarks measure it"),
-    "models": ("models", "whole ONNX models (light zoo CNNs, MobileNet-V2, a BERT layer), "
-                         "untuned, against onnxruntime"),
+    "models": ("models", "whole ONNX models (light zoo CNNs, MobileNet-V2, a BERT encoder), "
+                         "untuned and --tuned, against onnxruntime, OpenVINO, PyTorch, TVM"),
     "onnx_node_tests": ("onnx_node_tests", "onnx's backend node tests of the ops issue 29 "
                                            "lists, through tvmlite's backend: pass/fail"),
 }

@@ -1,24 +1,51 @@
-"""Whole models, untuned: tvmlite's fused default-schedule library against onnxruntime.
+"""Whole models against every peer, untuned and tuned (issue 30, "Measure and report").
 
-    python -m bench models [--models NAME ...] [--repeat N] [--quick] [--out DIR]
+    python -m bench models [--models NAME ...] [--tuned] [--trials-per-task 64]
+        [--peers ort openvino torch tvm] [--openvino-python PY] [--torch-python PY]
+        [--tvm-python PY] [--tvm-mcpu CPU] [--threads 2] [--repeat 25] [--cache DIR]
+        [--fresh] [--cpu NAME] [--out DIR] [--quick]
+    python -m bench models --doc bench/results/models-sapphire-rapids.json
 
-For ResNet-50, SqueezeNet, Inception-v1 and DenseNet-121 (the onnx wheel's light zoo
-models with seeded random weights, ``tvmlite.frontend.light``), a MobileNet-V2 and a
-BERT-base-like encoder layer (both built here with ``onnx.helper``, random weights):
-ONNX nodes against fused kernels, build seconds, the arena against the sum of all
-intermediates, the max error against onnxruntime, and the median latency of the
-exported C library (default schedules, no records) against onnxruntime's with 2
-intra-op threads, measured in the same process. Each model runs in a fresh process
-(``--one NAME`` is that child). ``--quick`` is a smoke run: the two hand-built models
-at toy sizes, three repeats.
+Models: ResNet-50, SqueezeNet, Inception-v1 (light zoo, seeded random weights),
+MobileNet-V2 and the 2-layer BERT encoder (``bench/torch_models.py``, exported to ONNX
+when a torch venv is given), optionally DenseNet-121 and a BERT-base layer
+(``bench/onnx_models.py``). Contenders, each in its own fresh process, batch 1,
+``--threads`` threads, median of ``--repeat`` (>= 25 for a figure) samples, on the same
+input, each output checked against onnxruntime's:
+
+* tvmlite untuned (default schedules) and, with ``--tuned``, tuned: ``tvmlite tune
+  MODEL.onnx --trials N --log L`` with N = ``--trials-per-task`` x the model's tasks (the
+  goal's budget is 64), then the library built from the log, timed like the untuned one;
+* ``ort``: onnxruntime, CPU provider, all graph optimizations (this python);
+* ``openvino``: at ``INFERENCE_PRECISION_HINT`` f32, and at its default precision (named
+  beside: bf16 on a CPU with AVX-512 BF16 or AMX);
+* ``torch``: PyTorch eager and ``torch.compile`` (MobileNet-V2, the BERT encoder; only when
+  the ONNX file was exported from the same torch module);
+* ``tvm``: Apache TVM, Relax's ONNX frontend and MetaSchedule with the same total trials
+  (``--tuned`` only), ``mcpu`` from ``--tvm-mcpu`` or this CPU's features
+  (``peers.llvm_cpu``: under KVM LLVM may name a Sapphire Rapids "rocketlake").
+
+Peers run by the python of their own venv: ``--X-python`` (default $TVMLITE_X_PYTHON,
+else this python); one that is absent is skipped and the table says why. Their processes
+have OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset (``peers.numpy_env``); ours keep the
+environment. Everything is resumable: model files, inputs, tuning logs, TVM's work dirs
+and every contender's answer are kept under ``--cache`` (default
+``bench/out/models[-quick]``), so a run started again only does what is missing
+(``--fresh`` re-times, keeping model files and tuning logs). Results:
+``bench/results/models-<cpu>.md`` + ``.json`` (``models-quick-<cpu>`` for ``--quick``);
+``--doc RESULTS.json`` writes their tables into docs/benchmarks.md. ``--quick`` is a smoke
+run: the toy MobileNet-V2 and BERT encoder, 2 trials per task, 3 repeats, and TVM only
+when ``--peers`` names it (its build workers take ~20 s each to start: 18 trials of the
+toy encoder took 11 minutes here).
 """
 from __future__ import annotations
 
+import argparse
 import json
-import math
+import os
+import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,221 +53,259 @@ from typing import Any
 import numpy as np
 
 from bench import args as bench_args
-from bench import results
+from bench import model_worker, models_report, onnx_models, peers, results
 
-LIGHT = {"resnet50": "resnet50", "squeezenet": "squeezenet", "inception_v1": "inception_v1",
-         "densenet121": "densenet121"}
-MODELS = (*LIGHT, "mobilenet_v2", "bert_layer")
-
-
-def _helpers() -> tuple[Any, Any, Any]:
-    from onnx import TensorProto, helper, numpy_helper
-    return TensorProto, helper, numpy_helper
+PEERS = ("ort", "openvino", "torch", "tvm")
+DEFAULT_MODELS = ("resnet50", "squeezenet", "inception_v1", "mobilenet_v2", "bert_encoder")
+QUICK_MODELS = ("mobilenet_v2", "bert_encoder")
+TUNE_TIMEOUT = 24 * 3600
 
 
-class _Builder:
-    """Nodes and seeded random initializers for a model written with onnx.helper."""
-
-    def __init__(self, seed: int = 0):
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list = []
-        self.inits: list = []
-        self.k = 0
-
-    def name(self, base: str) -> str:
-        self.k += 1
-        return f"{base}{self.k}"
-
-    def weight(self, *shape: int, scale: float | None = None, positive: bool = False) -> str:
-        _, _, nh = _helpers()
-        if positive:
-            v = self.rng.uniform(0.5, 1.5, shape)
-        else:
-            fan = math.prod(shape[1:]) if len(shape) > 1 else 1
-            v = self.rng.standard_normal(shape) * (scale or 1 / math.sqrt(fan))
-        n = self.name("w")
-        self.inits.append(nh.from_array(v.astype(np.float32), n))
-        return n
-
-    def const(self, value: Any, dtype: Any = np.float32) -> str:
-        _, _, nh = _helpers()
-        n = self.name("c")
-        self.inits.append(nh.from_array(np.asarray(value, dtype), n))
-        return n
-
-    def op(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
-        _, oh, _ = _helpers()
-        out = self.name(op_type.lower())
-        self.nodes.append(oh.make_node(op_type, inputs, [out], name=out, **attrs))
-        return out
-
-    def model(self, name: str, x_shape: tuple[int, ...], out: str) -> Any:
-        tp, oh, _ = _helpers()
-        g = oh.make_graph(self.nodes, name, [oh.make_tensor_value_info("x", tp.FLOAT, x_shape)],
-                          [oh.make_tensor_value_info(out, tp.FLOAT, None)], self.inits)
-        m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
-        m.ir_version = 8
-        return m
+def peer_python(name: str) -> str:
+    return os.environ.get(f"TVMLITE_{name.upper()}_PYTHON", sys.executable)
 
 
-def mobilenet_v2(size: int = 224, width: float = 1.0) -> Any:
-    """MobileNet-V2 (inverted residuals, ReLU6 as Clip, batch norms) at ``size``^2."""
-    b = _Builder(0)
+class Run:
+    """One benchmark run: the options, and each (model, contender) answer, read from the
+    cache when an earlier run left it, else measured in a fresh process and cached."""
 
-    def conv_bn(x: str, cin: int, cout: int, k: int, stride: int, group: int = 1,
-                relu6: bool = True) -> str:
-        w = b.weight(cout, cin // group, k, k)
-        y = b.op("Conv", [x, w], pads=[k // 2] * 4, strides=[stride, stride], group=group)
-        y = b.op("BatchNormalization", [y, b.weight(cout, positive=True),
-                                        b.weight(cout, scale=0.1), b.weight(cout, scale=0.1),
-                                        b.weight(cout, positive=True)])
-        return b.op("Clip", [y, b.const(0.0), b.const(6.0)]) if relu6 else y
+    def __init__(self, a: argparse.Namespace):
+        self.a = a
+        self.cache: Path = a.cache
+        self.threads: int = a.threads
 
-    def ch(c: int) -> int:
-        return max(8, int(c * width) // 8 * 8)
-    x, cin = conv_bn("x", 3, ch(32), 3, 2), ch(32)
-    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
-        for i in range(n):
-            stride, cout, hidden = (s if i == 0 else 1), ch(c), cin * t
-            y = conv_bn(x, cin, hidden, 1, 1) if t != 1 else x
-            y = conv_bn(y, hidden, hidden, 3, stride, group=hidden)
-            y = conv_bn(y, hidden, cout, 1, 1, relu6=False)
-            x = b.op("Add", [y, x]) if stride == 1 and cin == cout else y
-            cin = cout
-    x = conv_bn(x, cin, 1280, 1, 1)
-    x = b.op("Flatten", [b.op("GlobalAveragePool", [x])])
-    out = b.op("Gemm", [x, b.weight(1000, 1280), b.weight(1000, scale=0.1)], transB=1)
-    return b.model("mobilenet_v2", (1, 3, size, size), out)
+    def log(self, msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    def cached(self, path: Path, settings: dict, measure: Any) -> dict:
+        """``measure()``'s answer, kept at ``path`` with the ``settings`` it was taken
+        at; reused while they match (and not ``--fresh``). Errors are not kept."""
+        if path.is_file() and not self.a.fresh:
+            old = json.loads(path.read_text())
+            if old.get("settings") == settings:
+                return old["answer"]
+        answer = measure()
+        if "error" not in answer:
+            path.write_text(json.dumps({"settings": settings, "answer": answer}))
+        return answer
+
+    def timed(self, model: onnx_models.ModelFile, who: str, cmd: list[str], env: dict,
+              payload: dict, prefix: str = model_worker.RESULT) -> dict:
+        """Contender ``who`` timing ``model`` in a fresh process: its answer, with its
+        output's largest error relative to onnxruntime's (``err``)."""
+        folder = model.path.parent
+        out = folder / f"y-{who}.npy"
+        payload = {**payload, "model": str(model.path), "input_name": model.input_name,
+                   "input": str(onnx_models.input_file(model)), "output": str(out),
+                   "threads": self.threads, "repeat": self.a.repeat}
+        settings = {k: v for k, v in payload.items() if k not in ("output",)}
+
+        def measure() -> dict:
+            self.log(f"  {model.name}: timing {who} ...")
+            return peers.run_answering([*cmd, json.dumps(payload)], env, prefix)
+        answer = self.cached(folder / f"{who}.json", settings, measure)
+        ref = folder / "y-ort.npy"
+        if "error" not in answer and out.is_file() and ref.is_file() and who != "ort":
+            y, r = np.load(out), np.load(ref)
+            answer["err"] = float(np.abs(y.reshape(r.shape) - r).max()
+                                  / max(float(np.abs(r).max()), 1e-30)) \
+                if y.size == r.size else float("nan")
+        return answer
+
+    # -- contenders -------------------------------------------------------------------------
+
+    def ort(self, m: onnx_models.ModelFile) -> dict:
+        return self.timed(m, "ort", [sys.executable, "-m", "bench.model_worker", "ort"],
+                          peers.numpy_env(self.threads), {})
+
+    def tvmlite(self, m: onnx_models.ModelFile, log: Path | None) -> dict:
+        who = "tuned" if log else "untuned"
+        return self.timed(m, who, [sys.executable, "-m", "bench.model_worker", "tvmlite"],
+                          peers.kernel_env(self.threads), {"log": str(log) if log else None,
+                                                           "log_size": _size(log)})
+
+    def openvino(self, m: onnx_models.ModelFile, precision: str) -> dict:
+        who = "openvino" if precision == "f32" else "openvino-default"
+        return self.timed(m, who, [self.a.openvino_python, "-m", "bench.model_worker",
+                                   "openvino"], peers.numpy_env(self.threads),
+                          {"precision": precision})
+
+    def torch(self, m: onnx_models.ModelFile, mode: str) -> dict:
+        if not m.from_torch:
+            return {"error": m.note or "the ONNX file is not torch's export (no --torch-python)"}
+        return self.timed(m, f"torch-{mode}", [self.a.torch_python, "-m", "bench.torch_models",
+                                               "time"], peers.numpy_env(self.threads),
+                          {"mode": mode, "quick": self.a.quick, "torch_model": m.name})
+
+    def tune(self, m: onnx_models.ModelFile, trials: int) -> tuple[Path, dict]:
+        """Run (or continue: ``--resume``) ``tvmlite tune`` on the model up to ``trials``;
+        the log, and {"seconds": tuning wall time over all sessions, "search_s",
+        "measure_s", "done"} (a session that dies keeps the log; the next one resumes)."""
+        folder = m.path.parent
+        log, state_path = folder / f"tvmlite-{trials}.jsonl", folder / f"tune-{trials}.json"
+        state = json.loads(state_path.read_text()) if state_path.is_file() else \
+            {"seconds": 0.0, "search_s": 0.0, "measure_s": 0.0, "sessions": 0, "done": False}
+        if state["done"]:
+            return log, state
+        cmd = [sys.executable, "-m", "tvmlite", "tune", str(m.path), "--trials", str(trials),
+               "--log", str(log), *(["--resume"] if log.is_file() else [])]
+        self.log(f"  {m.name}: {' '.join(cmd[1:])}")
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,   # progress: stderr
+                                  timeout=TUNE_TIMEOUT, cwd=results.ROOT, check=False)
+        finally:
+            state["seconds"] += time.perf_counter() - t0
+            state["sessions"] += 1
+            state_path.write_text(json.dumps(state))
+        found = re.search(r"([\d.]+)s searching \+ ([\d.]+)s measuring", proc.stdout)
+        if found:
+            state["search_s"] += float(found[1])
+            state["measure_s"] += float(found[2])
+        if proc.returncode != 0:
+            tail = proc.stdout.strip().splitlines()[-3:]
+            return log, {**state, "error": " | ".join(tail) or f"exit {proc.returncode}"}
+        state["done"] = True
+        state_path.write_text(json.dumps(state))
+        self.log("\n".join(f"    {ln}" for ln in proc.stdout.splitlines()[:4]))
+        return log, state
+
+    def tvm(self, m: onnx_models.ModelFile, trials: int) -> dict:
+        """MetaSchedule on the model with ``trials`` in all (its tasks at most
+        ``--trials-per-task`` each), then its library timed in a fresh process."""
+        work = m.path.parent / f"tvm-{trials}"
+        payload = {"onnx": str(m.path), "input_name": m.input_name, "shape": list(m.shape),
+                   "trials": trials, "per_task": self.a.trials_per_task,
+                   "threads": self.threads, "mcpu": self.a.tvm_mcpu, "work_dir": str(work)}
+        env = dict(peers.numpy_env(self.threads), TVM_NUM_THREADS=str(self.threads))
+        cmd = [self.a.tvm_python, str(peers.HERE / "tvm_peer.py")]
+
+        def tune() -> dict:
+            self.log(f"  {m.name}: MetaSchedule, {trials} trials ...")
+            return peers.run_tvm_peer("tune-model", payload, self.threads,
+                                      self.a.tvm_python, timeout=TUNE_TIMEOUT)
+        tuned = self.cached(m.path.parent / f"tvm-{trials}-tune.json", payload, tune)
+        if "error" in tuned:
+            return tuned
+        answer = self.timed(m, "tvm", [*cmd, "time-model"], env, {"so": tuned["so"]},
+                            prefix=peers.TVM_RESULT)
+        return {**answer, **{k: tuned[k] for k in ("tuning_seconds", "trials", "target")}}
+
+    # -- one model --------------------------------------------------------------------------
+
+    def model(self, name: str) -> dict:
+        a = self.a
+        folder = self.cache / name
+        m = onnx_models.model_file(name, a.quick, folder, a.torch_python if "torch" in a.peers
+                                   else None)
+        self.log(f"{name}: {m.path} ({m.source}), input {m.input_name} {list(m.shape)}")
+        row: dict[str, Any] = {"model": name, "source": m.source, "notes": [m.note] if m.note
+                               else []}
+        row["tasks"] = self.cached(folder / "tasks.json", {"model": str(m.path)},
+                                   lambda: count_tasks(m.path))["tasks"]
+        row["ort"] = self.ort(m) if "ort" in a.peers else {"error": "not in --peers"}
+        row["untuned"] = self.tvmlite(m, None)
+        trials = a.trials_per_task * row["tasks"]
+        if a.tuned:
+            log, state = self.tune(m, trials)
+            row["tune"] = {**state, "trials": trials}
+            row["tuned"] = self.tvmlite(m, log) if "error" not in state else \
+                {"error": state["error"]}
+        for precision in ("f32", "default"):
+            key = "openvino" if precision == "f32" else "openvino-default"
+            row[key] = self.openvino(m, precision) if "openvino" in a.peers else \
+                {"error": "not in --peers"}
+        for mode in ("eager", "compile"):
+            key = f"torch-{mode}"
+            row[key] = {"error": "not a torch model"} if name not in onnx_models.TORCH else \
+                self.torch(m, mode) if "torch" in a.peers else {"error": "not in --peers"}
+        row["tvm"] = {"error": "needs --tuned (same trials as ours)"} if not a.tuned else \
+            self.tvm(m, trials) if "tvm" in a.peers else {"error": "not in --peers"}
+        self.log(models_report.summary_line(row))
+        return row
 
 
-def bert_layer(seq: int = 128, hidden: int = 768, heads: int = 12) -> Any:
-    """One BERT-base encoder layer on hidden states (1, seq, hidden): self-attention,
-    residual + LayerNorm, the GELU (Erf) feed-forward, residual + LayerNorm."""
-    b = _Builder(1)
-    d = hidden // heads
-
-    def dense(x: str, cin: int, cout: int) -> str:
-        return b.op("Add", [b.op("MatMul", [x, b.weight(cin, cout)]), b.weight(cout, scale=0.1)])
-
-    def split_heads(x: str, perm: list[int]) -> str:
-        r = b.op("Reshape", [x, b.const([1, seq, heads, d], np.int64)])
-        return b.op("Transpose", [r], perm=perm)
-    q = split_heads(dense("x", hidden, hidden), [0, 2, 1, 3])
-    k = split_heads(dense("x", hidden, hidden), [0, 2, 3, 1])
-    v = split_heads(dense("x", hidden, hidden), [0, 2, 1, 3])
-    att = b.op("Div", [b.op("MatMul", [q, k]), b.const(math.sqrt(d))])
-    ctx = b.op("MatMul", [b.op("Softmax", [att], axis=-1), v])
-    ctx = b.op("Reshape", [b.op("Transpose", [ctx], perm=[0, 2, 1, 3]),
-                           b.const([1, seq, hidden], np.int64)])
-    x1 = b.op("LayerNormalization", [b.op("Add", [dense(ctx, hidden, hidden), "x"]),
-                                     b.weight(hidden, positive=True), b.weight(hidden, scale=0.1)],
-              axis=-1)
-    h = dense(x1, hidden, 4 * hidden)
-    gelu = b.op("Mul", [b.op("Mul", [h, b.op("Add", [b.op("Erf", [b.op("Div", [
-        h, b.const(math.sqrt(2.0))])]), b.const(1.0)])]), b.const(0.5)])
-    out = b.op("LayerNormalization", [b.op("Add", [dense(gelu, 4 * hidden, hidden), x1]),
-                                      b.weight(hidden, positive=True),
-                                      b.weight(hidden, scale=0.1)], axis=-1)
-    return b.model("bert_layer", (1, seq, hidden), out)
-
-
-def load(name: str, quick: bool) -> Any:
-    if name in LIGHT:
-        from tvmlite.frontend.light import light_model
-        m = light_model(LIGHT[name], seed=0)
-        last = m.graph.node[-1]
-        if last.op_type == "Softmax":   # compare logits, not a saturated softmax
-            m.graph.output[0].name = last.input[0]
-            del m.graph.node[-1]
-        return m
-    if name == "mobilenet_v2":
-        return mobilenet_v2(32, 0.5) if quick else mobilenet_v2()
-    return bert_layer(8, 64, 4) if quick else bert_layer()
-
-
-def measure_one(name: str, repeat: int, quick: bool) -> dict[str, Any]:
-    """The row of model ``name`` (run in the child process)."""
-    import onnxruntime as ort
-
+def count_tasks(path: Path) -> dict:
+    """How many tasks ``tvmlite tune`` makes of the model (``search.extract_tasks``)."""
     from tvmlite.frontend import from_onnx
-    from tvmlite.graph.build import build_graph
-    from tvmlite.graph.library import ModelLibrary
-    m = load(name, quick)
-    graph = from_onnx(m)
-    t0 = time.perf_counter()
-    mod = build_graph(graph, quiet=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        mod.export_library(Path(tmp), name="model")
-        build_s = time.perf_counter() - t0
-        manifest = json.loads((Path(tmp) / "manifest.json").read_text())
-        lib = ModelLibrary(tmp)
-        lib.set_num_threads(2)
-        inp = graph.inputs[0]
-        x = np.random.default_rng(1).standard_normal(graph.types[inp].shape).astype(np.float32)
-        ours = lib.run({inp: x})[0]
-        ours_s = float(np.median(lib.time_run({inp: x}, repeat)))
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 2
-    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    ref = sess.run(None, {inp: x})[0]
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        sess.run(None, {inp: x})
-        times.append(time.perf_counter() - t)
-    ort_s = float(np.median(times))
-    return {"model": name, "onnx_nodes": len(m.graph.node), "kernels": len(mod.kernels),
-            "distinct": len({k.key for k in mod.kernels}), "build_s": round(build_s, 2),
-            "arena_mb": manifest["arena"]["bytes"] / 2**20,
-            "intermediates_mb": manifest["arena"]["intermediates_bytes"] / 2**20,
-            "max_err_rel": float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30)),
-            "tvmlite_ms": ours_s * 1e3, "ort_ms": ort_s * 1e3,
-            "ratio": ours_s / ort_s}
+    from tvmlite.search.graph_tasks import extract_tasks
+    from tvmlite.target.target import Target
+    return {"tasks": len(extract_tasks(from_onnx(path), Target.host()))}
+
+
+def _size(path: Path | None) -> int:
+    return path.stat().st_size if path is not None and path.is_file() else 0
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = bench_args.parser("models", __doc__, out=Path("bench/results"),
+                          quick="smoke run: toy MobileNet-V2 and BERT encoder, 2 trials per "
+                                "task, 3 repeats", torch_python=True, tvm_python=True)
+    p.add_argument("--models", nargs="+", choices=onnx_models.MODELS, default=None)
+    p.add_argument("--tuned", action="store_true",
+                   help="also tune (tvmlite tune, and MetaSchedule with the same trials)")
+    p.add_argument("--trials-per-task", type=int, default=64,
+                   help="budget: this x the model's tasks (default 64, the goal's)")
+    p.add_argument("--peers", nargs="*", choices=PEERS, default=None,
+                   help="peers to compare (default all; --quick: all but tvm, whose "
+                        "builders start slowly; absent ones are skipped)")
+    p.add_argument("--openvino-python", default=peer_python("openvino"),
+                   help="python with openvino installed (default $TVMLITE_OPENVINO_PYTHON, "
+                        "else this one)")
+    p.add_argument("--tvm-mcpu", default=None,
+                   help="LLVM CPU name for TVM (default: peers.llvm_cpu() of this CPU)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=25, help="timed samples (median)")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="model files, logs and answers (default bench/out/models[-quick])")
+    p.add_argument("--fresh", action="store_true", help="re-time every contender")
+    p.add_argument("--cpu", default=None, help="CPU name in the results file's name "
+                                               "(default: peers.cpu_slug())")
+    p.add_argument("--doc", type=Path, default=None,
+                   help="write this results JSON's tables into docs/benchmarks.md, then stop")
+    a = p.parse_args(argv)
+    if a.trials_per_task < 1 or a.threads < 1 or a.repeat < 1:
+        p.error("--trials-per-task, --threads and --repeat must be positive")
+    if a.peers is None:
+        a.peers = [p for p in PEERS if not (a.quick and p == "tvm")]
+    if a.quick:
+        a.trials_per_task, a.repeat = min(a.trials_per_task, 2), min(a.repeat, 3)
+    a.cache = a.cache or results.ROOT / "bench" / "out" / ("models-quick" if a.quick
+                                                           else "models")
+    a.tvm_mcpu = a.tvm_mcpu or peers.llvm_cpu()
+    a.cpu = a.cpu or peers.cpu_slug()
+    return a
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = bench_args.parser("models", __doc__, out=Path("bench/results"),
-                          quick="smoke run: MobileNet-V2 and the BERT layer at toy sizes")
-    p.add_argument("--models", nargs="+", choices=MODELS, default=None)
-    p.add_argument("--repeat", type=int, default=10, help="timed runs per model (median)")
-    p.add_argument("--one", choices=MODELS, help=argparse_hidden())
-    a = p.parse_args(argv)
-    if a.one:
-        print(json.dumps(measure_one(a.one, a.repeat, a.quick)))
+    a = parse(argv)
+    if a.doc:
+        page = models_report.write_doc(a.doc, results.ROOT / "docs" / "benchmarks.md")
+        print(f"wrote the models section of {page}")
         return 0
-    names = a.models or (["mobilenet_v2", "bert_layer"] if a.quick else list(MODELS))
-    repeat = 3 if a.quick else a.repeat
+    run = Run(a)
+    names = a.models or list(QUICK_MODELS if a.quick else DEFAULT_MODELS)
     rows = []
     for name in names:
-        cmd = [sys.executable, "-m", "bench", "models", "--one", name, "--repeat", str(repeat)]
-        proc = subprocess.run(cmd + (["--quick"] if a.quick else []), capture_output=True,
-                              text=True, cwd=results.ROOT)
-        if proc.returncode != 0:
-            print(f"{name}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
-            rows.append({"model": name, "error": proc.stderr.strip().splitlines()[-1:]})
-            continue
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
-        rows.append(row)
-        print(f"{name}: {row['onnx_nodes']} nodes -> {row['kernels']} kernels, "
-              f"build {row['build_s']} s, arena {row['arena_mb']:.1f} of "
-              f"{row['intermediates_mb']:.1f} MB, err {row['max_err_rel']:.1e}, "
-              f"{row['tvmlite_ms']:.2f} ms vs onnxruntime {row['ort_ms']:.2f} ms "
-              f"({row['ratio']:.2f}x)")
-    cols = ("model", "onnx_nodes", "kernels", "distinct", "build_s", "arena_mb",
-            "intermediates_mb", "max_err_rel", "tvmlite_ms", "ort_ms", "ratio")
-    table = results.Table(cols, tuple(tuple(r.get(c) for c in cols) for r in rows),
-                          "untuned default schedules against onnxruntime (2 intra-op threads)")
-    name = "models-quick" if a.quick else "models"
-    md, _ = results.write(a.out / name, "Whole models, untuned", [table], name="models",
-                          argv=argv or sys.argv[1:])
+        try:
+            rows.append(run.model(name))
+        except (OSError, ValueError, subprocess.SubprocessError) as err:
+            run.log(f"{name}: failed: {type(err).__name__}: {err}")
+            rows.append({"model": name, "notes": [f"failed: {err}"]})
+    name = "models" + ("-quick" if a.quick else "") + f"-{a.cpu}"
+    tables = models_report.tables(rows, a)
+    md, _ = results.write(a.out / name, "Whole models against every peer", tables,
+                          name="models", argv=argv if argv is not None else sys.argv[1:],
+                          notes=models_report.run_notes(a),
+                          header={"tvm_mcpu": a.tvm_mcpu, "geomean": _geomeans(rows)})
     print(f"wrote {md}")
     return 0
 
 
-def argparse_hidden() -> str:
-    import argparse
-    return argparse.SUPPRESS
+def _geomeans(rows: list[dict]) -> dict[str, float | None]:
+    return {peer: models_report.geomean([s for r in rows
+                                         if (s := models_report.speedup(r, peer))])
+            for peer in models_report.SPEEDUP_PEERS}
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tvmlite.target.target import Target
+
 HERE = Path(__file__).resolve().parent
 REPEAT = 25
 WORKER_TIMEOUT = 1800
@@ -58,25 +60,7 @@ def run_worker(python: str, code: str, payload: dict, env: dict) -> dict:
 
 
 _TIMING = """
-def median_time(fn, repeat, warmup=5):
-    for _ in range(warmup):
-        fn()
-    n, t = 1, 0.0
-    while True:                      # calls per sample: at least ~20 ms per sample
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        t = time.perf_counter() - t0
-        if t >= 0.02 or n >= 1 << 16:
-            break
-        n *= 2
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - t0) / n)
-    return statistics.median(samples)
+from bench.model_worker import median_time
 """
 
 _NUMPY = _TIMING + """
@@ -165,6 +149,14 @@ def run_tvm_peer(mode: str, payload: dict, threads: int, python: str | None = No
     with ``threads`` TVM threads; its answer, or {"error"} (TVM missing, tuning failed)."""
     env = dict(base_env(), TVM_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS="1")
     cmd = [python or tvm_python(), str(HERE / "tvm_peer.py"), mode, json.dumps(payload)]
+    return run_answering(cmd, env, TVM_RESULT, timeout)
+
+
+def run_answering(cmd: list[str], env: dict, prefix: str,
+                  timeout: float = WORKER_TIMEOUT) -> dict:
+    """Run ``cmd`` (a peer's script, from the repository root) and return the JSON of its
+    last stdout line starting with ``prefix`` (among the peer's own log lines), or
+    {"error"}: a missing interpreter, a failure, a timeout."""
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
                               cwd=str(HERE.parent), check=False)
@@ -172,8 +164,7 @@ def run_tvm_peer(mode: str, payload: dict, threads: int, python: str | None = No
         return {"error": f"timed out after {timeout:.0f}s"}
     except OSError as err:
         return {"error": f"cannot run {cmd[0]}: {err}"}
-    answers = [ln[len(TVM_RESULT):] for ln in proc.stdout.splitlines()
-               if ln.startswith(TVM_RESULT)]
+    answers = [ln[len(prefix):] for ln in proc.stdout.splitlines() if ln.startswith(prefix)]
     if proc.returncode != 0 or not answers:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return {"error": " | ".join(tail) or f"exit {proc.returncode}"}
@@ -214,3 +205,46 @@ def trials_to_reach(curve: list, fraction: float = 0.9) -> int | None:
 
 def median(xs: list) -> float:
     return statistics.median(xs) if xs else float("nan")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    fields = {}
+    for line in text.split("\n\n")[0].splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def llvm_cpu() -> str | None:
+    """LLVM's ``mcpu`` for this CPU, for TVM's target, from its features and family: under
+    KVM the CPUID model can be another CPU's (a Sapphire Rapids VM reports model 167,
+    which LLVM calls "rocketlake", without AMX), and ``-mcpu=native`` falls back to
+    generic code. None: let TVM ask LLVM."""
+    host, info = Target.host(), _cpuinfo()
+    if host.arch != "x86_64":
+        return None
+    features, family = set(host.features), int(info.get("cpu family", "0") or 0)
+    if info.get("vendor_id") == "AuthenticAMD":
+        return {26: "znver5", 25: "znver4" if "avx512f" in features else "znver3",
+                23: "znver2"}.get(family)
+    if "amx_tile" in features:
+        return "sapphirerapids"
+    if "avx512vnni" in features:
+        return "icelake-server"
+    if "avx512f" in features:
+        return "skylake-avx512"
+    return "haswell" if "avx2" in features else None
+
+
+def cpu_slug() -> str:
+    """A short name of this CPU for results files: ``sapphire-rapids``, ``zen4``, else
+    LLVM's name or the architecture."""
+    cpu = llvm_cpu()
+    names = {"sapphirerapids": "sapphire-rapids", "znver5": "zen5", "znver4": "zen4",
+             "znver3": "zen3", "znver2": "zen2"}
+    return names.get(cpu or "", cpu or Target.host().arch)

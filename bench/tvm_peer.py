@@ -245,14 +245,71 @@ def time_kernel(p: dict) -> dict:
     return answer
 
 
+# -- whole models (bench/models.py) ------------------------------------------------------
+
+def tune_model(p: dict) -> dict:
+    """Import ``p["onnx"]`` with Relax's ONNX frontend (weights as constants), tune it with
+    MetaSchedule (``tune_relax``: ``trials`` in all, at most ``per_task`` per task, this
+    file's builder and runner timeouts; no CPU weight pre-packing, which changes the
+    deployed interface), compile it from the database and export the VM executable."""
+    import onnx
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+    trials = p["trials"]
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise PeerError(f"tune-model: trials must be a positive int, got {trials!r}")
+    target = target_of(p.get("mcpu"), p["threads"])
+    work = Path(p["work_dir"])
+    shutil.rmtree(work, ignore_errors=True)   # MetaSchedule does not resume: restart
+    work.mkdir(parents=True)
+    t0 = time.perf_counter()
+    mod = from_onnx(onnx.load(p["onnx"]), shape_dict={p["input_name"]: p["shape"]})
+    with target:   # as relax's static_shape_tuning pipeline prepares a module
+        mod = tvm.transform.Sequential([relax.transform.DecomposeOpsForInference(),
+                                        relax.transform.CanonicalizeBindings(),
+                                        relax.pipeline.zero_pipeline()])(mod)
+    db = ms.relax_integration.tune_relax(
+        mod, {}, target, str(work), max_trials_global=trials,
+        max_trials_per_task=p.get("per_task"),
+        num_trials_per_iter=min(64, p.get("per_task") or trials, trials),
+        seed=p.get("seed", 0), builder=ms.builder.LocalBuilder(timeout_sec=BUILD_TIMEOUT),
+        runner=ms.runner.LocalRunner(timeout_sec=RUN_TIMEOUT))
+    executable = ms.relax_integration.compile_relax(db, mod, target, None)
+    seconds = time.perf_counter() - t0
+    so = work / "model.so"
+    executable.export_library(str(so))
+    records = db.get_all_tuning_records()
+    return {"tuning_seconds": seconds, "so": str(so), "trials": len(records),
+            "valid": sum(1 for r in records if r.run_secs), "target": str(target),
+            "version": tvm.__version__}
+
+
+def time_model(p: dict) -> dict:
+    """Median seconds of the exported model's ``main`` on ``p["input"]`` (``.npy``), in
+    this fresh process; its output saved to ``p["output"]``."""
+    from tvm import relax
+    dev = tvm.cpu()
+    vm = relax.VirtualMachine(tvm.runtime.load_module(p["so"]), dev)
+    x = tvm.runtime.tensor(np.load(p["input"]), dev)
+    y = vm["main"](x)
+    y = y[0] if isinstance(y, (list, tuple)) or not hasattr(y, "numpy") else y
+    np.save(p["output"], y.numpy())
+    timer = vm.time_evaluator("main", dev, number=1, repeat=p.get("repeat", 25),
+                              min_repeat_ms=20)
+    return {"seconds": timer(x).median, "version": tvm.__version__}
+
+
+MODES = {"tune": tune, "time": time_kernel, "tune-model": tune_model, "time-model": time_model}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("tune", "time"))
+    parser.add_argument("mode", choices=tuple(MODES))
     parser.add_argument("payload", help="a JSON object (see the module docstring)")
     a = parser.parse_args(argv)
     try:
         payload = json.loads(a.payload)
-        answer = (tune if a.mode == "tune" else time_kernel)(payload)
+        answer = MODES[a.mode](payload)
     except (PeerError, KeyError, json.JSONDecodeError) as err:
         print(f"tvm_peer {a.mode}: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
