@@ -7,6 +7,13 @@ tasks' best latencies -- is the model's latency. A kernel's weights are its cons
 (``SearchTask(constants=...)``): the search may pre-pack them, the pack running once
 at load time. The tasks' workloads are keyed exactly as ``tvmlite.build(graph)`` keys
 the kernels it looks up under ``apply_history_best``, so a tuned record is found there.
+
+In a graph with a symbolic dimension (``Graph.sizes``: ``L`` in ``[lo, hi]``) a kernel
+whose shapes involve ``L`` is a dynamic task (``SearchTask(shapes={"L": (lo, hi)})``,
+``task.dynamic``): it tunes once for the range with the dynamic-shape search and its
+log gets a dispatch table, which ``apply_history_best`` builds into the kernel that
+dispatches per size; a kernel without ``L`` stays static. ``task.flops`` of a dynamic
+task are those at the largest size (the fusion pass counted them there).
 """
 from __future__ import annotations
 
@@ -24,7 +31,8 @@ __all__ = ["extract_tasks"]
 
 def extract_tasks(graph: Graph, target: Any = None) -> list[SearchTask]:
     """The distinct kernels of ``graph`` (optimized first when not fused yet) as
-    SearchTasks, in order of first use, each with ``weight`` and ``kernel_names``."""
+    SearchTasks, in order of first use, each with ``weight``, ``kernel_names`` and
+    ``dynamic`` (its shapes involve the graph's symbolic size)."""
     if not isinstance(graph, Graph):
         raise TypeError(f"extract_tasks: expected a tvmlite.graph.Graph (from "
                         f"tvmlite.frontend.from_onnx), got {type(graph).__name__}")
@@ -32,6 +40,8 @@ def extract_tasks(graph: Graph, target: Any = None) -> list[SearchTask]:
     if graph.kernels is None:
         graph = optimize(graph)
     assert graph.kernels is not None
+    ranges = {n: (lo, hi) for n, lo, hi in graph.sizes}
+    largest = {n: hi for n, _, hi in graph.sizes}
     tasks: dict[str, SearchTask] = {}
     for k in graph.kernels:
         key = kernel_key(graph, k)
@@ -41,9 +51,12 @@ def extract_tasks(graph: Graph, target: Any = None) -> list[SearchTask]:
             continue
         kc = kernel_compute(graph, k)
         wl = Workload.from_tensors(list(kc.tensors), name=k.name.split("_", 1)[-1])
-        task = SearchTask(workload=wl, target=target, constants=list(kc.constants))
+        shapes = {n: ranges[n] for n in wl.size_names if n in ranges} or None
+        task = SearchTask(workload=wl, target=target, constants=list(kc.constants),
+                          shapes=shapes)
+        task.dynamic = shapes is not None
         # measured first: a tuned model is never slower than its default build
-        task.seed_steps = [default_schedule(kc, target).steps]
+        task.seed_steps = [default_schedule(kc, target, largest).steps]
         task.weight = 1
         task.kernel_names = [k.name]
         tasks[key] = task

@@ -192,6 +192,14 @@ def build_dispatch(workload: Workload, table: DispatchTable, target: Target | No
     return Module(func, source, decl, lib, target, all_outputs or outputs)
 
 
+def dispatch_sources(workload: Workload, table: DispatchTable, target: Target,
+                     name: str) -> list[str]:
+    """The C texts of the dispatching kernel ``name``: each variant's, then the
+    dispatcher's (each compiled on its own: the variants' static helpers would clash)."""
+    variants, _, source, _, _ = _parts(workload, table, target, name)
+    return [v[2] for v in variants] + [source]
+
+
 def export_dispatch(workload: Workload, table: DispatchTable, target: Target, name: str,
                     out: Path) -> tuple[list, str]:
     """Write the dispatcher and its variants into ``out`` (``name.c``, ``name_v<i>.c``,

@@ -81,3 +81,23 @@ def test_a_model_tunings_rounds_share_the_budget_among_its_tasks():
     assert round_size(64, 32) == ROUND_MIN            # every task gets two rounds' worth
     assert round_size(2000, 25) == ROUND_MAX
     assert round_size(400, 20) == 10
+
+
+def test_kernels_over_the_symbolic_size_are_dynamic_tasks():
+    """x (1, L, 16) -> relu(x @ W1) depends on L; z (4, 16) @ W2 does not."""
+    nodes = [oh.make_node("MatMul", ["x", "W1"], ["a"]), oh.make_node("Relu", ["a"], ["y"]),
+             oh.make_node("MatMul", ["z", "W2"], ["y2"])]
+    g = oh.make_graph(nodes, "two", [oh.make_tensor_value_info("x", TP.FLOAT, (1, "L", 16)),
+                                     oh.make_tensor_value_info("z", TP.FLOAT, (4, 16))],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, None),
+                       oh.make_tensor_value_info("y2", TP.FLOAT, None)],
+                      [nh.from_array(RNG.standard_normal((16, 16)).astype(np.float32), n)
+                       for n in ("W1", "W2")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    graph = from_onnx(m, shapes={"x": (1, (1, 40), 16)})
+    dyn, static = search.extract_tasks(graph)
+    assert dyn.dynamic and not static.dynamic
+    assert dyn.size_name == "L" and dyn.sizes[0] == 1 and dyn.sizes[-1] == 40
+    assert dyn.workload.size_names == ("L",) or list(dyn.workload.size_names) == ["L"]
+    assert static.shapes is None and dyn.seed_steps and static.seed_steps

@@ -29,6 +29,7 @@ from tvmlite.runtime.module import Module, TimeResult, generate_c
 from tvmlite.runtime.module import build as build_kernel
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.target.target import Target
+from tvmlite.te.bind import free_sizes
 
 __all__ = ["GraphModule", "BuiltKernel", "KernelCode", "build_graph", "FeedError"]
 
@@ -39,22 +40,27 @@ class FeedError(GraphError):
 
 @dataclass(frozen=True)
 class KernelCode:
-    """A kernel's C: its function name, source, declarations and pre-packed inputs."""
+    """A kernel's C: its function name, source, declarations and pre-packed inputs;
+    ``variants`` are the C files a dispatching kernel (a tuned dynamic kernel) calls,
+    each compiled on its own, ``sizes`` the symbolic sizes it takes first (``int64_t``)."""
     name: str
     source: str
     decl: str
     packs: tuple[Any, ...]
+    variants: tuple[str, ...] = ()
+    sizes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class BuiltKernel:
-    """One kernel of the graph: its compute, schedule, C, loaded module (None when built
-    for another machine) and where its schedule came from (``record``: the record's
-    summary, or None: the default schedule)."""
+    """One kernel of the graph: its compute, schedule (or, for a tuned dynamic kernel,
+    the lookup's dispatching kernel: variants and table), C, loaded module (None when
+    built for another machine) and where its schedule came from (``record``: the
+    record's summary, or None: the default schedule)."""
     name: str
     key: str
     compute: KernelCompute
-    schedule: Schedule
+    schedule: Any
     module: Module | None
     output: str
     record: Any
@@ -67,7 +73,11 @@ def _runs_here(target: Target) -> bool:
 
 
 def _schedule_of(kc: KernelCompute, key: str, target: Target,
-                 largest: dict[str, int]) -> tuple[Schedule, Any]:
+                 largest: dict[str, int]) -> tuple[Any, Any]:
+    """(Schedule or dispatching kernel, record summary or None) of a kernel: the
+    lookup's answer, else the default schedule. A lookup answers a dynamic kernel with
+    an object that builds its dispatcher (``build(target, name)`` -> Module,
+    ``sources(target, name)`` -> C texts): core does not import the search."""
     lookup = current_lookup()
     found = lookup(key, kc.tensors, target) if lookup is not None else None
     if found is not None:
@@ -86,7 +96,7 @@ def build_graph(graph: Graph, target: Any = None, quiet: bool = False) -> "Graph
     assert graph.kernels is not None
     largest = {n: hi for n, _, hi in graph.sizes}
     plans = []
-    distinct: dict[str, tuple[KernelCompute, Schedule, Any]] = {}
+    distinct: dict[str, tuple[KernelCompute, Any, Any]] = {}
     for k in graph.kernels:
         kc = kernel_compute(graph, k)
         key = kernel_key(graph, k)
@@ -97,15 +107,23 @@ def build_graph(graph: Graph, target: Any = None, quiet: bool = False) -> "Graph
 
     here = _runs_here(target)
 
-    def compile_one(item: tuple[str, tuple[KernelCompute, Schedule, Any]]
+    def compile_one(item: tuple[str, tuple[KernelCompute, Any, Any]]
                     ) -> tuple[str, tuple[Module | None, KernelCode]]:
         key, (kc, s, _) = item
         name = f"k_{key[:16]}"
+        if not isinstance(s, Schedule):   # a tuned dynamic kernel: its dispatcher
+            *variants, source = s.sources(target, name)
+            dmod = s.build(target, name) if here else None
+            decl = dmod.decl if dmod is not None else ""
+            return key, (dmod, KernelCode(name, source, decl, tuple(getattr(
+                dmod, "packs", ())), tuple(variants), tuple(free_sizes(list(kc.tensors)))))
         if not here:   # another machine's code: generated here, compiled at export
             func, source, decl = generate_c(s, list(kc.tensors), target, name)
-            return key, (None, KernelCode(name, source, decl, tuple(getattr(func, "packs", ()))))
+            return key, (None, KernelCode(name, source, decl, tuple(getattr(func, "packs", ())),
+                                          sizes=tuple(getattr(func, "sizes", ()))))
         mod = build_kernel(s, list(kc.tensors), target, name=name)
-        return key, (mod, KernelCode(mod.name, mod.source, mod.decl, tuple(mod.packs)))
+        return key, (mod, KernelCode(mod.name, mod.source, mod.decl, tuple(mod.packs),
+                                     sizes=mod.sizes))
     with ThreadPoolExecutor(max_workers=max(1, min(4, Target.host().cores))) as pool:
         built = dict(pool.map(compile_one, distinct.items()))
     kernels = tuple(BuiltKernel(k.name, key, kc, distinct[key][1], built[key][0], k.output,

@@ -177,3 +177,36 @@ def test_a_constant_that_depends_on_the_size_is_refused():
                       opset_imports=[oh.make_opsetid("", 17)])
     with pytest.raises(GraphError, match="depends on the symbolic size L"):
         from_onnx(m, shapes={"x": (1, (1, 64), 4)})
+
+
+def test_a_dispatch_table_in_the_log_serves_its_kernel(tmp_path, model, graph):
+    """A dynamic kernel's dispatch record (as the dynamic search logs it): under
+    apply_history_best the build compiles its dispatcher, which serves every length."""
+    from tvmlite import search
+    from tvmlite.graph.kernel import default_schedule, kernel_compute
+    from tvmlite.search.records.dispatch import DispatchTable, dispatch_record
+    from tvmlite.search.records.record import append_record
+    from tvmlite.search.records.workload import Workload
+    from tvmlite.target.target import Target
+
+    target = Target.host()
+    # a kernel whose schedules pre-pack no weight: the variants of a table share the
+    # dispatcher's arguments, so the dynamic search's variants read their weights as given
+    k = next(k for k in graph.kernels if k.anchor == "softmax")
+    kc = kernel_compute(graph, k)
+    wl = Workload.from_tensors(list(kc.tensors), name="graph_kernel")
+    variants = tuple(default_schedule(kc, target, {"L": m}).steps for m in (3, MAX_LEN))
+    table = DispatchTable("L", variants, ((1, 4, 0), (5, None, 1)),
+                          {3: (0, 1e-6), MAX_LEN: (1, 2e-6)})
+    log = tmp_path / "dyn.jsonl"
+    append_record(log, dispatch_record(wl, target, table))
+    with search.apply_history_best(str(log)):
+        mod = build_graph(graph, quiet=True)
+    tuned = [b for b in mod.kernels if b.record is not None]
+    assert [b.name for b in tuned] == [k.name]
+    assert tuned[0].record["dispatch"] == [[1, 4, 0], [5, None, 1]]
+    assert len(tuned[0].code.variants) == 2 and tuned[0].code.sizes == ("L",)
+    for length in (2, 9):
+        x = feed(length)
+        np.testing.assert_allclose(mod.run({"x": x})[0], reference(model, x),
+                                   rtol=1e-4, atol=1e-4)
