@@ -2,14 +2,17 @@
 TVM's ``tvmc``.
 
     tvmlite compile MODEL.onnx [--log L] [--shape NAME=1,3,224,224] [--target T]
-                    --out DIR [--name NAME]
+                    [--layout auto|nchw|nhwc] [--split auto|off] --out DIR [--name NAME]
     tvmlite run DIR --input NAME=FILE.npy ... [--output FILE.npz] [--repeat N] [--profile]
 
-``compile`` imports the model (``frontend.from_onnx``), builds it under the log's best
-records when ``--log`` is given (``search.apply_history_best``), and writes the library
-(``GraphModule.export_library``). ``run`` loads the library (``graph.library``), runs it
-on the inputs, prints the median latency of ``--repeat`` runs and, with ``--profile``,
-the time of each fused kernel. Argument parsing and printing only.
+``compile`` imports the model (``frontend.from_onnx``), makes the whole-graph decisions
+(``graph.decisions``: the activation layout measured or given, heavy fusions split back
+when measured slower than their parts), builds it under the log's best records when
+``--log`` is given (``search.apply_history_best``; the measurements use them too), writes
+the library (``GraphModule.export_library``) and prints what was decided. ``run`` loads
+the library (``graph.library``), runs it on the inputs, prints the median latency of
+``--repeat`` runs and, with ``--profile``, the time of each fused kernel. Argument
+parsing and printing only.
 """
 from __future__ import annotations
 
@@ -25,10 +28,14 @@ import numpy as np
 from tvmlite.cli.args import UsageError, existing_log, positive_int, resolve_target, target_args
 from tvmlite.frontend import from_onnx
 from tvmlite.graph.build import build_graph
+from tvmlite.graph.decisions import decide_layout, decide_splits, prepacked_weights
 from tvmlite.graph.library import ModelLibrary
 from tvmlite.search.templated.task import apply_history_best
 
-__all__ = ["add_model_commands", "cmd_compile", "cmd_run", "parse_shape", "parse_input"]
+__all__ = ["add_model_commands", "add_layout_arg", "cmd_compile", "cmd_run", "parse_shape",
+           "parse_input", "LAYOUT_CHOICES"]
+
+LAYOUT_CHOICES = ("auto", "nchw", "nhwc")
 
 _SHAPE = re.compile(r"^([^=]+)=(\d+(?:,\d+)*)$")
 
@@ -50,8 +57,24 @@ def parse_input(text: str) -> tuple[str, str]:
     return name, path
 
 
+def add_layout_arg(parser: Any, default: str, cost: str) -> None:
+    """``--layout auto|nchw|nhwc`` on ``parser``; ``cost`` says what auto costs there."""
+    parser.add_argument("--layout", choices=LAYOUT_CHOICES, default=default,
+                        help="the activation layout of the convs and pools: auto builds the "
+                        "model's kernels in NCHW and NHWC, times whole runs and keeps the "
+                        f"faster ({cost}); nchw/nhwc take it as given (default {default})")
+
+
+TUNE_LAYOUT_COST = ("off by default: a second build of the model's default kernels, "
+                    "~10 s of CPU for SqueezeNet on 2 cores")
+
+
 def add_model_commands(sub: Any, command: Any) -> None:
-    """Register ``compile`` and ``run`` (``command`` is ``commands.build_parser``'s helper)."""
+    """Register ``compile`` and ``run`` (``command`` is ``commands.build_parser``'s
+    helper), and give ``tune``, when registered already, the model's ``--layout``."""
+    if "tune" in sub.choices:
+        add_layout_arg(sub.choices["tune"], "nhwc", f"MODEL.onnx, before the tasks are "
+                       f"extracted; {TUNE_LAYOUT_COST}")
     c = command(sub, "compile", cmd_compile, "import an ONNX model, fuse and build it (with "
                 "the best records of --log, else default schedules) into one C library")
     c.add_argument("model", metavar="MODEL.onnx")
@@ -61,6 +84,11 @@ def add_model_commands(sub: Any, command: Any) -> None:
                    metavar="NAME=D0,D1,...", help="an input's shape (for symbolic dims)")
     c.add_argument("--out", required=True, metavar="DIR")
     c.add_argument("--name", default="model", help="the library's name (a C identifier)")
+    add_layout_arg(c, "auto", "a second build, cached, and about a second of timing")
+    c.add_argument("--split", choices=("auto", "off"), default="off", help="auto: time each "
+                   "fused kernel with a heavy epilogue or prologue against its unfused parts "
+                   "and split back those slower fused (a third build; default off: every "
+                   "fusion kept)")
     target_args(c, runner=False)
 
     c = command(sub, "run", cmd_run, "run a compiled model library on .npy inputs; prints "
@@ -79,13 +107,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise UsageError(f"--name {args.name!r}: must be a C identifier")
     graph = from_onnx(Path(args.model), shapes=dict(args.shape))
     ctx = apply_history_best(existing_log(args.log)) if args.log else contextlib.nullcontext()
-    with ctx:
-        mod = build_graph(graph, target)
+    with ctx:   # the measurements build under the log's records, as the library does
+        fused, decisions = decide_layout(graph, target, args.layout)
+        fused, decisions = decide_splits(fused, target, decisions, measure=args.split == "auto")
+        mod = build_graph(fused, target)
     lib = mod.export_library(Path(args.out), name=args.name)
     kernels = len(mod.kernels)
     print(f"{args.model}: {len(graph.nodes)} nodes -> {kernels} fused kernels "
           f"({len({k.key for k in mod.kernels})} distinct, {mod.kernels_without_record} "
           f"without a record); wrote {lib}")
+    print("\n".join(prepacked_weights(mod, decisions).lines()))
     return 0
 
 

@@ -1,9 +1,12 @@
 """``tvmlite tune MODEL.onnx``: tune every fused kernel of a model under one budget.
 
     tvmlite tune MODEL.onnx --trials N --log L [--shape NAME=1,3,224,224] [--target T]
-                 [--runner local|qemu|dask://HOST:PORT] [--resume] [--verbose]
+                 [--runner local|qemu|dask://HOST:PORT] [--layout auto|nchw|nhwc]
+                 [--resume] [--verbose]
 
-The model is imported (``frontend.from_onnx``), its distinct kernels become tasks
+The model is imported (``frontend.from_onnx``), its activation layout is chosen
+(``graph.decisions.decide_layout``: measured with ``--layout auto``), its distinct kernels
+become tasks
 (``search.extract_tasks``: ``task.weight`` is how often one run calls the kernel), and
 the gradient ``TaskScheduler`` spends the ``--trials`` budget on them (the log's earlier
 records count, so ``--resume`` continues), weighted so that the objective is the model's
@@ -34,6 +37,7 @@ from tvmlite.cli.model_times import format_latency, time_models, times_lines
 from tvmlite.cli.progress import Progress
 from tvmlite.cli.tune import cmd_tune
 from tvmlite.frontend import from_onnx
+from tvmlite.graph.decisions import decide_layout
 from tvmlite.graph.ir import Graph
 from tvmlite.ops import OPS
 from tvmlite.search.graph_tasks import extract_tasks
@@ -49,7 +53,7 @@ from tvmlite.search.template_free.scheduler import (
 from tvmlite.target.target import Target
 
 __all__ = ["is_model_argument", "cmd_tune_any", "cmd_model_tune", "TaskRow", "task_rows",
-           "estimate", "estimate_line", "summary_table", "ModelEstimate"]
+           "estimate", "estimate_line", "summary_table", "ModelEstimate", "pin_layout"]
 
 
 # -- the dispatch ------------------------------------------------------------------------------
@@ -72,6 +76,9 @@ def cmd_tune_any(args: argparse.Namespace) -> int:
     if getattr(args, "shape", None):
         raise UsageError("--shape sets a model input's shape: it goes with `tvmlite tune "
                          "MODEL.onnx`; an operator takes its sizes as KEY=VALUE")
+    if getattr(args, "layout", "nhwc") != "nhwc":
+        raise UsageError("--layout chooses a model's activation layout: it goes with "
+                         "`tvmlite tune MODEL.onnx`")
     return cmd_tune(args)
 
 
@@ -261,12 +268,30 @@ def _model_line(args: argparse.Namespace, graph: Graph, rows: Sequence[TaskRow])
             f"{args.trials}")
 
 
-def _commands(args: argparse.Namespace, target: Target) -> str:
+def _commands(args: argparse.Namespace, target: Target, layout: str) -> str:
+    """The compile command building what was tuned: the same shapes, target and layout
+    (given, so compile does not measure again and pick kernels the log has no record of)."""
     shapes = [a for name, dims in args.shape
               for a in ("--shape", f"{name}={','.join(map(str, dims))}")]
     flag = ["--target", target.name] if target.name and target.name != "host" else []
     return "compile:  " + shlex.join(["tvmlite", "compile", args.op, "--log", args.log,
-                                      *shapes, *flag, "--out", "dist"])
+                                      *shapes, *flag, "--out", "dist", "--layout",
+                                      layout.lower()])
+
+
+def pin_layout(argv: list[str], layout: str) -> list[str]:
+    """``argv`` with ``--layout`` set to the layout chosen, so a resumed tuning tunes the
+    same kernels whatever a new measurement would say."""
+    out, skip = [], False
+    for a in argv:
+        if skip or a.startswith("--layout="):
+            skip = False
+            continue
+        if a == "--layout":
+            skip = True
+            continue
+        out.append(a)
+    return out + ["--layout", layout.lower()]
 
 
 ROUND_MIN, ROUND_MAX = 2, 16
@@ -285,7 +310,9 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     _check_args(args)
     target = resolve_target(args)
     graph = from_onnx(Path(args.op), shapes=dict(args.shape))
-    tasks = extract_tasks(graph, target)
+    # the layout is chosen before the tasks exist: they are the chosen layout's kernels
+    fused, decisions = decide_layout(graph, target, getattr(args, "layout", "nhwc"))
+    tasks = extract_tasks(fused, target)
     _check_log(args.log, tasks, target, args.resume)
     # the scheduler first gives a round to each task it has not run in this process, in
     # order: on --resume, the tasks the log has no record of go first, so a budget that
@@ -313,9 +340,11 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
         progress.close()
         how = "terminated" if isinstance(stop, _Terminated) else "interrupted"
         rows = task_rows(tasks, args.log, target)
-        again = list(args.argv) + ([] if args.resume else ["--resume"])
+        again = pin_layout(list(args.argv), decisions.layout) + ([] if args.resume else
+                                                               ["--resume"])
         print(f"\n{how} after {progress.measured} new trial(s) (at most the candidate being "
-              f"timed was lost)\n{_model_line(args, graph, rows)}\n{summary_table(rows)}\n"
+              f"timed was lost)\n{_model_line(args, graph, rows)}\n"
+              f"{decisions.layout_line()}\n{summary_table(rows)}\n"
               f"resume:   {shlex.join(['tvmlite', *again])}", file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(stop, _Terminated) else 130
     finally:
@@ -330,16 +359,17 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     lines = [_model_line(args, graph, rows) + f", {new} new ({errors} error(s)): "
              f"{sum(r.search_seconds for r in results):.1f}s searching + "
              f"{sum(r.measure_seconds for r in results):.1f}s measuring"]
+    lines.append(decisions.layout_line())   # no split: the tasks are the fused kernels
     if _runs_here(target):
         threads = options.n_threads or target.cores
-        lines += times_lines(time_models(Path(args.op), graph, target, args.log, threads))
+        lines += times_lines(time_models(Path(args.op), fused, target, args.log, threads))
     else:
         lines.append(f"model:    not timed: {target.name} code does not run on this machine "
                      "(the kernels were checked under emulation); compile the library below "
                      "and run it there with `tvmlite run`")
     lines.append(estimate_line(rows))
     lines.append(summary_table(rows))
-    lines.append(_commands(args, target))
+    lines.append(_commands(args, target, decisions.layout))
     print("\n".join(lines))
     return 0 if any(r.best is not None for r in rows) else 1
 

@@ -115,7 +115,7 @@ class GraphDecisions:
                                    "not measured (every fusion kept)")
         done = [m for m in self.split_measures if m.split]
         head = (f"split:    {len(done)} of {len(self.split_measures)} heavy fused kernel(s) "
-                f"split back (parts faster by more than {self.split_noise:.0%})")
+                f"split back (split when the parts are {self.split_noise:.0%} faster)")
         if not done:
             return head
         return head + ": " + "; ".join(
@@ -236,7 +236,8 @@ def decide_layout(graph: Graph, target: Any = None, layout: str = "auto",
     ``layout`` "NCHW"/"NHWC" is taken as given; "auto" measures both (``timer``, else
     ``interleaved_model_timer(config)``) and keeps the faster, NHWC unless NCHW is faster
     by more than ``noise``. Without a conv, pool or LRN there is nothing to choose;
-    ``measure=False`` (or a target this machine cannot run) keeps the default NHWC."""
+    ``measure=False`` (or a target this machine cannot run, or a symbolic input
+    dimension: no one size to time) keeps the default NHWC."""
     if graph.kernels is not None:
         raise GraphError(f"decide_layout: graph {graph.name!r} is optimized already; pass "
                          f"the graph as imported (frontend.from_onnx)")
@@ -247,8 +248,10 @@ def decide_layout(graph: Graph, target: Any = None, layout: str = "auto",
         g = optimize_in(graph, DEFAULT_LAYOUT)
         return g, GraphDecisions(g.layout, "nothing to choose: no conv, pool or LRN")
     target = Target.resolve(target)
-    if not measure or not _runs_here(target):
-        why = "not measured" if not measure else "not measured: the target is not this CPU"
+    symbolic = any(not isinstance(d, int) for i in graph.inputs for d in graph.types[i].shape)
+    if not measure or symbolic or not _runs_here(target):
+        why = "not measured" + ("" if not measure else ": symbolic input dimensions" if
+                                symbolic else ": the target is not this CPU")
         return optimize_in(graph, DEFAULT_LAYOUT), GraphDecisions(DEFAULT_LAYOUT,
                                                                   f"default, {why}")
     candidates = {name: optimize_in(graph, name) for name in ("NCHW", "NHWC")}
