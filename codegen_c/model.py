@@ -9,6 +9,10 @@
   ``int <name>_init(const char *weights_path)``, ``int <name>_run(in0, ..., out0, ...)``
   (model input and output order), ``void <name>_free(void)``,
   ``void <name>_set_num_threads(int)`` and ``const char *<name>_last_error(void)``;
+  a model with a symbolic size (``Graph.sizes``: ``L`` in ``[lo, hi]``) takes it first,
+  ``int <name>_run(int64_t L, in0, ..., out0, ...)``, checks it (outside the range:
+  6) and passes it to each kernel over it; the arena is planned for ``L = hi``;
+- a tuned dynamic kernel is its variants (``kernel_<i>_v<j>.c``) and its dispatcher;
 - the weights a kernel reads pre-packed (its record's prepack) are packed once, by
   the kernel's pack function, in ``_init``;
 - ``<name>.weights``: the constants, each at a 64-byte aligned offset after a 64-byte
@@ -35,10 +39,11 @@ import numpy as np
 from tvmlite.codegen_c.compiler import link_shared
 from tvmlite.codegen_c.header import header
 from tvmlite.errors import TvmliteError
+from tvmlite.graph.symbolic import affine_of, shape_at
 from tvmlite.ir.dtypes import CTYPE
 
 __all__ = ["ALIGN", "MAGIC", "ExportError", "Arena", "plan_arena", "weights_blob",
-           "checksum64", "export_model", "model_c"]
+           "checksum64", "export_model", "model_c", "c_bytes", "byte_sizes"]
 
 ALIGN = 64
 MAGIC = b"TVMLWGT1"
@@ -118,8 +123,14 @@ def model_c(module: Any, name: str, kernel_names: dict[str, str], weight_offsets
     g = module.graph
     ins = [f"const {_ctype(g.types[v].dtype)} *in{i}" for i, v in enumerate(g.inputs)]
     outs = [f"{_ctype(g.types[v].dtype)} *out{i}" for i, v in enumerate(g.outputs)]
-    sig = ", ".join(ins + outs) or "void"
+    sizes = [f"int64_t {n}" for n, _, _ in g.sizes]
+    sig = ", ".join(sizes + ins + outs) or "void"
+    size_note = "".join(
+        f"   {n}: the symbolic size, {lo} <= {n} <= {hi}, the first argument of _run; the\n"
+        f"   buffers' shapes below are in {n} (out of range: _run returns 6 and computes\n"
+        f"   nothing). The arena is sized for {n} = {hi}.\n" for n, lo, hi in g.sizes)
     decl = (f"/* {name}: {len(g.inputs)} inputs, {len(g.outputs)} outputs, C-contiguous.\n"
+            + size_note
             + "".join(f"   in{i}  {v}: {g.types[v]}\n" for i, v in enumerate(g.inputs))
             + "".join(f"   out{i} {v}: {g.types[v]}\n" for i, v in enumerate(g.outputs))
             + "   Every function but _last_error returns 0 on success, else non-zero with\n"
@@ -146,6 +157,9 @@ def model_c(module: Any, name: str, kernel_names: dict[str, str], weight_offsets
     for ki, k in enumerate(module.kernels):
         args = [ptr[v] for v in k.compute.arg_values] + [ptr[k.output]]
         names = code_names[k.key]
+        if any(not isinstance(d, int) for d in p_shapes(k)):
+            raise ExportError(f"export_library: kernel {k.name} pre-packs an input whose "
+                              f"shape is symbolic")
         for p in k.code.packs:
             j = names.index(p.input)
             src, dst = p.func.args
@@ -210,16 +224,45 @@ def model_c(module: Any, name: str, kernel_names: dict[str, str], weight_offsets
     lines += ["}", "", f"int {name}_run({sig}) {{",
               "  if (!g_weights) { snprintf(g_err, sizeof g_err, \"" + name
               + "_init was not called (or failed)\"); return 1; }", "  int32_t rc;"]
+    for n, lo, hi in g.sizes:
+        lines += [f"  if ({n} < {lo} || {n} > {hi}) {{",
+                  f"    snprintf(g_err, sizeof g_err, \"{n} = %lld is outside [{lo}, {hi}], "
+                  f"the sizes this model runs at\", (long long){n}); return 6;", "  }"]
     for k, args in zip(module.kernels, call_ptrs):
-        lines.append(f"  rc = {kernel_names[k.key]}({', '.join(args)});")
+        lines.append(f"  rc = {kernel_names[k.key]}({', '.join(list(k.code.sizes) + args)});")
         lines.append(f"  if (rc) {{ snprintf(g_err, sizeof g_err, \"kernel {k.name} failed "
                      f"(%d)\", (int)rc); return 5; }}")
     for i, v in enumerate(g.outputs):
         if ptr[v] != f"(void *)out{i}":
-            nbytes = int(np.prod(g.types[v].shape)) * np.dtype(g.types[v].dtype).itemsize
-            lines.append(f"  memcpy(out{i}, {ptr[v]}, {nbytes});")
+            lines.append(f"  memcpy(out{i}, {ptr[v]}, {c_bytes(g, v)});")
     lines += ["  return 0;", "}", ""]
     return "\n".join(lines), decl
+
+
+def p_shapes(k: Any) -> list:
+    """The dimensions of the inputs kernel ``k`` pre-packs (weights: numbers)."""
+    return [d for p in k.code.packs for t in p.func.args for d in t.shape]
+
+
+def c_bytes(g: Any, v: str) -> str:
+    """The bytes of value ``v`` as a C expression: a number, or a product of
+    ``(a * L + b)`` factors in a graph with a symbolic size."""
+    item = np.dtype(g.types[v].dtype).itemsize
+    if not g.sizes:
+        return str(int(np.prod(g.types[v].shape)) * item)
+    size = g.sizes[0][0]
+    factors = [str(item)]
+    for d in g.types[v].shape:
+        a, b = affine_of(d, size)
+        factors.append(str(b) if not a else f"({a}LL * {size} + {b}LL)")
+    return " * ".join(factors)
+
+
+def byte_sizes(g: Any, v: str) -> int:
+    """The most bytes value ``v`` takes at any size of the graph's range (its arena
+    slot): its dimensions are affine with a >= 1 in the size, so at the largest."""
+    shape = shape_at(g.types[v].shape, {n: hi for n, _, hi in g.sizes})
+    return int(np.prod(shape)) * np.dtype(g.types[v].dtype).itemsize
 
 
 def arg_names(module: Any) -> dict[str, list[str]]:
@@ -257,8 +300,7 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
         for v in k.compute.arg_values:
             last[v] = i
     inter = [v for v in order if v not in g.outputs]
-    sizes = {v: int(np.prod(g.types[v].shape)) * np.dtype(g.types[v].dtype).itemsize
-             for v in inter}
+    sizes = {v: byte_sizes(g, v) for v in inter}
     arena = plan_arena(sizes, {v: (order[v], last.get(v, order[v])) for v in inter})
     kernel_names: dict[str, str] = {}
     sources: list[Path] = []
@@ -266,7 +308,12 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
         if k.key in kernel_names:
             continue
         kernel_names[k.key] = k.code.name
-        path = directory / f"kernel_{len(sources)}.c"
+        index = len(kernel_names) - 1
+        for j, text in enumerate(k.code.variants):   # a dispatching kernel's variants
+            path = directory / f"kernel_{index}_v{j}.c"
+            path.write_text(text)
+            sources.append(path)
+        path = directory / f"kernel_{index}.c"
         path.write_text(k.code.source)
         sources.append(path)
     checksum = struct.unpack("<Q", blob[24:32])[0]
@@ -282,8 +329,10 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
     lib = link_shared(sources + [main], module.target, directory / f"lib{name}.so")
     manifest = {
         "name": name, "format": 1,
+        "sizes": [{"name": n, "min": lo, "max": hi} for n, lo, hi in g.sizes],
         "inputs": [_value(g, v) for v in g.inputs], "outputs": [_value(g, v) for v in g.outputs],
         "kernels": [{"name": k.name, "function": k.code.name, "key": k.key,
+                     "sizes": list(k.code.sizes),
                      "nodes": [n.op for n in _kernel_nodes(g, k.output)],
                      "args": list(k.compute.arg_values) + [k.output],
                      "record": k.record} for k in module.kernels],
@@ -304,7 +353,15 @@ def export_model(module: Any, directory: Path, name: str = "model") -> Path:
 
 
 def _value(g: Any, v: str) -> dict[str, Any]:
-    return {"name": v, "shape": list(g.types[v].shape), "dtype": g.types[v].dtype}
+    """A value's manifest entry; in a graph with a symbolic size a dimension is the
+    text of its expression, and ``affine`` gives each dimension as ``[a, b]``
+    (``a * size + b``), which ``ModelLibrary`` evaluates."""
+    shape = g.types[v].shape
+    out: dict[str, Any] = {"name": v, "shape": [d if isinstance(d, int) else str(d)
+                                                for d in shape], "dtype": g.types[v].dtype}
+    if g.sizes:
+        out["affine"] = [list(affine_of(d, g.sizes[0][0])) for d in shape]
+    return out
 
 
 def _kernel_nodes(g: Any, output: str) -> Sequence[Any]:

@@ -5,7 +5,9 @@ declarations are the exported headers' own), and calls ``<name>_init`` on the we
 file. ``run(feeds)`` checks every feed against the manifest (name, shape, dtype: each
 error names the input) and calls ``<name>_run``; ``time_run`` gives the latency of
 whole runs, and ``profile`` the time of each fused kernel through the kernels' own C
-timers, on buffers laid out as the manifest says.
+timers, on buffers laid out as the manifest says. A model with a symbolic size
+(manifest ``sizes``) reads it from the feeds' shapes, checks its range (a FeedError) and
+passes it first to ``<name>_run`` and to the kernels that take it.
 """
 from __future__ import annotations
 
@@ -66,33 +68,55 @@ class ModelLibrary:
     def set_num_threads(self, n: int) -> None:
         getattr(self.lib, f"{self.name}_set_num_threads")(n)
 
-    def _check(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+    def _shape(self, spec: dict, sizes: dict[str, int]) -> tuple[int, ...]:
+        """A manifest value's shape at ``sizes`` (its ``affine`` dims when symbolic)."""
+        if "affine" not in spec or not sizes:
+            return tuple(spec["shape"])
+        (n,) = sizes.values()
+        return tuple(a * n + b for a, b in spec["affine"])
+
+    def _check(self, feeds: Mapping[str, Any]) -> tuple[list[np.ndarray], dict[str, int]]:
         inputs = self.manifest["inputs"]
         names = [i["name"] for i in inputs]
         for k in feeds:
             if k not in names:
                 raise FeedError(f"run: {k!r} is not an input of {self.name} (inputs: {names})")
+        sizes: dict[str, int] = {}
+        ranges = {s["name"]: (s["min"], s["max"]) for s in self.manifest.get("sizes", [])}
+        for spec in inputs:   # the symbolic size, from the first input that has it bare
+            a = np.asarray(feeds[spec["name"]]) if spec["name"] in feeds else None
+            if a is None or a.ndim != len(spec["shape"]):
+                continue
+            for d, (want, got) in enumerate(zip(spec["shape"], a.shape)):
+                if want in ranges and want not in sizes:
+                    lo, hi = ranges[want]
+                    if not lo <= got <= hi:
+                        raise FeedError(f"run: input {spec['name']!r} has size {got} on axis "
+                                        f"{d} ({want}); the model runs at {want} in "
+                                        f"[{lo}, {hi}]")
+                    sizes[want] = int(got)
         out = []
         for spec in inputs:
             n = spec["name"]
             if n not in feeds:
                 raise FeedError(f"run: input {n!r} is not given (inputs: {names})")
             a = np.asarray(feeds[n])
-            if list(a.shape) != spec["shape"]:
+            if a.shape != self._shape(spec, sizes):
                 raise FeedError(f"run: input {n!r} has shape {tuple(a.shape)}, the model "
                                 f"takes {tuple(spec['shape'])}")
             if a.dtype.name != spec["dtype"]:
                 raise FeedError(f"run: input {n!r} has dtype {a.dtype.name}, the model takes "
                                 f"{spec['dtype']}")
             out.append(np.asarray(a, order="C"))
-        return out
+        return out, sizes
 
     def _call(self, feeds: Mapping[str, Any]) -> tuple[Any, list[np.ndarray], list[Any]]:
         """The run function, the input and output arrays (the caller keeps them alive
-        while C holds their pointers) and the pointers."""
-        ins = self._check(feeds)
-        outs = [empty(tuple(o["shape"]), o["dtype"]) for o in self.manifest["outputs"]]
-        ptrs = [self.ffi.cast("void *", a.ctypes.data) for a in ins + outs]
+        while C holds their pointers) and the arguments (the size first, if any)."""
+        ins, sizes = self._check(feeds)
+        outs = [empty(self._shape(o, sizes), o["dtype"]) for o in self.manifest["outputs"]]
+        ptrs = list(sizes.values()) + [self.ffi.cast("void *", a.ctypes.data)
+                                       for a in ins + outs]
         return getattr(self.lib, f"{self.name}_run"), ins + outs, ptrs
 
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
@@ -128,7 +152,8 @@ class ModelLibrary:
             arr = empty(tuple(spec["shape"]), spec["dtype"])
             arr[...] = blob[off:off + n * dt.itemsize].view(dt).reshape(spec["shape"])
             values[name] = arr
-        for spec, a in zip(m["inputs"], self._check(feeds)):
+        ins, sizes = self._check(feeds)
+        for spec, a in zip(m["inputs"], ins):
             values[spec["name"]] = a
         out = []
         for k in m["kernels"]:
@@ -136,9 +161,10 @@ class ModelLibrary:
             for v in k["args"]:
                 if v not in values:
                     spec = m["values"][v]
-                    values[v] = empty(tuple(spec["shape"]), spec["dtype"])
+                    values[v] = empty(self._shape(spec, sizes), spec["dtype"])
                 arrays.append(values[v])
-            ptrs = [self.ffi.cast("void *", a.ctypes.data) for a in arrays]
+            ptrs = [sizes[n] for n in k.get("sizes", [])] + [
+                self.ffi.cast("void *", a.ctypes.data) for a in arrays]
             timer = getattr(self.lib, f"{k['function']}_time")
             times = [timer(*ptrs, 1) for _ in range(repeat)]
             out.append((k["name"], statistics.median(times)))

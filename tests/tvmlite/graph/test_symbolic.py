@@ -210,3 +210,40 @@ def test_a_dispatch_table_in_the_log_serves_its_kernel(tmp_path, model, graph):
         x = feed(length)
         np.testing.assert_allclose(mod.run({"x": x})[0], reference(model, x),
                                    rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def library(built, tmp_path_factory):
+    from tvmlite.graph.library import ModelLibrary
+    d = tmp_path_factory.mktemp("attn_lib")
+    built.export_library(d, name="attn")
+    return d, ModelLibrary(d)
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_the_c_library_runs_any_length(model, library, length):
+    x = feed(length)
+    (y,) = library[1].run({"x": x})
+    np.testing.assert_allclose(y, reference(model, x), rtol=1e-4, atol=1e-4)
+
+
+def test_the_c_library_takes_and_checks_the_size(library):
+    import json
+
+    from tvmlite.graph.library import LibraryError
+    d, lib = library
+    header = (d / "attn.h").read_text()
+    assert "int attn_run(int64_t L, const float *in0, float *out0);" in header
+    assert "1 <= L <= 24" in header
+    manifest = json.loads((d / "manifest.json").read_text())
+    assert manifest["sizes"] == [{"name": "L", "min": 1, "max": MAX_LEN}]
+    assert manifest["inputs"][0]["shape"] == [1, "L", HIDDEN]
+    x = np.zeros((1, MAX_LEN + 1, HIDDEN), "float32")
+    y = np.zeros_like(x)
+    run = getattr(lib.lib, "attn_run")
+    ptr = [lib.ffi.cast("void *", a.ctypes.data) for a in (x, y)]
+    assert run(MAX_LEN + 1, *ptr) == 6 and run(0, *ptr) == 6
+    assert "L = 0 is outside [1, 24]" in lib.last_error()
+    with pytest.raises(FeedError, match=r"\(L\); the model runs at L in \[1, 24\]"):
+        lib.run({"x": x})
+    assert not isinstance(FeedError("x"), LibraryError)
