@@ -248,10 +248,9 @@ def decide_layout(graph: Graph, target: Any = None, layout: str = "auto",
         g = optimize_in(graph, DEFAULT_LAYOUT)
         return g, GraphDecisions(g.layout, "nothing to choose: no conv, pool or LRN")
     target = Target.resolve(target)
-    symbolic = any(not isinstance(d, int) for i in graph.inputs for d in graph.types[i].shape)
-    if not measure or symbolic or not _runs_here(target):
-        why = "not measured" + ("" if not measure else ": symbolic input dimensions" if
-                                symbolic else ": the target is not this CPU")
+    unmeasurable = _unmeasurable(graph, target)
+    if not measure or unmeasurable:
+        why = "not measured" + (f": {unmeasurable}" if measure else "")
         return optimize_in(graph, DEFAULT_LAYOUT), GraphDecisions(DEFAULT_LAYOUT,
                                                                   f"default, {why}")
     candidates = {name: optimize_in(graph, name) for name in ("NCHW", "NHWC")}
@@ -266,9 +265,14 @@ def decide_layout(graph: Graph, target: Any = None, layout: str = "auto",
     return candidates[best], GraphDecisions(best, "measured", tuple(times.items()))
 
 
-def _runs_here(target: Target) -> bool:
+def _unmeasurable(graph: Graph, target: Target) -> str:
+    """Why ``graph`` cannot be timed for ``target`` here ("" when it can)."""
     host = Target.host()
-    return target.arch == host.arch and set(target.features) <= set(host.features)
+    if target.arch != host.arch or not set(target.features) <= set(host.features):
+        return "the target is not this CPU"
+    if any(not isinstance(d, int) for i in graph.inputs for d in graph.types[i].shape):
+        return "symbolic input dimensions"
+    return ""
 
 
 def _check_times(seconds: Sequence[Any], n: int, what: str) -> None:
@@ -310,14 +314,15 @@ def decide_splits(graph: Graph, target: Any = None, decisions: GraphDecisions | 
     (``passes.split_kernels``), and ``decisions`` (else a record of the graph's layout)
     with the split and its measurements. Each group of ``split_candidates`` is split
     when its fused calls take longer than its parts' by more than ``noise``. Nothing is
-    split without a measurement (``measure=False``, another machine's target)."""
+    split without a measurement (``measure=False``, another machine's target, a symbolic
+    input dimension)."""
     if graph.kernels is None:
         raise GraphError(f"decide_splits: graph {graph.name!r} is not fused yet (run "
                          f"decide_layout or graph.optimize first)")
     base = decisions or GraphDecisions(graph.layout, "as given")
     groups = split_candidates(graph, min_nodes)
     target = Target.resolve(target)
-    if not measure or not groups or not _runs_here(target):
+    if not measure or not groups or _unmeasurable(graph, target):
         return graph, replace(base, split=(), split_measures=(), split_noise=noise)
     split = split_kernels(graph, [n for grp in groups for n in grp])
     mods = [build_graph(g, target, quiet=True) for g in (graph, split)]

@@ -16,7 +16,8 @@ once where a conv or pool first needs them. So conversions sit only at the model
 inputs and outputs and at the few ops (a general reshape, a matmul on a 4-D value) that
 need the model's own order, and each one is an injective node that fuses into a kernel.
 
-``choose_layout(g, "NCHW")`` keeps the model's own layout (nothing moves).
+``choose_layout(g, "NCHW")`` keeps the model's own layout (nothing moves). NHWC is a
+rule of thumb: ``graph.decisions.decide_layout`` builds both and keeps the faster.
 """
 from __future__ import annotations
 
