@@ -11,9 +11,15 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from tvmlite.cli.commands import main  # noqa: E402
+from tvmlite.cli.model_decisions import packed_tasks, packs, tune_decision_lines  # noqa: E402
 from tvmlite.cli.model_tune import pin_layout  # noqa: E402
 from tvmlite.cli.progress import Progress  # noqa: E402
+from tvmlite.frontend import from_onnx  # noqa: E402
+from tvmlite.graph.build import build_graph  # noqa: E402
+from tvmlite.graph.decisions import GraphDecisions, optimize_in  # noqa: E402
 from tvmlite.graph.library import ModelLibrary  # noqa: E402
+from tvmlite.search.graph_tasks import extract_tasks  # noqa: E402
+from tvmlite.target.target import Target  # noqa: E402
 
 QUICK = ("--population", "8", "--batch", "2", "--no-pretrained")
 
@@ -70,3 +76,19 @@ def test_resume_pins_the_layout_and_operators_refuse_it(capsys):
     code, _, err = _run(capsys, "tune", "matmul", "M=4", "N=4", "K=4", "--trials", "1",
                         "--log", "x.jsonl", "--layout", "nchw")
     assert code == 2 and "--layout chooses a model's activation layout" in err
+
+
+def test_tune_header_names_the_packing_the_build_does(tmp_path, silu_conv_model):
+    """Without records, the tasks' default schedules pack exactly where the default
+    build's kernels do."""
+    g = optimize_in(from_onnx(silu_conv_model[0]), "NHWC")
+    tasks = extract_tasks(g)
+    built = build_graph(g, quiet=True)
+    expect = [k.name for k in built.kernels if k.code.packs]
+    assert expect and packed_tasks(tasks, tmp_path / "none.jsonl", Target.host()) == expect
+    lines = tune_decision_lines(GraphDecisions("NHWC", "given"), tasks, tmp_path / "none.jsonl",
+                                Target.host())
+    assert lines[0] == "layout:   NHWC (given)"
+    assert lines[1].startswith(f"weights:  pre-packed at load time by {len(expect)} of "
+                               f"{len(tasks)} task(s)' schedules")
+    assert not packs([])
