@@ -28,7 +28,12 @@ import numpy as np
 from tvmlite.cli.args import UsageError, existing_log, positive_int, resolve_target, target_args
 from tvmlite.frontend import from_onnx
 from tvmlite.graph.build import build_graph
-from tvmlite.graph.decisions import decide_layout, decide_splits, prepacked_weights
+from tvmlite.graph.decisions import (
+    GraphDecisions,
+    decide_layout,
+    decide_splits,
+    prepacked_weights,
+)
 from tvmlite.graph.library import ModelLibrary
 from tvmlite.search.templated.task import apply_history_best
 
@@ -37,16 +42,28 @@ __all__ = ["add_model_commands", "add_layout_arg", "cmd_compile", "cmd_run", "pa
 
 LAYOUT_CHOICES = ("auto", "nchw", "nhwc")
 
-_SHAPE = re.compile(r"^([^=]+)=(\d+(?:,\d+)*)$")
+_DIM = r"\d+(?:\.\.\d+)?"
+_SHAPE = re.compile(rf"^([^=]+)=({_DIM}(?:,{_DIM})*)$")
 
 
-def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """``NAME=1,3,224,224`` as (name, shape)."""
+def parse_shape(text: str) -> tuple[str, tuple]:
+    """``NAME=1,3,224,224`` as (name, shape); a dimension ``LO..HI`` is a symbolic size
+    over that range (``NAME=1,1..512``: ``from_onnx`` makes it symbolic for the graph)."""
     m = _SHAPE.match(text)
     if not m:
         raise argparse.ArgumentTypeError(f"--shape {text!r}: use NAME=D0,D1,... "
-                                         f"(e.g. data=1,3,224,224)")
-    return m.group(1), tuple(int(d) for d in m.group(2).split(","))
+                                         f"(e.g. data=1,3,224,224; a range LO..HI makes a "
+                                         f"dimension symbolic: input_ids=1,1..512)")
+    dims: list = []
+    for d in m.group(2).split(","):
+        lo, _, hi = d.partition("..")
+        dims.append((int(lo), int(hi)) if hi else int(lo))
+    return m.group(1), tuple(dims)
+
+
+def format_shape(dims: tuple) -> str:
+    """The ``--shape`` text of a parsed shape (``1,1..512``)."""
+    return ",".join(f"{d[0]}..{d[1]}" if isinstance(d, tuple) else str(d) for d in dims)
 
 
 def parse_input(text: str) -> tuple[str, str]:
@@ -108,8 +125,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     graph = from_onnx(Path(args.model), shapes=dict(args.shape))
     ctx = apply_history_best(existing_log(args.log)) if args.log else contextlib.nullcontext()
     with ctx:   # the measurements build under the log's records, as the library does
-        fused, decisions = decide_layout(graph, target, args.layout)
-        fused, decisions = decide_splits(fused, target, decisions, measure=args.split == "auto")
+        if graph.sizes:   # fused at the probe sizes already: no one size to measure
+            fused, decisions = graph, GraphDecisions(graph.layout, "default (symbolic size)")
+        else:
+            fused, decisions = decide_layout(graph, target, args.layout)
+            fused, decisions = decide_splits(fused, target, decisions,
+                                             measure=args.split == "auto")
         mod = build_graph(fused, target)
     lib = mod.export_library(Path(args.out), name=args.name)
     kernels = len(mod.kernels)

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from tvmlite.cli.args import IDENTIFIER, UsageError, resolve_target, tuning_options
+from tvmlite.cli.model import format_shape
+from tvmlite.cli.model_dynamic import cmd_model_tune_symbolic
 from tvmlite.cli.model_times import format_latency, time_models, times_lines
 from tvmlite.cli.progress import Progress
 from tvmlite.cli.tune import cmd_tune
@@ -272,7 +274,7 @@ def _commands(args: argparse.Namespace, target: Target, layout: str) -> str:
     """The compile command building what was tuned: the same shapes, target and layout
     (given, so compile does not measure again and pick kernels the log has no record of)."""
     shapes = [a for name, dims in args.shape
-              for a in ("--shape", f"{name}={','.join(map(str, dims))}")]
+              for a in ("--shape", f"{name}={format_shape(dims)}")]
     flag = ["--target", target.name] if target.name and target.name != "host" else []
     return "compile:  " + shlex.join(["tvmlite", "compile", args.op, "--log", args.log,
                                       *shapes, *flag, "--out", "dist", "--layout",
@@ -310,6 +312,8 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     _check_args(args)
     target = resolve_target(args)
     graph = from_onnx(Path(args.op), shapes=dict(args.shape))
+    if graph.sizes:   # a range in --shape: static and dynamic tasks (model_dynamic.py)
+        return cmd_model_tune_symbolic(args, graph, target)
     # the layout is chosen before the tasks exist: they are the chosen layout's kernels
     fused, decisions = decide_layout(graph, target, getattr(args, "layout", "nhwc"))
     tasks = extract_tasks(fused, target)
