@@ -9,11 +9,12 @@ the dispatch context (``search.apply_history_best``), else its fallback config:
         s, tensors = tvmlite.schedules.matmul(512, 512, 512, "float32")
 
 Map: linalg.py (matmul, batch_matmul, dense) · conv.py (conv1d, conv2d_nchw,
-conv2d_nhwc, depthwise_conv2d_nchw/nhwc) · reduce.py (softmax, norm2) · recipes.py.
+conv2d_nhwc, depthwise_conv2d_nchw/nhwc) · reduce.py (softmax, norm2) · dot.py (qmatmul
+with dot-product intrinsics: knob ``tensorize``) · recipes.py.
 """
 from __future__ import annotations
 
-from tvmlite.schedules import recipes
+from tvmlite.schedules import dot, recipes
 from tvmlite.schedules.conv import (
                                     conv1d,
                                     conv2d_nchw,
@@ -24,5 +25,5 @@ from tvmlite.schedules.conv import (
 from tvmlite.schedules.linalg import batch_matmul, dense, matmul
 from tvmlite.schedules.reduce import norm2, softmax
 
-__all__ = ["recipes", "matmul", "batch_matmul", "dense", "conv1d", "conv2d_nchw",
+__all__ = ["dot", "recipes", "matmul", "batch_matmul", "dense", "conv1d", "conv2d_nchw",
            "conv2d_nhwc", "depthwise_conv2d_nchw", "depthwise_conv2d_nhwc", "softmax", "norm2"]

@@ -17,7 +17,7 @@ from tvmlite.ir.expr import (
     TensorRead,
     Var,
 )
-from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
+from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store, TensorIntrinsic
 
 _PREC = {"or": 1, "and": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
          "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6}
@@ -88,5 +88,8 @@ def _emit(s: Stmt, depth: int, out: list[str]) -> None:
         shape = "x".join(str(d) for d in s.buffer.shape) or "1"
         out.append(f"{pad}allocate {s.buffer.name}[{s.buffer.dtype} * {shape}]")
         _emit(s.body, depth, out)
+    elif isinstance(s, TensorIntrinsic):
+        out.append(f"{pad}{s.out.name}[{expr_str(s.out_index)}:] += {s.name}("
+                   f"{s.a.name}[{expr_str(s.a_index)}:], {s.b.name}[{expr_str(s.b_index)}:])")
     else:
         out.append(f"{pad}{s!r}")

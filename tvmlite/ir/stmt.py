@@ -79,6 +79,20 @@ class Allocate(Stmt):
     body: Stmt
 
 
+@dataclass(frozen=True, eq=False)
+class TensorIntrinsic(Stmt):
+    """One dot-product intrinsic (``tvmlite.target.intrinsics``) where a tensorized
+    loop nest was: ``out[o + x] += sum(a[ai + r] * b[bi + x * group + r] for r)`` for
+    each of its lanes ``x``, on flat indices ``o``, ``ai``, ``bi`` (``passes.tensorize``)."""
+    name: str
+    out: Buffer
+    out_index: Expr
+    a: Buffer
+    a_index: Expr
+    b: Buffer
+    b_index: Expr
+
+
 def seq(*stmts: Stmt | None) -> Stmt:
     """A flat sequence; nested sequences and Nones are folded away."""
     out: list[Stmt] = []
@@ -137,5 +151,8 @@ def map_exprs(s: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
             return Store(x.buffer, tuple(fn(i) for i in x.indices), fn(x.value))
         if isinstance(x, IfThenElse):
             x = IfThenElse(fn(x.cond), x.then, x.other)
+        if isinstance(x, TensorIntrinsic):
+            return TensorIntrinsic(x.name, x.out, fn(x.out_index), x.a, fn(x.a_index), x.b,
+                                   fn(x.b_index))
         return map_stmt(x, go)
     return go(s)

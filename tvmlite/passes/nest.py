@@ -54,6 +54,7 @@ class NestBuilder:
             for extent in info.scope_vars.values():
                 self.loop_ranges.update(size_ranges(v.name for v in size_vars(extent)))
         self.attached: dict = {}
+        self.tensorized: dict = {}    # outer loop variable -> (stage, intrinsic)
         for st in state.stages:
             if isinstance(st.attach, tuple):
                 self.attached.setdefault(st.attach, []).append(st.name)
@@ -129,6 +130,8 @@ class NestBuilder:
             stmt = self.with_attached(name, it.name, stmt)
             stmt = For(info.loop_vars[pos], info.extents[pos], _kind(it.annotation), stmt,
                        it.unroll_limit)
+            if it.intrinsic:
+                self.tensorized[info.loop_vars[pos].name] = (name, it.intrinsic)
             if pos == first_reduce and init is not None:   # a reduction always has one
                 stmt = seq(self.init_nest(info, pos, init), stmt)
         if first_reduce is None and init is not None:  # reduction with no loops left
@@ -140,8 +143,9 @@ class NestBuilder:
         for pos in range(len(info.stage.leaves) - 1, first_reduce, -1):
             it = info.stage.leaves[pos]
             if it.kind == "spatial":
-                stmt = For(info.loop_vars[pos], info.extents[pos], _kind(it.annotation), stmt,
-                           it.unroll_limit)
+                # the accumulators a tensorized loop updates start as one vector of zeros
+                kind = "vectorize" if it.annotation == "tensorize" else _kind(it.annotation)
+                stmt = For(info.loop_vars[pos], info.extents[pos], kind, stmt, it.unroll_limit)
         return stmt
 
     def with_attached(self, target: str, loop: str, inner: Stmt) -> Stmt:

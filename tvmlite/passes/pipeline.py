@@ -20,6 +20,7 @@ from tvmlite.passes import bounds, nest
 from tvmlite.passes.check_reads import check_reads
 from tvmlite.passes.flatten import flatten
 from tvmlite.passes.simplify_stmt import simplify_stmt
+from tvmlite.passes.tensorize import tensorize
 from tvmlite.passes.unroll import mark_auto_unroll, unroll
 from tvmlite.passes.vectorize import vectorize
 from tvmlite.passes.version import version_guards
@@ -165,6 +166,7 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None
         ("unroll", lambda x: unroll(x, vector_bytes)),
         ("simplify", simplify_stmt),
         ("flatten", flatten),
+        ("tensorize", lambda x: tensorize(x, builder.tensorized)),
         ("vectorize", lambda x: vectorize(x, vector_bytes, decisions)),
     ]
     for pass_name, fn in passes:

@@ -28,6 +28,7 @@ from tvmlite.explain.report import explain_schedule
 from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, DTYPE_INFO
 from tvmlite.ir.symbolic import bind_extent, is_static
 from tvmlite.passes.pipeline import LoweredFunc, lower
+from tvmlite.passes.tensorize import check_target
 from tvmlite.runtime.arrays import ALIGNMENT, empty, is_aligned, unwrap
 from tvmlite.runtime.device import check_device
 from tvmlite.schedule.schedule import Schedule
@@ -346,6 +347,7 @@ def generate_c(s: Schedule, args: Sequence[Any], target: Target | None = None,
     This is the per-candidate cost of a search, so it is what benchmarks time."""
     target = Target.resolve(target)   # a Target, a target name, or None: this machine
     func = lower(s, args, name=name, vector_bytes=target.vector_bits // 8)
+    check_target(func.body, target.arch, target.features, target.name)
     outputs = kernel_outputs(s)
     return func, generate(func, outputs, openmp=target.openmp), cdecl(func, outputs)
 

@@ -58,11 +58,23 @@ def pack_source(state: State, st: Stage) -> PlaceholderOp:
 @dataclass(frozen=True)
 class PrepackStep(Step):
     """Compute ``stage`` once, outside the kernel, in a panel layout split along ``dim``
-    by ``factor`` (``x_dim == o * factor + x_dim_inner``; module doc)."""
+    by ``factor`` (``x_dim == o * factor + x_dim_inner``; module doc). With ``group`` > 1
+    dimension ``group_dim`` is split too, ``x_g == x_g_outer * group + g``, and ``g``
+    goes last: B[K, N] with dim=1, factor=16, group_dim=0, group=4 becomes
+    B_packed[N/16, K/4, 16, 4], the layout a dot-product intrinsic reads (four
+    consecutive k of each of 16 columns; ``tvmlite.target.intrinsics``)."""
     kind: ClassVar[str] = "prepack"
     stage: str
     dim: int
     factor: int
+    group_dim: int = 0
+    group: int = 1
+
+    def to_json(self) -> dict:
+        d = super().to_json()
+        if self.group == 1:   # the records of a plain panel layout stay as they were
+            del d["group_dim"], d["group"]
+        return d
 
     def apply(self, state: State):
         st = state.stage(self.stage)
@@ -94,16 +106,23 @@ class PrepackStep(Step):
             raise ScheduleError(f"stage {self.stage}: prepack factor {self.factor} does not "
                                 f"divide dimension {self.dim} (extent {ext}); use one of "
                                 f"{divisors[:12]}")
+        self._check_group(op)
         taken = {iv.name for iv in op.axis}
         panel = unique_name(f"{op.axis[self.dim].name}_panel", taken)
         d_iv = op.axis[self.dim]
         value = BinOp("+", BinOp("*", Var(panel), Const(self.factor)), d_iv.var)
+        values = {d_iv.name: value}
         axis = (IterVar(Var(panel), ext // self.factor, "spatial"),) + tuple(
-            IterVar(iv.var, self.factor if d == self.dim else iv.extent, "spatial")
+            IterVar(iv.var, self.factor if d == self.dim else iv.extent // self.group
+                    if self.group > 1 and d == self.group_dim else iv.extent, "spatial")
             for d, iv in enumerate(op.axis))
+        if self.group > 1:
+            g_iv = op.axis[self.group_dim]
+            g = unique_name(f"{g_iv.name}_group", taken | {panel})
+            axis += (IterVar(Var(g), self.group, "spatial"),)
+            values[g_iv.name] = BinOp("+", BinOp("*", g_iv.var, Const(self.group)), Var(g))
         name = unique_name(f"{src.name}_packed", taken_names(state))
-        new_op = ComputeOp(name, axis, substitute(op.body, {d_iv.name: value}), op.tag,
-                           op.attrs)
+        new_op = ComputeOp(name, axis, substitute(op.body, values), op.tag, op.attrs)
         new = new_op.output(0)
         stages = []
         for s2 in state.stages:
@@ -114,11 +133,27 @@ class PrepackStep(Step):
                                     f"prepack moves out of the kernel")
             else:
                 stages.append(replace(s2, op=_read_packed(s2.op, self.stage, new, self.dim,
-                                                          self.factor)))
+                                                          self.factor, self.group_dim,
+                                                          self.group)))
         return replace(state, stages=tuple(stages)), new
 
+    def _check_group(self, op: ComputeOp) -> None:
+        check_int(self.group, f"stage {self.stage}: prepack group", 1, 64, error=ScheduleError)
+        if self.group == 1:
+            return
+        check_int(self.group_dim, f"stage {self.stage}: prepack group_dim", 0,
+                  len(op.axis) - 1, error=ScheduleError)
+        if self.group_dim == self.dim:
+            raise ScheduleError(f"stage {self.stage}: prepack group_dim must be another "
+                                f"dimension than dim ({self.dim})")
+        ext = op.axis[self.group_dim].extent
+        if not isinstance(ext, int) or ext % self.group:
+            raise ScheduleError(f"stage {self.stage}: prepack group {self.group} does not "
+                                f"divide dimension {self.group_dim} (extent {ext})")
+
     def __str__(self) -> str:
-        return f's.prepack("{self.stage}", dim={self.dim}, factor={self.factor})'
+        group = f", group_dim={self.group_dim}, group={self.group}" if self.group > 1 else ""
+        return f's.prepack("{self.stage}", dim={self.dim}, factor={self.factor}{group})'
 
 
 @dataclass(frozen=True)
@@ -174,14 +209,21 @@ def declare_constants(s: Any, constants: Sequence[str]) -> Any:
     return out
 
 
-def _read_packed(op: ComputeOp, old: str, new: Tensor, dim: int, factor: int) -> ComputeOp:
-    """``op`` with every ``old[i..]`` read as ``new[i_dim // factor, .., i_dim % factor, ..]``."""
+def _read_packed(op: ComputeOp, old: str, new: Tensor, dim: int, factor: int,
+                 group_dim: int = 0, group: int = 1) -> ComputeOp:
+    """``op`` with every ``old[i..]`` read as ``new[i_dim // factor, .., i_dim % factor, ..]``
+    (and, with a ``group``, ``i_g`` as ``i_g // group`` in place and ``i_g % group`` last)."""
     def go(e):
         if isinstance(e, TensorRead) and e.tensor.name == old:
-            idx = tuple(go(i) for i in e.indices)
+            idx = list(go(i) for i in e.indices)
             f = Const(factor, idx[dim].dtype)
-            packed = (BinOp("//", idx[dim], f),) + idx[:dim] + (BinOp("%", idx[dim], f),) \
-                + idx[dim + 1:]
+            last: tuple = ()
+            if group > 1:
+                g = Const(group, idx[group_dim].dtype)
+                last = (BinOp("%", idx[group_dim], g),)
+                idx[group_dim] = BinOp("//", idx[group_dim], g)
+            packed = (BinOp("//", idx[dim], f),) + tuple(idx[:dim]) + \
+                (BinOp("%", idx[dim], f),) + tuple(idx[dim + 1:]) + last
             return TensorRead(new, packed)
         return rebuild(e, go)
     body = go(op.body)

@@ -28,6 +28,7 @@ from tvmlite.schedule.steps import (
     RfactorStep,
     SplitStep,
     Step,
+    TensorizeStep,
 )
 from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
 
@@ -113,11 +114,13 @@ class Schedule:
         stage = _name(tensor)
         return self.apply(RfactorStep(stage, _loop(self, stage, axis, "rfactor"), factor_axis))
 
-    def prepack(self, tensor: Any, dim: int = -1, factor: int | None = None) -> Tensor:
+    def prepack(self, tensor: Any, dim: int = -1, factor: int | None = None,
+                group_dim: int = 0, group: int = 1) -> Tensor:
         """Compute the copy ``tensor`` (of one constant input, e.g. what cache_read made)
         once, outside the kernel, split along ``dim`` (default: the last) into panels of
-        ``factor`` (default: the whole dimension); returns the packed tensor
-        (``tvmlite.schedule.prepack``)."""
+        ``factor`` (default: the whole dimension), and with ``group`` > 1 dimension
+        ``group_dim`` into groups of ``group`` stored last (a dot-product intrinsic's
+        layout); returns the packed tensor (``tvmlite.schedule.prepack``)."""
         stage = _name(tensor)
         ndim = len(self.state.stage(stage).op.axis)
         if isinstance(dim, int) and not isinstance(dim, bool) and -ndim <= dim < 0:
@@ -125,7 +128,8 @@ class Schedule:
         if factor is None and isinstance(dim, int) and 0 <= dim < ndim:
             factor = self.state.stage(stage).op.axis[dim].extent
         # factor stays None only for a dim out of range, which PrepackStep.apply rejects first
-        return self.apply(PrepackStep(stage, dim, factor))  # type: ignore[arg-type]
+        return self.apply(PrepackStep(stage, dim, factor, group_dim,  # type: ignore[arg-type]
+                                      group))
 
     def constant(self, tensor: Any) -> Tensor:
         """Input ``tensor`` is constant: the kernel reads it through a pack function, a
@@ -233,6 +237,11 @@ class StageHandle:
 
     def pragma(self, axis: Any, key: str, value: int) -> None:
         self.sched.apply(PragmaStep(self.name, self._loop(axis, "pragma"), key, value))
+
+    def tensorize(self, axis: Any, intrinsic: str) -> None:
+        """Compute loop ``axis`` and the reduce loop inside it with the dot-product
+        instruction ``intrinsic`` (a name of ``Target.intrinsics``; ``TensorizeStep``)."""
+        self.sched.apply(TensorizeStep(self.name, self._loop(axis, "tensorize"), intrinsic))
 
     def compute_at(self, parent: Any, axis: Any) -> None:
         target = _name(parent)

@@ -29,6 +29,7 @@ class Iter:
     kind: str
     annotation: str = "none"
     unroll_limit: int = 0  # the auto_unroll_max_step pragma, 0 = none
+    intrinsic: str = ""    # annotation "tensorize": the intrinsic (on its outer loop)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from tvmlite.schedule.steps import (
     ReorderStep,
     RfactorStep,
     SplitStep,
+    TensorizeStep,
     check_ident,
     check_step_int,
 )
@@ -30,9 +31,9 @@ from tvmlite.schedule.steps import (
 STEP_KINDS = {cls.kind: cls for cls in (
     SplitStep, FuseStep, ReorderStep, AnnotateStep, PragmaStep, ComputeAtStep,
     ComputeInlineStep, ComputeRootStep, CacheWriteStep, CacheReadStep, RfactorStep,
-    PrepackStep, ConstantStep)}
+    PrepackStep, ConstantStep, TensorizeStep)}
 
-_NAME_FIELDS = {"stage", "iter", "target", "tensor"}
+_NAME_FIELDS = {"stage", "iter", "target", "tensor", "intrinsic"}
 _NAME_LIST_FIELDS = {"iters", "order", "readers"}
 
 
@@ -66,8 +67,10 @@ def step_from_json(d: Any):
                 check_step_int(v, f"step {kind}: {f.name}")
         elif f.name == "value":
             v = check_step_int(v, f"step {kind}: value", 0, 1 << 16)
-        elif f.name == "dim":
-            v = check_step_int(v, f"step {kind}: dim", 0, 64)
+        elif f.name == "group":
+            v = check_step_int(v, f"step {kind}: group", 1, 64)
+        elif f.name in ("dim", "group_dim"):
+            v = check_step_int(v, f"step {kind}: {f.name}", 0, 64)
         elif f.name == "factor_axis":
             v = check_step_int(v, f"step {kind}: factor_axis", 0, 64)
         elif f.name in ("annotation", "scope", "key"):

@@ -33,6 +33,7 @@ from tvmlite.target.detect import (
     fmt_bytes,
     isa_vector_registers,
 )
+from tvmlite.target.intrinsics import available as available_intrinsics
 from tvmlite.target.named import (
     NAMED_TARGETS,
     TARGET_NAMES,
@@ -169,6 +170,13 @@ class Target:
     def vector_bytes(self) -> int:
         """Bytes in one native vector register (what lowering cuts vector loops into)."""
         return self.vector_bits // 8
+
+    @property
+    def intrinsics(self) -> tuple[str, ...]:
+        """The dot-product intrinsics ``tensorize`` may use on this CPU, faster first
+        (``tvmlite.target.intrinsics``): read from the features, so a target without
+        VNNI or dotprod lists only the fallbacks."""
+        return available_intrinsics(self.arch, self.features)
 
     @property
     def vector_registers(self) -> int:

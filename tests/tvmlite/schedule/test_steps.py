@@ -25,7 +25,11 @@ from tvmlite.schedule.steps import (
     ReorderStep,
     RfactorStep,
     SplitStep,
+    TensorizeStep,
 )
+from tvmlite.schedules.dot import gemm_dot
+from tvmlite.target.intrinsics import best_intrinsic
+from tvmlite.target.target import Target
 from tvmlite.testing.check import check_schedule as check
 from tvmlite.testing.workloads import ODD_MNK, matmul_reference
 
@@ -152,9 +156,20 @@ def sched_constant():
     return s, [A, B, C], matmul_reference
 
 
+def sched_tensorize():
+    """u8 x s8 -> s32 with this CPU's best dot-product intrinsic (a fallback without
+    VNNI/dotprod), B pre-packed in its groups."""
+    host = Target.host()
+    intr = best_intrinsic(host.arch, host.features, "uint8", "int8", "int32")
+    assert intr is not None
+    tensors = ops.qmatmul(4, 2 * intr.lanes, 8)
+    s = gemm_dot(tensors, intr.name, 2, 2)
+    return s, tensors, lambda a, b: (a.astype(np.int32) @ b.astype(np.int32))
+
+
 SCHEDULES = [sched_split_tile_vectorize, sched_fuse, sched_compute_at_inline_root,
              sched_cache_write, sched_cache_read, sched_rfactor, sched_prepack,
-             sched_constant]
+             sched_constant, sched_tensorize]
 
 
 def test_catalogue_uses_every_step_kind():
@@ -227,6 +242,10 @@ STEPS = [
     (RfactorStep("C", "k_outer"), 's.rfactor("C", "k_outer", factor_axis=0)'),
     (PrepackStep("B_local", 1, 16), 's.prepack("B_local", dim=1, factor=16)'),
     (ConstantStep("B"), 's.constant("B")'),
+    (PrepackStep("B_local", 1, 16, 0, 4),
+     's.prepack("B_local", dim=1, factor=16, group_dim=0, group=4)'),
+    (TensorizeStep("C_local", "j_inner", "vpdpbusd_avx512"),
+     's["C_local"].tensorize("j_inner", "vpdpbusd_avx512")'),
 ]
 
 
