@@ -71,6 +71,26 @@ def test_qlinearconv(x_dtype: str, per_channel: bool, group: int, pads: tuple,
     assert len(np.unique(out)) > 10     # not all saturated
 
 
+def test_exported_library_takes_and_returns_uint8(tmp_path) -> None:
+    """The C library of a QLinearConv model: uint8 in and out, onnxruntime's integers."""
+    import ctypes
+    x = _q((1, 4, 6, 6), "uint8")
+    inits = {"xs": np.float32(0.03), "xz": np.uint8(100), "w": _q((4, 4, 3, 3), "int8"),
+             "ws": _scale(), "wz": np.int8(0), "ys": np.float32(0.2), "yz": np.uint8(9)}
+    node = oh.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                        pads=[1, 1, 1, 1])
+    m = _model(node, {"x": x}, inits)
+    want = _same_as_onnxruntime(m, {"x": x})
+    lib = build_graph(from_onnx(m), quiet=True).export_library(tmp_path, name="qnet")
+    assert "int qnet_run(const uint8_t *in0, uint8_t *out0);" in (tmp_path / "qnet.h").read_text()
+    so = ctypes.CDLL(str(lib))
+    assert so.qnet_init(str(tmp_path / "qnet.weights").encode()) == 0
+    got = np.empty_like(want)
+    assert so.qnet_run(x.ctypes.data_as(ctypes.c_void_p), got.ctypes.data_as(ctypes.c_void_p)) == 0
+    so.qnet_free()
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("a_shape,b_shape,per_column", [
     ((5, 16), (16, 6), False), ((2, 3, 8), (2, 8, 4), False), ((2, 3, 8), (8, 4), True)])
 def test_qlinearmatmul(a_shape: tuple, b_shape: tuple, per_column: bool) -> None:
