@@ -37,8 +37,9 @@ what tuning needs on top:
   ``Measurer``). The run goes on with the workers that remain, and a warning says how many.
 
 Map: ``DaskRunner`` (connect, check_target and worker selection, whose pure part --
-which worker may measure, on which cores -- is dask_cluster.py; iter_run and its fault
-handling).
+which worker may measure, on which cores, which may compile -- is dask_cluster.py;
+accepts_sources and where each candidate is compiled: _lowered_job, _placed; iter_run
+and its fault handling).
 """
 from __future__ import annotations
 

@@ -166,6 +166,10 @@ def target_args(c: argparse.ArgumentParser, runner: bool = True) -> None:
                        "(user-mode emulation of the target: checked for correctness, timings "
                        "emulated) or dask://HOST:PORT (the workers of a Dask cluster; see "
                        "docs/dask.md)")
+        c.add_argument("--compile-on", choices=("auto", "worker", "client"), default="auto",
+                       help="with --runner dask://...: where candidates are compiled (auto, "
+                       "the default: on each worker whose compiler is this machine's, here "
+                       "for the others; worker: measure only on those; client: all here)")
 
 
 def resolve_target(args: argparse.Namespace) -> Any:
@@ -196,21 +200,23 @@ def _runner_spec(text: str) -> str:
     return text
 
 
-def make_runner(spec: str | None, **measuring: Any) -> Any:
-    """The Runner of a ``dask://`` --runner, with these measuring arguments (LocalRunner's);
-    None for the others (local, qemu, no flag): TuningOptions.make_runner builds those."""
+def make_runner(spec: str | None, compile_on: str = "auto", **measuring: Any) -> Any:
+    """The Runner of a ``dask://`` --runner, with these measuring arguments (LocalRunner's)
+    and --compile-on; None for the others (local, qemu, no flag): TuningOptions.make_runner
+    builds those."""
     if spec is None or not spec.startswith("dask://"):
         return None
     # here, not at the top: Dask distributed is an optional extra (tvmlite[dask])
     from tvmlite.search.measure.dask_runner import DaskRunner
-    return DaskRunner(spec, **measuring)
+    return DaskRunner(spec, compile_on=compile_on, **measuring)
 
 
 def tuning_options(args: argparse.Namespace, seed: int = 0) -> Any:
     """The TuningOptions of a tune or compare command's arguments, with its runner."""
     from dataclasses import replace
     options = _plain_options(args, seed)
-    runner = make_runner(getattr(args, "runner", None), number=options.number,
+    runner = make_runner(getattr(args, "runner", None),
+                         compile_on=getattr(args, "compile_on", "auto"), number=options.number,
                          repeat=options.repeat, min_repeat_ms=options.min_repeat_ms,
                          timeout=options.run_timeout, flush_cache=options.flush_cache,
                          check_correctness=options.check_correctness,

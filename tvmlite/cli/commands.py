@@ -239,7 +239,8 @@ def _target_without_compiler(args: argparse.Namespace, err: Exception) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     log = existing_log(args.log)
-    runner = make_runner(args.runner, number=1, repeat=1, timeout=60.0)
+    runner = make_runner(args.runner, compile_on=args.compile_on, number=1, repeat=1,
+                         timeout=60.0)
     if runner is None and args.runner == "qemu":
         from tvmlite.search.options import TuningOptions
         runner = TuningOptions(runner="qemu").make_runner()

@@ -6,6 +6,7 @@ mismatching identity or a death inside the compiler."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 
 import pytest
@@ -192,3 +193,44 @@ def test_a_worker_that_dies_mid_compile_loses_nothing(cluster, workload, tmp_pat
     assert len(load_records(log)) == 4
     assert any("left the cluster" in str(w.message) for w in caught
                if w.category is DaskWorkerWarning)
+
+
+def test_a_mixed_cluster_compiles_on_the_workers_that_can_and_here_for_the_others(
+        cluster, workload, tmp_path):
+    """One worker's stand-in compiler reports another build (an environment variable set
+    in that worker only): auto gives it libraries compiled here, a share in proportion
+    (1 of 2), and the other worker compiles."""
+    target = wrapped(tmp_path, "cc-mixed", version="build $FAKE_CC")
+    with distributed.Client(cluster.scheduler_address, set_as_default=False) as client:
+        client.wait_for_workers(2, timeout=60)
+        odd = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+        client.run(os.putenv, "FAKE_CC", "other", workers=[odd])
+        try:
+            runner = DaskRunner(cluster.scheduler_address, **TINY)
+            log = tmp_path / "mixed.jsonl"
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with Measurer(log, LocalBuilder(target, cache_dir=tmp_path / "cc"), runner,
+                              target) as m:
+                    assert set(runner.workers) - runner.compilers == {odd}
+                    results = m.measure(candidates(workload))
+        finally:
+            client.run(os.unsetenv, "FAKE_CC", workers=[odd])
+    assert all(r is not None and r.ok for r in results)
+    assert any(f"the client compiles for Dask worker {odd}" in str(w.message) for w in caught)
+    places = [r.result.compiled_on for r in load_records(log)]
+    assert len(places) == 4 and places.count("") == 2      # fed 2 and 4 of 1..4
+    assert odd not in places
+
+
+def test_cli_compile_on_reaches_the_runner(cluster):
+    from tvmlite.cli.args import tuning_options
+    from tvmlite.cli.commands import build_parser
+    url = "dask://" + cluster.scheduler_address.split("://")[1]
+    for flag, mode in ((["--compile-on", "worker"], "worker"), ([], "auto")):
+        args = build_parser().parse_args(["tune", "matmul", "M=8", "--trials", "2", "--log",
+                                          "x.jsonl", "--runner", url, *flag])
+        assert tuning_options(args).runner.compile_on == mode
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tune", "matmul", "--trials", "2", "--log", "x", "--compile-on",
+                                  "cloud"])
