@@ -1,4 +1,5 @@
-"""Apache TVM's MetaSchedule as a peer of the single-operator suite (bench/suite.py).
+"""Apache TVM's MetaSchedule as a peer of the single-operator suite (bench/suite.py) and of
+whole models (bench/models.py: ``tune-model`` / ``time-model``, at the end of this file).
 
 This file runs BY the python of a virtual environment where apache-tvm is installed
 (``bench/peers.run_tvm_peer`` starts it in a fresh process); tvmlite never imports it and
@@ -8,6 +9,11 @@ it never imports tvmlite, so neither package becomes a dependency of the other.
                                     "trials": 200, "threads": 2, "work_dir": "...", "seed": 0}'
     python bench/tvm_peer.py time '{"op": "matmul", "kwargs": {...}, "so": ".../best.so",
                                     "flops": 4194304}'
+    python bench/tvm_peer.py tune-model '{"onnx": "m.onnx", "input_name": "x",
+        "shape": [1, 3, 224, 224], "trials": 2048, "per_task": 64, "threads": 2,
+        "mcpu": "sapphirerapids", "work_dir": "..."}'
+    python bench/tvm_peer.py time-model '{"so": ".../model.so", "input": "x.npy",
+                                          "output": "y.npy", "repeat": 25}'
 
 Each operator is written again here with TVM's ``te``, in the layouts, weight shapes and
 stages of ``tvmlite.ops`` (NLC / NHWC / NDHWC data, a separate zero-padding stage only where
