@@ -34,6 +34,7 @@ from typing import Any
 
 from tvmlite.cli.args import IDENTIFIER, UsageError, resolve_target, tuning_options
 from tvmlite.cli.model import format_shape
+from tvmlite.cli.model_decisions import tune_decision_lines
 from tvmlite.cli.model_dynamic import cmd_model_tune_symbolic
 from tvmlite.cli.model_times import format_latency, time_models, times_lines
 from tvmlite.cli.progress import Progress
@@ -363,7 +364,7 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     lines = [_model_line(args, graph, rows) + f", {new} new ({errors} error(s)): "
              f"{sum(r.search_seconds for r in results):.1f}s searching + "
              f"{sum(r.measure_seconds for r in results):.1f}s measuring"]
-    lines.append(decisions.layout_line())   # no split: the tasks are the fused kernels
+    lines += tune_decision_lines(decisions, tasks, args.log, target)
     if _runs_here(target):
         threads = options.n_threads or target.cores
         lines += times_lines(time_models(Path(args.op), fused, target, args.log, threads))

@@ -190,7 +190,8 @@ def test_tune_interrupt_resume_and_a_summary_that_agrees_with_the_log(capsys, mo
         assert row.trials == len(mine) == 2
         assert row.best == min(r.mean_cost for r in mine)
     assert summary_table(rows) in out and estimate_line(rows) in out
-    for head in ("model:    ", "untuned:  ", "onnxruntime: "):
+    for head in ("layout:   NHWC (given)", "weights:  pre-packed at load time by ",
+                 "model:    ", "untuned:  ", "onnxruntime: "):
         assert any(ln.startswith(head) for ln in out.splitlines()), out
     assert f"tvmlite compile {path} --log {log} --shape data=1,3,8,8 --out dist" in out
 
