@@ -313,7 +313,9 @@ def decide_splits(graph: Graph, target: Any = None, decisions: GraphDecisions | 
     """``graph`` (fused) with the kernels that run faster as their parts split back
     (``passes.split_kernels``), and ``decisions`` (else a record of the graph's layout)
     with the split and its measurements. Each group of ``split_candidates`` is split
-    when its fused calls take longer than its parts' by more than ``noise``. Nothing is
+    when its fused calls take longer than its parts' by more than ``noise`` in each of
+    two timings (``timer``, else ``interleaved_kernel_timer(config)``); the measure
+    records their means. Nothing is
     split without a measurement (``measure=False``, another machine's target, a symbolic
     input dimension)."""
     if graph.kernels is None:
@@ -326,18 +328,27 @@ def decide_splits(graph: Graph, target: Any = None, decisions: GraphDecisions | 
         return graph, replace(base, split=(), split_measures=(), split_noise=noise)
     split = split_kernels(graph, [n for grp in groups for n in grp])
     mods = [build_graph(g, target, quiet=True) for g in (graph, split)]
-    per = list((timer or interleaved_kernel_timer(config))(mods, feeds or feeds_for(graph)))
-    if len(per) != 2 or not all(isinstance(p, Mapping) for p in per):
-        raise TypeError(f"decide_splits: the timer must return one mapping of kernel name "
-                        f"to seconds per module, got {per!r}")
-    fused_t, split_t = per
+    time_kernels = timer or interleaved_kernel_timer(config)
+    feeds = feeds or feeds_for(graph)
     names = {k.name for k in split.kernels or ()}
-    measures = []
-    for grp in groups:
-        fused = sum(_time_of(fused_t, n) for n in grp)
-        parts = sum(_time_of(split_t, n + s) for n in grp for s in ("_prologue", "", "_epilogue")
-                    if n + s in names)
-        measures.append(SplitMeasure(tuple(grp), fused, parts, fused > parts * (1 + noise)))
+    # two independent measurements, each interleaving fused and split: a group splits
+    # only when both say its parts win by more than the noise (a burst of other work on
+    # a small machine can slow one kernel's rounds several-fold)
+    votes: list[list[tuple[float, float]]] = [[] for _ in groups]
+    for _ in range(2):
+        per = list(time_kernels(mods, feeds))
+        if len(per) != 2 or not all(isinstance(p, Mapping) for p in per):
+            raise TypeError(f"decide_splits: the timer must return one mapping of kernel "
+                            f"name to seconds per module, got {per!r}")
+        fused_t, split_t = per
+        for vote, grp in zip(votes, groups):
+            vote.append((sum(_time_of(fused_t, n) for n in grp),
+                         sum(_time_of(split_t, n + s) for n in grp
+                             for s in ("_prologue", "", "_epilogue") if n + s in names)))
+    measures = [SplitMeasure(tuple(grp), statistics.mean(f for f, _ in vote),
+                             statistics.mean(p for _, p in vote),
+                             all(f > p * (1 + noise) for f, p in vote))
+                for grp, vote in zip(groups, votes)]
     chosen = [n for m in measures if m.split for n in m.kernels]
     out = split_kernels(graph, chosen) if chosen else graph
     return out, replace(base, split=tuple(chosen), split_measures=tuple(measures),

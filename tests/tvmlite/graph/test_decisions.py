@@ -116,6 +116,16 @@ def test_a_fused_kernel_slower_than_its_parts_is_split_back(silu_conv_model, out
     assert kept is fused and d.split == () and not d.split_measures[0].split
 
 
+def test_a_split_needs_both_timings_to_agree(silu_conv_model):
+    """A burst of other work during one timing does not split a kernel."""
+    fused = optimize_in(from_onnx(silu_conv_model[0]), "NHWC")
+    name = split_candidates(fused)[0][0]
+    timers = iter([kernel_timer({name}), kernel_timer(set())])
+    kept, d = decide_splits(fused, timer=lambda mods, feeds: next(timers)(mods, feeds))
+    assert kept is fused and d.split == ()
+    assert d.split_measures == (SplitMeasure((name,), 5.5e-3, 3e-3, False),)
+
+
 def test_splits_without_measuring_or_candidates(silu_conv_model):
     fused = optimize_in(from_onnx(silu_conv_model[0]), "NHWC")
     kept, d = decide_splits(fused, measure=False)
