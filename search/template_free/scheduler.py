@@ -20,10 +20,11 @@ then ranked by what its siblings taught the model, not at random. The price: the
 model retrains on the whole family's programs each round (at most ``max_training``).
 
 When a task stops (``early_stop_rounds``, default ``EARLY_STOP_ROUNDS``): after that many
-of its own rounds in a row without its best latency falling by ``MIN_GAIN``, it is no
-longer chosen; the budget it would have used goes to the others (every task may use the
-whole budget, so it is spent in full while any task is live), the gradient rule sending
-it where the model's time is. When every task that could still measure has stopped,
+of its own rounds in a row, and at least ``early_stop_trials`` (``EARLY_STOP_TRIALS``) of
+its measurements, without its best latency falling by ``MIN_GAIN``, it is no longer
+chosen; the budget it would have used goes to the others (every task may use the whole
+budget, so it is spent in full while any task is live), the gradient rule sending it
+where the model's time is. When every task that could still measure has stopped,
 the tuning ends before the budget is spent: ``ended_early`` says so, and each stopped
 task's TuneResult has ``stopped_early``.
 
@@ -50,6 +51,10 @@ STRATEGIES = ("round-robin", "gradient")
 # candidates, the per-task budget issue 30 aims at -- finding nothing better says the
 # search sits at what it can reach; Ansor's per-task early stopping counts rounds too.
 EARLY_STOP_ROUNDS = 4
+# ... and at least this many measurements: a model of many tasks tuned on a small budget
+# has rounds of 2 (cli/model_tune.round_size), and four of them -- 8 candidates -- stopped
+# the classifier of a small MobileNet-V2, a third of its time, after 10 trials.
+EARLY_STOP_TRIALS = 32
 # A new best less than 1% faster is within the timing noise of a shared machine (the
 # re-timing at the end moves bests by more): it does not count as progress.
 MIN_GAIN = 0.01
@@ -60,10 +65,17 @@ def _cost(result: TuneResult) -> float:
 
 
 class TaskScheduler:
+    """Tune ``tasks`` under one budget into one log (module doc). ``weights`` default to
+    each task's ``weight``; ``share_models``: one cost model per family of alike tasks;
+    ``early_stop_rounds``, ``early_stop_trials``: own rounds and measurements without a
+    ``MIN_GAIN`` before a task stops (None rounds: never). After a tuning: ``models``
+    (per task), ``stopped``, ``ended_early``."""
+
     def __init__(self, tasks: Sequence[SearchTask], weights: Sequence[float] | None = None,
                  strategy: str = "gradient", alpha: float = 0.2, window: int = 3,
                  eps: float = 0.05, seed: int = 0, share_models: bool = True,
-                 early_stop_rounds: int | None = EARLY_STOP_ROUNDS):
+                 early_stop_rounds: int | None = EARLY_STOP_ROUNDS,
+                 early_stop_trials: int = EARLY_STOP_TRIALS):
         if not tasks or not all(isinstance(t, SearchTask) for t in tasks):
             raise TypeError("TaskScheduler(tasks=...) needs a non-empty list of SearchTask")
         dynamic = [t.workload.name for t in tasks if t.workload.is_dynamic]
@@ -78,6 +90,7 @@ class TaskScheduler:
             raise TypeError(f"TaskScheduler(share_models=...) must be True or False, "
                             f"got {share_models!r}")
         check_int(early_stop_rounds, "TaskScheduler(early_stop_rounds=...)", 1, allow_none=True)
+        check_int(early_stop_trials, "TaskScheduler(early_stop_trials=...)", 0)
         # default: each task's ``weight`` (extract_tasks sets how often the model runs it)
         weights = list(weights) if weights is not None else \
             [getattr(t, "weight", 1.0) for t in tasks]
@@ -87,6 +100,7 @@ class TaskScheduler:
         self.tasks, self.weights, self.strategy = list(tasks), weights, strategy
         self.alpha, self.window, self.eps, self.seed = alpha, window, eps, seed
         self.share_models, self.early_stop_rounds = share_models, early_stop_rounds
+        self.early_stop_trials = early_stop_trials
         # task i's family is that of task family[i] (the first of its kind); alone: itself
         self.family = group_families([t.workload for t in tasks], [t.target for t in tasks]) \
             if share_models else list(range(len(tasks)))
@@ -101,6 +115,7 @@ class TaskScheduler:
         self.rounds: list[int] = []                                # task index per round
         self.models: list[Any] = []          # each task's cost model (one object per family)
         self.stale = [0] * n                 # own rounds in a row without a MIN_GAIN
+        self.stale_trials = [0] * n          # ... and the measurements they made
         self.stopped = [False] * n           # early-stopped: no longer chosen
         self.ended_early = False             # every task able to measure had stopped
         self._mark: list[float] = []         # best when the task last gained MIN_GAIN
@@ -144,8 +159,9 @@ class TaskScheduler:
             self._mark = [_cost(r) for r in results]
         for i, r in enumerate(results):
             if len(r.rounds) > self._seen[i]:      # task i had a round since the last call
+                measured = sum(t.measured for t in r.rounds[self._seen[i]:])
                 self._seen[i] = len(r.rounds)
-                self._account(i, _cost(r))
+                self._account(i, _cost(r), measured)
         if sum(done) >= self._total:
             return None
         live = [i for i, a in enumerate(active) if a and not self.stopped[i]]
@@ -162,15 +178,18 @@ class TaskScheduler:
         self.rounds.append(i)
         return i
 
-    def _account(self, i: int, best: float) -> None:
-        """Task i's round ended with ``best``: its history, and whether it stops."""
+    def _account(self, i: int, best: float, measured: int) -> None:
+        """Task i's round of ``measured`` candidates ended with ``best``: its history,
+        and whether it stops."""
         self.history[i].append(best)
         if best < self._mark[i] * (1 - MIN_GAIN):
-            self._mark[i], self.stale[i] = best, 0
+            self._mark[i], self.stale[i], self.stale_trials[i] = best, 0, 0
         else:
             self.stale[i] += 1
+            self.stale_trials[i] += measured
         stop = self.early_stop_rounds
-        self.stopped[i] = stop is not None and self.stale[i] >= stop
+        self.stopped[i] = stop is not None and self.stale[i] >= stop and \
+            self.stale_trials[i] >= self.early_stop_trials
 
     def _gradient(self, i: int) -> float:
         """d(objective)/d(round) if task i gets the next round (negative = improves)."""

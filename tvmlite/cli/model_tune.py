@@ -50,6 +50,7 @@ from tvmlite.search.records.record import Record, iter_records
 from tvmlite.search.result import Trial
 from tvmlite.search.template_free.scheduler import (
     EARLY_STOP_ROUNDS,
+    EARLY_STOP_TRIALS,
     MIN_GAIN,
     TaskScheduler,
 )
@@ -167,7 +168,8 @@ def summary_table(rows: Sequence[TaskRow]) -> str:
                      "speed on the target")
     if any(r.stopped for r in rows):
         lines.append(f"  ~ stopped early: no {MIN_GAIN:.0%} gain in {EARLY_STOP_ROUNDS} of its "
-                     "rounds in a row; its trials went to the other tasks")
+                     f"rounds ({EARLY_STOP_TRIALS}+ trials) in a row; its trials went to the "
+                     "other tasks")
     if rows and all(r.stopped for r in rows):
         lines.append("  every task stopped early: the tuning ended before spending --trials")
     return "\n".join(lines)

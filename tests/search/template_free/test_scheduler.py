@@ -13,7 +13,11 @@ from tvmlite.search.measure.inputs import MeasureResult
 from tvmlite.search.model.pretrained import PRIOR_UNTIL
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.record import make_record
-from tvmlite.search.template_free.scheduler import EARLY_STOP_ROUNDS, TaskScheduler
+from tvmlite.search.template_free.scheduler import (
+    EARLY_STOP_ROUNDS,
+    EARLY_STOP_TRIALS,
+    TaskScheduler,
+)
 from tvmlite.search.template_free.task import SearchTask
 from tvmlite.target.target import Target
 
@@ -105,7 +109,8 @@ def test_a_family_starts_from_the_pretrained_model_once():
 def test_a_stalled_task_stops_and_the_others_spend_its_budget():
     tasks = tasks3()[:2]
     a, b = (t.workload.key for t in tasks)
-    sched = TaskScheduler(tasks, strategy="round-robin", early_stop_rounds=2)
+    sched = TaskScheduler(tasks, strategy="round-robin", early_stop_rounds=2,
+                          early_stop_trials=0)
     measurer = CostMeasurer({a: flat, b: falling})
     results = sched.run(measurer, 20, OPTS)
     counts = measurer.per_task()
@@ -119,7 +124,8 @@ def test_a_stalled_task_stops_and_the_others_spend_its_budget():
 def test_a_stopped_task_is_not_chosen_even_at_random():
     tasks = tasks3()[:2]
     a, b = (t.workload.key for t in tasks)
-    sched = TaskScheduler(tasks, eps=1.0, early_stop_rounds=1, seed=3)   # always random
+    sched = TaskScheduler(tasks, eps=1.0, early_stop_rounds=1, early_stop_trials=0,
+                          seed=3)   # always random
     measurer = CostMeasurer({a: flat, b: falling})
     sched.run(measurer, 16, OPTS)
     # a: a first round, one without a gain, then never again
@@ -129,7 +135,7 @@ def test_a_stopped_task_is_not_chosen_even_at_random():
 
 def test_when_every_task_has_stopped_the_tuning_ends_early_and_says_so():
     tasks = tasks3()[:2]
-    sched = TaskScheduler(tasks, early_stop_rounds=2)
+    sched = TaskScheduler(tasks, early_stop_rounds=2, early_stop_trials=0)
     measurer = CostMeasurer({t.workload.key: flat for t in tasks})
     results = sched.run(measurer, 40, OPTS)
     assert sum(measurer.per_task().values()) == 2 * 3 * OPTS.measures_per_round < 40
@@ -140,19 +146,24 @@ def test_when_every_task_has_stopped_the_tuning_ends_early_and_says_so():
     assert sum(measurer.per_task().values()) == 16 and not off.ended_early
 
 
-def test_gains_below_the_noise_do_not_keep_a_task_alive():
-    """A best that improves by 0.1% a round is flat: it stops after EARLY_STOP_ROUNDS."""
+def test_gains_below_the_noise_do_not_keep_a_task_alive_nor_do_few_trials_stop_it():
+    """A best that improves by 0.1% a round is flat; with rounds of 2 it stops after
+    EARLY_STOP_ROUNDS rounds only once they measured ``early_stop_trials`` candidates."""
     tasks = tasks3()[:1]
-    sched = TaskScheduler(tasks)
+    sched = TaskScheduler(tasks, early_stop_trials=12)
     key = tasks[0].workload.key
-    measurer = CostMeasurer({key: lambda n: 1e-3 * 0.999 ** n})
+    measurer = CostMeasurer({key: lambda n: 1e-3 * 0.9995 ** n})
     sched.run(measurer, 60, OPTS)
+    per_round = OPTS.measures_per_round
     assert sched.stopped == [True]
-    assert len(measurer.logged) == (1 + EARLY_STOP_ROUNDS) * OPTS.measures_per_round
+    assert len(measurer.logged) == (1 + max(EARLY_STOP_ROUNDS, 12 // per_round)) * per_round
+    assert TaskScheduler(tasks).early_stop_trials == EARLY_STOP_TRIALS
 
 
 def test_bad_arguments_are_clear():
     with pytest.raises(ValueError, match="early_stop_rounds"):
         TaskScheduler(tasks3(), early_stop_rounds=0)
+    with pytest.raises(ValueError, match="early_stop_trials"):
+        TaskScheduler(tasks3(), early_stop_trials=-1)
     with pytest.raises(TypeError, match="share_models"):
         TaskScheduler(tasks3(), share_models="yes")
