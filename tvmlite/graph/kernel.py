@@ -197,10 +197,11 @@ def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:
         o.vectorize(ii)
         outer = outer + [io]
         extents.append(axes[-1].extent // factor if isinstance(axes[-1].extent, int) else 2)
-    if 1 in extents[:-1] and any(e != 1 for e in extents):
+    ones = [isinstance(e, int) and e == 1 for e in extents]   # symbolic: never 1
+    if any(ones[:-1]) and not all(ones):
         # loops of one iteration (a batch of 1, a 1x1 map) go inside, so the parallel
         # loop is one that has work (a classifier's output channels)
-        order = sorted(range(len(outer)), key=lambda d: extents[d] == 1)
+        order = sorted(range(len(outer)), key=lambda d: ones[d])
         outer, extents = [outer[d] for d in order], [extents[d] for d in order]
         o.reorder(*outer, *([ii] if factor is not None else []))
     if o.op.reduce_axis:
