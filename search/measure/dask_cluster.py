@@ -22,7 +22,7 @@ COMPILE_ON = ("auto", "worker", "client")
 IDENTITY = (("error", "it cannot run the compiler"), ("path", "compiler path"),
             ("version", "`--version` output"), ("sha256", "compiler binary"),
             ("commands", "what the target's flags resolve to (`-###`)"),
-            ("programs", "the programs it runs (cc1, as, ld)"))
+            ("programs", "the programs it runs (cc1, as, collect2)"))
 
 
 def parse_address(text: str) -> str:

@@ -20,9 +20,9 @@ per workload) and stay: the runner keeps each workload's reference outputs besid
 
 Why the identity is enough for "the record's binary is the one its target names": the
 bytes a compile gives are decided by the compiler driver and the programs it runs (cc1,
-as, ld: ``-###`` names them, each hashed), the flags (the target's, shipped, so equal by
-construction; what ``-march=native`` resolves to on this CPU is in the ``-###`` commands),
-and the source (shipped). Headers and libgomp are those of the installation the version
+as, collect2: ``-###`` names them, each hashed), the flags (the target's, shipped, so
+equal by construction; what ``-march=native`` resolves to on this CPU is in the ``-###``
+commands), and the source (shipped). Headers and libgomp are those of the installation the version
 line and hashes pin; the library links them dynamically, as it would from the client.
 
 Pinning: workers that share a machine are each given their own cores by the client
@@ -117,10 +117,10 @@ def compiler_identity(target: Target) -> dict:
     try:
         version = subprocess.run([path, "--version"], capture_output=True, text=True,
                                  timeout=30, cwd="/")
-        flags = [f for f in target.cflags if f != "-shared"]
-        dry = subprocess.run([path, *flags, "-###", "-x", "c", "-c", os.devnull, "-o",
-                              os.devnull], capture_output=True, text=True, timeout=30,
-                             cwd="/")
+        # a whole build of a library as compile_shared runs it (-lm is its link library)
+        dry = subprocess.run([path, *target.cflags, "-###", "-x", "c", os.devnull, "-o",
+                              os.devnull, "-lm"], capture_output=True, text=True,
+                             timeout=30, cwd="/")
     except (OSError, subprocess.SubprocessError) as e:
         return {"error": f"the compiler {target.compiler!r} does not run: {e}"}
     if version.returncode != 0 or dry.returncode != 0:
