@@ -247,3 +247,21 @@ def test_the_c_library_takes_and_checks_the_size(library):
     with pytest.raises(FeedError, match=r"\(L\); the model runs at L in \[1, 24\]"):
         lib.run({"x": x})
     assert not isinstance(FeedError("x"), LibraryError)
+
+
+def test_an_input_with_the_same_dim_param_shares_the_size():
+    """x and m both declare (1, "L", 4): shapes= gives x's range, m follows; feeds that
+    disagree on L are a FeedError."""
+    x = oh.make_tensor_value_info("x", TP.FLOAT, [1, "L", 4])
+    mask = oh.make_tensor_value_info("m", TP.FLOAT, [1, "L", 4])
+    y = oh.make_tensor_value_info("y", TP.FLOAT, None)
+    m = oh.make_model(oh.make_graph([oh.make_node("Add", ["x", "m"], ["y"], name="add")],
+                                    "two", [x, mask], [y]),
+                      opset_imports=[oh.make_opsetid("", 17)])
+    g = from_onnx(m, shapes={"x": (1, (1, 16), 4)})
+    assert str(g.types["m"]) == "float32[1, L, 4]"
+    mod = build_graph(g, quiet=True)
+    a, b = feed(5)[:, :, :4], feed(6)[:, :5, :4]
+    np.testing.assert_allclose(mod.run({"x": a, "m": b})[0], a + b, rtol=1e-6)
+    with pytest.raises(FeedError, match="input 'm' has shape \\(1, 6, 4\\)"):
+        mod.run({"x": a, "m": feed(6)[:, :, :4]})
