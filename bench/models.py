@@ -77,10 +77,11 @@ class Run:
     def log(self, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    def cached(self, path: Path, settings: dict, measure: Any) -> dict:
+    def cached(self, path: Path, settings: dict, measure: Any, tuning: bool = False) -> dict:
         """``measure()``'s answer, kept at ``path`` with the ``settings`` it was taken
-        at; reused while they match (and not ``--fresh``). Errors are not kept."""
-        if path.is_file() and not self.a.fresh:
+        at; reused while they match (and, unless it is a ``tuning``, not ``--fresh``).
+        Errors are not kept."""
+        if path.is_file() and (tuning or not self.a.fresh):
             old = json.loads(path.read_text())
             if old.get("settings") == settings:
                 return old["answer"]
@@ -184,7 +185,8 @@ class Run:
             self.log(f"  {m.name}: MetaSchedule, {trials} trials ...")
             return peers.run_tvm_peer("tune-model", payload, self.threads,
                                       self.a.tvm_python, timeout=TUNE_TIMEOUT)
-        tuned = self.cached(m.path.parent / f"tvm-{trials}-tune.json", payload, tune)
+        tuned = self.cached(m.path.parent / f"tvm-{trials}-tune.json", payload, tune,
+                            tuning=True)
         if "error" in tuned:
             return tuned
         answer = self.timed(m, "tvm", [*cmd, "time-model"], env, {"so": tuned["so"]},
@@ -202,7 +204,7 @@ class Run:
         row: dict[str, Any] = {"model": name, "source": m.source, "notes": [m.note] if m.note
                                else []}
         row["tasks"] = self.cached(folder / "tasks.json", {"model": str(m.path)},
-                                   lambda: count_tasks(m.path))["tasks"]
+                                   lambda: count_tasks(m.path), tuning=True)["tasks"]
         row["ort"] = self.ort(m) if "ort" in a.peers else {"error": "not in --peers"}
         row["untuned"] = self.tvmlite(m, None)
         trials = a.trials_per_task * row["tasks"]

@@ -127,3 +127,25 @@ def test_the_llvm_cpu_name_is_a_name_or_none():
     cpu = peers.llvm_cpu()
     assert cpu is None or (cpu and " " not in cpu)
     assert peers.cpu_slug()
+
+
+def test_answers_are_kept_and_fresh_retimes_but_keeps_tunings(tmp_path):
+    models = _bench_module("models")
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return {"seconds": 1.0}
+
+    def run(fresh: bool):
+        return models.Run(argparse.Namespace(cache=tmp_path, threads=2, fresh=fresh))
+    path = tmp_path / "a.json"
+    assert run(False).cached(path, {"k": 1}, measure) == {"seconds": 1.0}
+    run(False).cached(path, {"k": 1}, measure)
+    assert len(calls) == 1                              # reused
+    run(False).cached(path, {"k": 2}, measure)          # other settings: measured again
+    run(True).cached(path, {"k": 2}, measure)           # --fresh: re-timed
+    run(True).cached(path, {"k": 2}, measure, tuning=True)   # a tuning is kept
+    assert len(calls) == 3
+    assert run(False).cached(tmp_path / "e.json", {}, lambda: {"error": "x"}) == {"error": "x"}
+    assert not (tmp_path / "e.json").exists()           # errors are not kept
