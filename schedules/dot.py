@@ -13,21 +13,22 @@ The schedule is BLAS's register block with the intrinsic inside:
   of B feed ``rows * vectors`` intrinsics (the rows and vectors unrolled);
 * the column and row blocks are fused into one parallel loop.
 
-``gemm_dot`` schedules given tensors (any ``C[i, j] = sum_k acc(A[i, k]) * acc(B[k, j])``
-with M, N, K multiples of the block; a ScheduleError says which is not). The template
+``gemm_dot`` (``tvmlite.schedule.dot_block``, re-exported here) schedules given tensors
+(any ``C[i, j] = sum_k acc(A[i, k]) * acc(B[k, j])`` with M, N, K multiples of the block;
+a ScheduleError says which is not). The template
 ``qmatmul`` (ONNX MatMulInteger, ``tvmlite.ops.qmatmul``) has a knob ``tensorize``: the
 target's best intrinsic for the dtypes, or "none" (the same block vectorized without
 it), so the search decides; the intrinsic needs zero points of 0 (the product of
 centered values is not a dot of the stored bytes) and B constant (pre-packed).
 
-Map: ``lowp_matmul`` (bf16 x bf16 -> f32 compute) · ``block_sizes`` · ``gemm_dot`` ·
-the ``qmatmul`` template.
+Map: ``lowp_matmul`` (bf16 x bf16 -> f32 compute) · the ``qmatmul`` template.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from tvmlite import ops, te
+from tvmlite.schedule.dot_block import block_sizes, gemm_dot
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.templated.task import template
@@ -47,76 +48,6 @@ def lowp_matmul(M: int, N: int, K: int, dtype: str = "bfloat16",
     C = te.compute((M, N), lambda i, j: te.sum(te.cast(A[i, k], acc) * te.cast(B[k, j], acc),
                                                axis=k), name="C")
     return [A, B, C]
-
-
-def block_sizes(M: int, N: int, lanes: int, registers: int) -> tuple[int, int]:
-    """(rows, vectors) of the register block: the most accumulators, at most 3/4 of the
-    vector registers (the rest hold B's vectors and A's broadcasts), rows (at most 8)
-    and columns (at most 4 vectors, so one block's panel of B stays near L1) dividing M
-    and N; more rows first, as a row costs one broadcast and a vector one load. (1, 1)
-    when nothing larger divides."""
-    best = (1, 1)
-    for rows in range(1, 9):
-        for vecs in range(1, 5):
-            if M % rows or N % (vecs * lanes) or rows * vecs > registers * 3 // 4:
-                continue
-            if rows * vecs > best[0] * best[1] or (rows * vecs == best[0] * best[1]
-                                                   and rows > best[0]):
-                best = (rows, vecs)
-    return best
-
-
-def gemm_dot(tensors: list, intrinsic: str | None, rows: int, vectors: int,
-             lanes: int | None = None, prepack: bool = True) -> Schedule:
-    """The schedule of ``tensors`` = [A, B, C] (module doc): a ``rows x vectors`` block of
-    ``intrinsic`` calls; ``intrinsic`` None: the same block as plain vector code of
-    ``lanes`` lanes (B packed in panels without groups). ``prepack``: B packed once at
-    load time (a constant); else B is copied per call as it is, which only the plain
-    block can read (the intrinsic's grouped layout is a pre-packing's)."""
-    A, B, C = tensors
-    if intrinsic is not None:
-        intr = get_intrinsic(intrinsic)
-        lanes, group = intr.lanes, intr.group
-    elif lanes is None:
-        raise ValueError("gemm_dot: give an intrinsic or the vector lanes")
-    else:
-        group = 1
-    (M, _), N = A.shape, B.shape[1]
-    K = A.shape[1]
-    if M % rows or N % (vectors * lanes) or K % group:
-        raise ScheduleError(f"gemm_dot: M={M}, N={N}, K={K} must be multiples of the block "
-                            f"{rows} x {vectors * lanes} and of the group {group}")
-    if intrinsic is not None and not prepack:
-        raise ScheduleError(f"gemm_dot: {intrinsic} reads B in groups of {group} along k, "
-                            f"a layout only a pre-packed (constant) B has here")
-    s = te.create_schedule(C.op)
-    BB = s.cache_read(B, "global", [C])
-    BP = s.prepack(BB, dim=1, factor=lanes, group_dim=0, group=group) if prepack else BB
-    CL = s.cache_write(C, "local")
-    i, j = s[C].op.axis
-    io, ii = s[C].split(i, factor=rows)
-    jo, ji = s[C].split(j, factor=vectors * lanes)
-    jv, jl = s[C].split(ji, factor=lanes)   # copied out in the intrinsic's vectors
-    s[C].reorder(jo, io, ii, jv, jl)
-    par = s[C].fuse(jo, io)
-    s[C].parallel(par)
-    s[C].unroll(ii)
-    s[C].unroll(jv)
-    s[C].vectorize(jl)
-    s[CL].compute_at(s[C], par)
-    ci, cj = s[CL].op.axis
-    (k,) = s[CL].op.reduce_axis
-    cjo, cji = s[CL].split(cj, factor=lanes)
-    ko, ki = s[CL].split(k, factor=group)
-    s[CL].reorder(ko, ci, cjo, cji, ki)
-    s[CL].unroll(ci)
-    s[CL].unroll(cjo)
-    if intrinsic is not None:
-        s[CL].tensorize(cji, intrinsic)
-    else:
-        s[CL].vectorize(cji)
-    s[BP].parallel(s[BP].op.axis[0])
-    return s
 
 
 @template("qmatmul")

@@ -4,7 +4,8 @@ As in Ansor, sketch rules walk the stages from the output back to the inputs and
 stage, every rule whose condition holds proposes one or more ways to continue (a rule may
 end the walk's branching for that stage, as always-inline does). A sketch is the sequence
 of structural *actions* taken: inline a stage, add a cache-write stage, rfactor, tile a
-stage "SSRSRS", fuse a tiled stage into its consumer's tile.
+stage "SSRSRS", fuse a tiled stage into its consumer's tile, block a low-precision dot
+around the target's dot-product intrinsic (``tensorize``).
 
 ``realize(sketch, decisions, rng)`` turns a sketch into a real Schedule. Every open number
 -- tile sizes, where a stage is computed, how many outer loops run in parallel, the
@@ -22,7 +23,9 @@ reduction of an rfactor), ``at:<stage>`` (index into the stage's candidate compu
 locations; 0 = root, then inline where allowed), ``parallel:<stage>`` (outer loops fused
 into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step), ``prepack:<input>``
 (for an input the task declares constant: 0 = pack inside the kernel, as cache_read does,
-else the panel width of the layout it is pre-packed in, ``tvmlite.schedule.prepack``).
+else the panel width of the layout it is pre-packed in, ``tvmlite.schedule.prepack``),
+``tensorize:<stage>`` (1: the dot block uses the target's intrinsic) and ``dot:<stage>``
+(its [rows, vectors]).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tvmlite.checks import is_int  # decisions come from logs a user may edit
+from tvmlite.schedule.dot_block import dot_operands, schedule_dot
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
 from tvmlite.search.records.workload import Workload
@@ -47,6 +51,7 @@ from tvmlite.search.template_free.priors import (
     max_innermost,
     unroll_steps,
 )
+from tvmlite.target.intrinsics import INTRINSICS, best_intrinsic
 from tvmlite.target.target import Target
 
 UNROLL_STEPS = (0, 16, 64, 512)   # unroll_steps() of a 32-register target
@@ -94,6 +99,13 @@ class FuseInto:
 
 
 @dataclass(frozen=True)
+class DotBlock:
+    """The register-blocked GEMM around the target's dot-product intrinsic
+    (``tvmlite.schedule.dot_block``) for a ``sum_k acc(A[i, k]) * acc(B[k, j])`` output."""
+    stage: str
+
+
+@dataclass(frozen=True)
 class Sketch:
     actions: tuple
     description: str
@@ -120,8 +132,21 @@ def _tile_with_fusion(state: State, name: str) -> list:
     return [[Tile(name), FuseInto(name, consumer)]]  # type: ignore[arg-type]
 
 
+def _dot_rule(state: State, name: str) -> bool:
+    """An output that is a dot of dtypes some intrinsic computes (int8 -> int32, bf16 ->
+    float32): whether this target has one, and B is constant, realize decides."""
+    pair = dot_operands(state, name) if name in state.outputs else None
+    if pair is None:
+        return False
+    a, b = (state.op_by_name(n).dtype for n in pair)
+    acc = state.stage(name).op.dtype
+    return any(i.takes(a, b, acc) for i in INTRINSICS.values())
+
+
 RULES: tuple = (
     Rule("always-inline", dag.strictly_inlinable, lambda s, n: [[Inline(n)]], exclusive=True),
+    # not exclusive: the search weighs the intrinsic's block against the tilings below
+    Rule("tensorize-dot", _dot_rule, lambda s, n: [[DotBlock(n)]]),
     # before the fused tiling, so a stage fused into its epilogue (a conv + bias + relu)
     # may read its operand packed too
     Rule("add-cache-read",
@@ -399,6 +424,31 @@ def _apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random,
     s[rf.name].reorder(chunk[0], *others, *reduces, *chunk[1:], inner)
 
 
+def _apply_dot(s: Schedule, stage: str, decisions: dict, rng: random.Random, target: Target,
+               constants: Sequence[str]) -> tuple[str, ...]:
+    """The dot block of ``stage``: decision ``tensorize:<stage>`` (1: the target's best
+    intrinsic for the dtypes, possible when B is constant; 0: plain vectors) and
+    ``dot:<stage>`` ([rows, vectors] of the register block, dividing M and N)."""
+    a, b = dot_operands(s.state, stage)  # type: ignore[misc]  # the rule checked it
+    op = s.state.stage(stage).op
+    (M, N), K = op.shape, op.reduce_axis[0].extent
+    intr = best_intrinsic(target.arch, target.features, s.state.op_by_name(a).dtype,
+                          s.state.op_by_name(b).dtype, op.dtype)
+    can = intr is not None and b in constants and K % intr.group == 0
+    use = decide(decisions, f"tensorize:{stage}", lambda v: v in ((0, 1) if can else (0,)),
+                 lambda: 1 if can else 0)
+    lanes = intr.lanes if use and intr is not None else target.vector_lanes(op.dtype)
+    fits = target.vector_registers * 3 // 4
+    blocks = [[r, v] for r in range(1, 9) for v in range(1, 5)
+              if M % r == 0 and N % (v * lanes) == 0 and r * v <= fits]
+    if not blocks:
+        raise ScheduleError(f"stage {stage}: N={N} is no multiple of {lanes} lanes")
+    rows, vectors = decide(decisions, f"dot:{stage}", lambda v: v in blocks,
+                           lambda: rng.choice(blocks))
+    return schedule_dot(s, stage, intr.name if use and intr is not None else None, rows,
+                        vectors, lanes, prepack=b in constants)
+
+
 def realize(workload: Workload, sketch: Sketch, decisions: dict | None, rng: random.Random,
             target: Target, constants: Sequence[str] = (),
             loose: frozenset = frozenset()) -> tuple[Schedule, dict]:
@@ -420,6 +470,8 @@ def realize(workload: Workload, sketch: Sketch, decisions: dict | None, rng: ran
             placed.add(a.stage)
         elif isinstance(a, FuseInto):
             _apply_fuse(s, a.stage, a.consumer, decisions, rng)
+        elif isinstance(a, DotBlock):
+            placed.update(_apply_dot(s, a.stage, decisions, rng, target, constants))
         elif isinstance(a, Rfactor):
             _apply_rfactor(s, a.stage, decisions, rng, max_innermost(
                 target.vector_lanes(s.state.stage(a.stage).op.dtype), target.vector_registers))
@@ -443,5 +495,5 @@ def _used(key: str, s: Schedule) -> bool:
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
            "symbolic_axes", "structure",
            "UNROLL_STEPS", "register_block", "max_innermost", "unroll_steps", "fma_block_floor",
-           "Inline", "CacheRead", "CacheWrite", "Rfactor",
+           "Inline", "CacheRead", "CacheWrite", "Rfactor", "DotBlock",
            "Tile", "FuseInto", "ScheduleError"]

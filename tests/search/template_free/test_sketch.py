@@ -333,3 +333,26 @@ def test_priors_read_the_target():
             if k.startswith("unroll:"):
                 assert v in unroll_steps(16)
     assert seen
+
+
+def test_a_low_precision_dot_gets_the_tensorize_sketch_and_float_does_not():
+    wl = _workload("qmatmul", (8, 64, 16), {})
+    descs = [str(s) for s in generate_sketches(wl)]
+    assert descs[0] == "tensorize-dot(C)" and len(descs) == 5   # besides Ansor's four
+    assert not any("tensorize" in str(s) for s in
+                   generate_sketches(_workload("matmul", (64, 64, 64), {})))
+
+
+@pytest.mark.parametrize("constant", [True, False], ids=["B-constant", "B-per-call"])
+def test_the_tensorize_sketch_uses_the_intrinsic_for_a_constant_b(constant):
+    """With B constant the block calls this CPU's best intrinsic (a fallback where it
+    lacks VNNI/dotprod); without, the same block in plain vectors; both exact."""
+    wl = _workload("qmatmul", (8, 64, 16), {})
+    sketch = generate_sketches(wl)[0]
+    constants = ("B",) if constant else ()
+    s, used = realize(wl, sketch, {}, random.Random(0), TARGET, constants)
+    assert used["tensorize:C"] == int(constant)
+    assert any(st.kind == "tensorize" for st in s.steps) == constant
+    again, _ = realize(wl, sketch, used, random.Random(1), TARGET, constants)
+    assert again.steps == s.steps
+    _check(wl, s)

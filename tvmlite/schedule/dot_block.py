@@ -1,0 +1,152 @@
+"""The register-blocked GEMM around a dot-product intrinsic, as Steps on a schedule.
+
+What the qmatmul template (``tvmlite.schedules.dot``) and the template-free sketch rule
+"tensorize-dot" (``search/template_free/sketch.py``) both build, so it lives below both
+searches: for ``C[i, j] = sum_k acc(A[i, k]) * acc(B[k, j])``
+
+* B is pre-packed once (a constant) as [N/lanes][K/group][lanes][group] (``prepack`` with
+  a group), the layout the intrinsic reads (``tvmlite.target.intrinsics``);
+* a ``rows x vectors*lanes`` block of C accumulates in registers (cache_write +
+  compute_at): for each k group, ``rows`` broadcasts of A's group and ``vectors`` loads
+  of B feed ``rows * vectors`` intrinsics, rows and vectors unrolled;
+* the column and row blocks are fused into one parallel loop; C is copied out in
+  vectors of the intrinsic's lanes (so the accumulators stay registers).
+
+Without an intrinsic the same block is plain vector code over B packed in panels (or
+read in place when it is not constant). M, N and K must be multiples of the block.
+
+Map: ``dot_operands`` · ``block_sizes`` · ``schedule_dot`` (on a schedule) · ``gemm_dot``
+(a new schedule of [A, B, C]).
+"""
+from __future__ import annotations
+
+from tvmlite import te
+from tvmlite.ir.expr import BinOp, Cast, Reduce, TensorRead, Var, walk
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.state import ScheduleError, State
+from tvmlite.target.intrinsics import get_intrinsic
+
+__all__ = ["dot_operands", "block_sizes", "schedule_dot", "gemm_dot"]
+
+
+def dot_operands(state: State, stage: str) -> tuple[str, str] | None:
+    """(A, B) when ``stage`` is ``C[i, j] = sum_k acc(A[i, k]) * acc(B[k, j])`` of two
+    inputs (in either order in the product), else None."""
+    op = state.stage(stage).op
+    body = op.body
+    if len(op.axis) != 2 or len(op.reduce_axis) != 1 or getattr(body, "combiner", "") \
+            != "sum" or body.where is not None:  # type: ignore[attr-defined]
+        return None
+    src = body.source  # type: ignore[attr-defined]
+    if not (isinstance(src, BinOp) and src.op == "*"):
+        return None
+    reads = [f.value if isinstance(f, Cast) and f.dtype == op.dtype else f
+             for f in (src.a, src.b)]
+    reads = [r for r in reads if isinstance(r, TensorRead)]
+    if len(reads) != 2:
+        return None
+    i, j, k = (iv.name for iv in (*op.axis, *op.reduce_axis))
+    names = [tuple(x.name if isinstance(x, Var) else None for x in r.indices)
+             for r in reads if isinstance(r, TensorRead)]
+    tensors = [r.tensor.name for r in reads if isinstance(r, TensorRead)]
+    inputs = {p.name for p in state.placeholders}
+    for a, b in ((0, 1), (1, 0)):
+        if names[a] == (i, k) and names[b] == (k, j):
+            pair = (tensors[a], tensors[b])
+            return pair if set(pair) <= inputs and pair[0] != pair[1] else None
+    return None
+
+
+def _b_input(state: State, stage: str) -> str:
+    """The input ``stage`` (a 2-D sum over k) reads as B[k, j]: the one the block packs.
+    Any such sum (a zero point subtracted, say) takes the plain block; the intrinsic's
+    own check (``TensorizeStep``) refuses what is not a dot."""
+    op = state.stage(stage).op
+    inputs = {p.name for p in state.placeholders}
+    if len(op.axis) == 2 and len(op.reduce_axis) == 1 and isinstance(op.body, Reduce):
+        kj = (op.reduce_axis[0].name, op.axis[1].name)
+        found = {r.tensor.name for r in walk(op.body.source) if isinstance(r, TensorRead)
+                 and r.tensor.name in inputs
+                 and tuple(getattr(x, "name", None) for x in r.indices) == kj}
+        if len(found) == 1:
+            return found.pop()
+    raise ScheduleError(f"stage {stage}: the dot block needs C[i, j] = sum_k f(A[i, k], "
+                        f"B[k, j]) with one input read as B[k, j]")
+
+
+def block_sizes(M: int, N: int, lanes: int, registers: int) -> tuple[int, int]:
+    """(rows, vectors) of the register block: the most accumulators, at most 3/4 of the
+    vector registers (the rest hold B's vectors and A's broadcasts), rows (at most 8)
+    and columns (at most 4 vectors, so one block's panel of B stays near L1) dividing M
+    and N; more rows first, as a row costs one broadcast and a vector one load. (1, 1)
+    when nothing larger divides."""
+    best = (1, 1)
+    for rows in range(1, 9):
+        for vecs in range(1, 5):
+            if M % rows or N % (vecs * lanes) or rows * vecs > registers * 3 // 4:
+                continue
+            if rows * vecs > best[0] * best[1] or (rows * vecs == best[0] * best[1]
+                                                   and rows > best[0]):
+                best = (rows, vecs)
+    return best
+
+
+def schedule_dot(s: Schedule, stage: str, intrinsic: str | None, rows: int, vectors: int,
+                 lanes: int | None = None, prepack: bool = True) -> tuple[str, ...]:
+    """Apply the block (module doc) to ``stage`` of ``s`` (at root, untouched, a
+    ``dot_operands`` stage) with ``intrinsic``, or as plain vectors of ``lanes`` when it
+    is None; ``prepack``: B constant, packed at load time. Returns the stages it placed
+    (C, its accumulator stage, B's copy)."""
+    b_name = _b_input(s.state, stage)
+    if intrinsic is not None:
+        intr = get_intrinsic(intrinsic)
+        lanes, group = intr.lanes, intr.group
+        if not prepack:
+            raise ScheduleError(f"stage {stage}: {intrinsic} reads B in groups of {group} "
+                                f"along k, a layout only a pre-packed (constant) B has here")
+    elif lanes is None:
+        raise ValueError("schedule_dot: give an intrinsic or the vector lanes")
+    else:
+        group = 1
+    op = s.state.stage(stage).op
+    (M, N), K = op.shape, op.reduce_axis[0].extent
+    if M % rows or N % (vectors * lanes) or K % group:
+        raise ScheduleError(f"stage {stage}: M={M}, N={N}, K={K} must be multiples of the "
+                            f"block {rows} x {vectors * lanes} and of the group {group}")
+    C = s.tensor(stage)
+    BB = s.cache_read(s.tensor(b_name), "global", [C])
+    BP = s.prepack(BB, dim=1, factor=lanes, group_dim=0, group=group) if prepack else BB
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=rows)
+    jo, ji = s[C].split(j, factor=vectors * lanes)
+    jv, jl = s[C].split(ji, factor=lanes)   # copied out in the intrinsic's vectors
+    s[C].reorder(jo, io, ii, jv, jl)
+    par = s[C].fuse(jo, io)
+    s[C].parallel(par)
+    s[C].unroll(ii)
+    s[C].unroll(jv)
+    s[C].vectorize(jl)
+    s[CL].compute_at(s[C], par)
+    ci, cj = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    cjo, cji = s[CL].split(cj, factor=lanes)
+    ko, ki = s[CL].split(k, factor=group)
+    s[CL].reorder(ko, ci, cjo, cji, ki)
+    s[CL].unroll(ci)
+    s[CL].unroll(cjo)
+    if intrinsic is not None:
+        s[CL].tensorize(cji, intrinsic)
+    else:
+        s[CL].vectorize(cji)
+    s[BP].parallel(s[BP].op.axis[0])
+    return C.name, CL.name, BP.name
+
+
+def gemm_dot(tensors: list, intrinsic: str | None, rows: int, vectors: int,
+             lanes: int | None = None, prepack: bool = True) -> Schedule:
+    """A new schedule of ``tensors`` = [A, B, C] with ``schedule_dot`` applied to C."""
+    C = tensors[2]
+    s = te.create_schedule(C.op)
+    schedule_dot(s, C.op.name, intrinsic, rows, vectors, lanes, prepack)
+    return s
