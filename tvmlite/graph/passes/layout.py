@@ -35,6 +35,9 @@ DEFAULT_LAYOUT = "NHWC"
 TO_NHWC = (0, 2, 3, 1)   # NHWC axis d is NCHW axis TO_NHWC[d]
 TO_NCHW = (0, 3, 1, 2)   # NCHW axis a sits at NHWC position TO_NCHW[a]
 WINDOWED = ("conv", "max_pool", "avg_pool", "lrn")
+# the ops ``_Rewrite.reindexed`` renumbers the axes of
+REINDEXED = ("concat", "softmax", "reduce_mean", "reduce_sum", "transpose", "reshape", "pad",
+             "slice")
 
 
 def choose_layout(g: Graph, layout: str = DEFAULT_LAYOUT) -> Graph:
@@ -192,8 +195,8 @@ class _Rewrite:
     def reindexed(self, n: Node) -> bool:
         """``n`` over NHWC inputs with its axes renumbered, if it has a rule."""
         x = n.inputs[0]
-        if len(self.types[x].shape) != 4:
-            return False
+        if len(self.types[x].shape) != 4 or n.op not in REINDEXED:
+            return False     # (an op with no rule, e.g. conv_integer, reads NCHW)
         pos = TO_NCHW
         twins = tuple(self.to_nhwc(i) if i else i for i in n.inputs)
         if n.op == "concat":

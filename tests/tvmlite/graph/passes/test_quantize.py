@@ -28,12 +28,15 @@ def _w(*shape: int) -> np.ndarray:
 
 
 def _float_model() -> onnx.ModelProto:
-    """A few convs (plain, depthwise, strided 1x1), a residual add, a pool and a Gemm."""
+    """A few convs (plain, depthwise, strided 1x1), a max pool before a conv (NHWC, so the
+    layout pass meets an integer conv reading an NHWC value), a residual add, a global
+    pool and a Gemm."""
     nodes = [oh.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              oh.make_node("Relu", ["c1"], ["r1"]),
-             oh.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=8),
+             oh.make_node("MaxPool", ["r1"], ["m1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             oh.make_node("Conv", ["m1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=8),
              oh.make_node("Relu", ["c2"], ["r2"]),
-             oh.make_node("Add", ["r1", "r2"], ["s"]),
+             oh.make_node("Add", ["m1", "r2"], ["s"]),
              oh.make_node("Conv", ["s", "w3", "b3"], ["c3"], strides=[2, 2]),
              oh.make_node("GlobalAveragePool", ["c3"], ["p"]),
              oh.make_node("Flatten", ["p"], ["f"]),
