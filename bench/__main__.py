@@ -30,9 +30,13 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "dynamic": ("dynamic", "one tuning over a range of sizes against per-size tunings "
                            "with the same budget, numpy and PyTorch"),
     "kill-tune": ("kill_tune", "kill -9 of real tunings at random moments: what each lost"),
+    "lowp-gemm": ("lowp_gemm", "int8 (VNNI and its fallback) and bf16 GEMM 1024^3 against "
+                               "float32, onnxruntime MatMulInteger and PyTorch"),
     "peak": ("peak", "this CPU's fp32 FMA peak, as the other benchmarks measure it"),
     "models": ("models", "whole ONNX models (light zoo CNNs, MobileNet-V2, a BERT encoder), "
                          "untuned and --tuned, against onnxruntime, OpenVINO, PyTorch, TVM"),
+    "models-dynamic": ("models_dynamic", "a BERT layer over lengths 1..512: one tuning for "
+                                         "the range against a tuning per length"),
     "onnx_node_tests": ("onnx_node_tests", "onnx's backend node tests of the ops issue 29 "
                                            "lists, through tvmlite's backend: pass/fail"),
 }

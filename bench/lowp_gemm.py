@@ -1,0 +1,212 @@
+"""Low-precision GEMM (issue 32, "Measure and report"): int8 and bf16 against float32.
+
+    python -m bench lowp-gemm [--size 1024] [--threads 2] [--repeat 25] [--out DIR]
+        [--torch-python PATH] [--quick]
+
+C = A @ B at size^3, ``--threads`` threads, each contender in its own fresh process
+(bench/peers.py: OpenMP and the peers' thread pools start clean), the median of
+``--repeat`` samples:
+
+* tvmlite int8, u8 x s8 -> s32, with this CPU's best dot-product intrinsic
+  (``Target.intrinsics``: vpdpbusd with VNNI), B pre-packed once (a constant, as a
+  model's weight is) in the intrinsic's layout; and the same with VNNI taken away from
+  the target (the exact AVX2 fallback a CPU without VNNI, Zen 3, gets);
+* tvmlite bf16 x bf16 -> f32 with vdpbf16ps where the CPU has AVX512-BF16;
+* tvmlite float32: the hand GEMM recipe (``schedules.recipes.gemm_packed``, the blocked
+  default), the reference of the ratios;
+* onnxruntime MatMulInteger (u8 x s8, B an initializer) and MatMul (float32);
+* PyTorch (``--torch-python``, default $TVMLITE_TORCH_PYTHON, else /work/peers/torch):
+  ``torch._int_mm`` (s8 x s8 -> s32), bf16 and float32 ``matmul``; skipped when absent.
+
+Every tvmlite kernel is checked against numpy's integer (or float64) product on the
+first rows before it is timed. The table names the instruction each kernel used;
+GOP/s counts a multiply-add as two operations. ``--quick`` is a smoke run (size 128,
+3 repeats). Results: ``<out>/lowp-gemm[-quick]-<cpu>.md`` + ``.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from bench import peers, results
+
+TORCH_PYTHON = Path("/work/peers/torch/bin/python")
+
+_TVMLITE = """
+import numpy as np, tvmlite
+from dataclasses import replace
+from bench.model_worker import median_time
+from tvmlite import ops
+from tvmlite.schedule.dot_block import block_sizes, gemm_dot
+from tvmlite.schedules.dot import lowp_matmul
+from tvmlite.schedules.recipes import gemm_packed
+from tvmlite.target.intrinsics import best_intrinsic
+from tvmlite.target.target import Target
+n, kind = payload["size"], payload["kind"]
+target = Target.host()
+if kind == "int8-novnni":
+    target = replace(target, name="", features=tuple(
+        f for f in target.features if f not in ("avx512vnni", "avxvnni")))
+rng = np.random.default_rng(0)
+if kind == "fp32":
+    lanes = target.vector_lanes("float32")
+    s, tensors = gemm_packed(n, n, n, block_cols=2 * lanes, block_rows=8)
+    a, b = (rng.standard_normal((n, n)).astype("float32") for _ in range(2))
+    used = "FMA (vector extensions, no intrinsic)"
+else:
+    dts = ("bfloat16", "bfloat16", "float32") if kind == "bf16" else ("uint8", "int8", "int32")
+    intr = best_intrinsic(target.arch, target.features, *dts)
+    if intr is None:
+        raise SystemExit(f"this CPU has no intrinsic for {dts}")
+    tensors = lowp_matmul(n, n, n) if kind == "bf16" else ops.qmatmul(n, n, n)
+    rows, vecs = block_sizes(n, n, intr.lanes, target.vector_registers)
+    s = gemm_dot(tensors, intr.name, rows, vecs)
+    used = f"{intr.name}: {intr.instruction}"
+    if kind == "bf16":
+        a, b = (rng.standard_normal((n, n)).astype("bfloat16") for _ in range(2))
+    else:
+        a = rng.integers(0, 256, (n, n)).astype("uint8")
+        b = rng.integers(-128, 128, (n, n)).astype("int8")
+mod = tvmlite.build(s, tensors, target=target)
+a, b = tvmlite.asaligned(a), tvmlite.asaligned(b)
+c = tvmlite.empty((n, n), tensors[2].dtype)
+mod(a, b, c)
+want = a[:4].astype(np.float64) @ b.astype(np.float64)
+got = np.asarray(c)[:4].astype(np.float64)
+if kind.startswith("int8"):
+    ok = bool((got == want).all())
+else:
+    ok = bool(np.allclose(got, want, rtol=1e-2, atol=1e-2 * np.sqrt(n)))
+timer = mod.time_evaluator(number=1, repeat=payload["repeat"], min_repeat_ms=20)
+print(json.dumps({"seconds": timer(a, b, c).median, "instruction": used, "correct": ok}))
+"""
+
+_ORT = """
+import numpy as np, onnx, onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from bench.model_worker import median_time
+n, kind = payload["size"], payload["kind"]
+rng = np.random.default_rng(0)
+if kind == "int8":
+    a = rng.integers(0, 256, (n, n)).astype(np.uint8)
+    b = rng.integers(-128, 128, (n, n)).astype(np.int8)
+    node = helper.make_node("MatMulInteger", ["A", "B"], ["C"])
+    ta, tc = TensorProto.UINT8, TensorProto.INT32
+else:
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    node = helper.make_node("MatMul", ["A", "B"], ["C"])
+    ta = tc = TensorProto.FLOAT
+graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", ta, [n, n])],
+                          [helper.make_tensor_value_info("C", tc, [n, n])],
+                          [numpy_helper.from_array(b, "B")])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+opts = ort.SessionOptions()
+opts.intra_op_num_threads = payload["threads"]
+opts.inter_op_num_threads = 1
+sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+fn = lambda: sess.run(None, {"A": a})
+print(json.dumps({"seconds": median_time(fn, payload["repeat"]), "version": ort.__version__}))
+"""
+
+_TORCH = """
+import torch
+from bench.model_worker import median_time
+torch.set_num_threads(payload["threads"])
+n, kind = payload["size"], payload["kind"]
+g = torch.Generator().manual_seed(0)
+if kind == "int8":
+    a = torch.randint(-128, 128, (n, n), dtype=torch.int8, generator=g)
+    b = torch.randint(-128, 128, (n, n), dtype=torch.int8, generator=g)
+    fn = lambda: torch._int_mm(a, b)
+else:
+    dt = torch.bfloat16 if kind == "bf16" else torch.float32
+    a, b = (torch.randn(n, n, generator=g).to(dt) for _ in range(2))
+    fn = lambda: torch.matmul(a, b)
+with torch.no_grad():
+    print(json.dumps({"seconds": median_time(fn, payload["repeat"]),
+                      "version": torch.__version__}))
+"""
+
+# (label, worker, kind, dtypes) in the order they run: ours first, the peers (whose
+# thread pools spin after a call) in processes of their own after
+CONTENDERS = (
+    ("tvmlite int8", "tvmlite", "int8", "u8 x s8 -> s32"),
+    ("tvmlite int8, no VNNI (fallback)", "tvmlite", "int8-novnni", "u8 x s8 -> s32"),
+    ("tvmlite bf16", "tvmlite", "bf16", "bf16 x bf16 -> f32"),
+    ("tvmlite fp32 (blocked recipe)", "tvmlite", "fp32", "f32"),
+    ("onnxruntime MatMulInteger", "ort", "int8", "u8 x s8 -> s32"),
+    ("onnxruntime MatMul", "ort", "fp32", "f32"),
+    ("PyTorch torch._int_mm", "torch", "int8", "s8 x s8 -> s32"),
+    ("PyTorch matmul bf16", "torch", "bf16", "bf16 x bf16 -> bf16"),
+    ("PyTorch matmul fp32", "torch", "fp32", "f32"),
+)
+
+
+def torch_python(arg: str | None) -> str | None:
+    """The python of a venv with torch: the flag, $TVMLITE_TORCH_PYTHON, the peers' venv."""
+    for p in (arg, os.environ.get("TVMLITE_TORCH_PYTHON"), str(TORCH_PYTHON)):
+        if p and Path(p).exists():
+            return p
+    return None
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench lowp-gemm", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", type=int, default=1024)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=peers.REPEAT)
+    p.add_argument("--torch-python", default=None)
+    p.add_argument("--quick", action="store_true", help="smoke run: size 128, 3 repeats")
+    p.add_argument("--out", type=Path, default=results.ROOT / "bench" / "results")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.size, a.repeat = 128, 3
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    torch_py = torch_python(a.torch_python)
+    payload = {"size": a.size, "threads": a.threads, "repeat": a.repeat}
+    rows, fp32 = [], None
+    for label, worker, kind, dtypes in CONTENDERS:
+        if worker == "torch" and torch_py is None:
+            rows.append((label, dtypes, "", None, None, None, "skipped: no torch venv"))
+            continue
+        python = torch_py if worker == "torch" else sys.executable
+        code = {"tvmlite": _TVMLITE, "ort": _ORT, "torch": _TORCH}[worker]
+        env = peers.kernel_env(a.threads) | ({"OMP_PROC_BIND": "false"}
+                                             if worker != "tvmlite" else {})
+        r = peers.run_worker(python, code, dict(payload, kind=kind), env)
+        if "error" in r:
+            rows.append((label, dtypes, "", None, None, None, r["error"][:120]))
+            print(f"{label}: {r['error']}", file=sys.stderr)
+            continue
+        gops = 2 * a.size ** 3 / r["seconds"] / 1e9
+        if label.startswith("tvmlite fp32"):
+            fp32 = gops
+        note = r.get("version", "") if worker != "tvmlite" else \
+            ("correct" if r["correct"] else "WRONG RESULT")
+        rows.append((label, dtypes, r.get("instruction", ""), round(r["seconds"] * 1e3, 3),
+                     round(gops, 1), None, note))
+        print(f"{label}: {r['seconds'] * 1e3:.3f} ms, {gops:.1f} GOP/s", file=sys.stderr)
+    rows = [row[:5] + ((round(row[4] / fp32, 2) if fp32 and row[4] else None),) + row[6:]
+            for row in rows]
+    table = results.Table(
+        ("kernel", "dtypes", "instruction", "ms", "GOP/s", "x tvmlite fp32", "note"),
+        tuple(rows),
+        notes=(f"C = A @ B, {a.size}^3, {a.threads} threads, median of {a.repeat}, each "
+               f"contender in a fresh process; a multiply-add counts 2 operations; B "
+               f"pre-packed (tvmlite) or an initializer (onnxruntime)",))
+    stem = f"lowp-gemm{'-quick' if a.quick else ''}-{peers.cpu_slug()}"
+    md, _ = results.write(a.out / stem, "Low-precision GEMM against float32", [table],
+                          name="lowp_gemm", argv=sys.argv[1:] if argv is None else argv)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
