@@ -61,8 +61,10 @@ from tvmlite.search.template_free.priors import (
 )
 from tvmlite.search.template_free.sketch import (
     CacheRead,
+    DotBlock,
     FuseInto,
     Sketch,
+    dot_decisions,
     realize,
     structure,
 )
@@ -85,6 +87,9 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
     not have a BLAS's structure, its rows cannot give the block ``fma_block_floor``
     accumulators (a conv's w = 14 on AVX2: 2 rows of 2 vectors; a GEMV: one row), or the
     blocking is not a legal schedule of it."""
+    dot = next((a for a in sketch.actions if isinstance(a, DotBlock)), None)
+    if dot is not None:      # the register block around a dot-product intrinsic
+        return dot_decisions(workload, dot.stage, target, constants)
     read = next((a for a in sketch.actions if isinstance(a, CacheRead)), None)
     fuse = next((a for a in sketch.actions if isinstance(a, FuseInto)), None)
     if fuse is None:         # no register block fused into an output's tiles

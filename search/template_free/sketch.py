@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tvmlite.checks import is_int  # decisions come from logs a user may edit
-from tvmlite.schedule.dot_block import dot_operands, schedule_dot
+from tvmlite.schedule.dot_block import block_sizes, dot_operands, schedule_dot
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
 from tvmlite.search.records.workload import Workload
@@ -449,6 +449,27 @@ def _apply_dot(s: Schedule, stage: str, decisions: dict, rng: random.Random, tar
                         vectors, lanes, prepack=b in constants)
 
 
+def dot_decisions(workload: Workload, stage: str, target: Target,
+                  constants: Sequence[str] = ()) -> dict | None:
+    """The dot block's decisions a BLAS would take (``blocking.blocked_decisions`` asks
+    for them): the target's intrinsic where it has one and B is constant, the register
+    block of ``block_sizes``. None when N is no multiple of the lanes."""
+    state = workload.schedule().state
+    pair = dot_operands(state, stage)
+    if pair is None:
+        return None
+    op = state.stage(stage).op
+    (M, N), K = op.shape, op.reduce_axis[0].extent
+    intr = best_intrinsic(target.arch, target.features, state.op_by_name(pair[0]).dtype,
+                          state.op_by_name(pair[1]).dtype, op.dtype)
+    use = intr is not None and pair[1] in constants and K % intr.group == 0
+    lanes = intr.lanes if use and intr is not None else target.vector_lanes(op.dtype)
+    if N % lanes:
+        return None
+    rows, vectors = block_sizes(M, N, lanes, target.vector_registers)
+    return {f"tensorize:{stage}": int(use), f"dot:{stage}": [rows, vectors]}
+
+
 def realize(workload: Workload, sketch: Sketch, decisions: dict | None, rng: random.Random,
             target: Target, constants: Sequence[str] = (),
             loose: frozenset = frozenset()) -> tuple[Schedule, dict]:
@@ -495,5 +516,5 @@ def _used(key: str, s: Schedule) -> bool:
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "realize", "sample_factors",
            "symbolic_axes", "structure",
            "UNROLL_STEPS", "register_block", "max_innermost", "unroll_steps", "fma_block_floor",
-           "Inline", "CacheRead", "CacheWrite", "Rfactor", "DotBlock",
+           "Inline", "CacheRead", "CacheWrite", "Rfactor", "DotBlock", "dot_decisions",
            "Tile", "FuseInto", "ScheduleError"]

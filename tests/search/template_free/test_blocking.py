@@ -22,6 +22,7 @@ from tvmlite.search.template_free.blocking import (
 from tvmlite.search.template_free.policy import SketchPolicy
 from tvmlite.search.template_free.priors import fma_block_floor, max_innermost
 from tvmlite.search.template_free.sketch import generate_sketches, realize, symbolic_axes
+from tvmlite.target.intrinsics import best_intrinsic
 from tvmlite.target.target import Target
 
 NAMED = ("x86_64-sse4", "x86_64-avx2", "x86_64-avx512", "aarch64-neon")
@@ -178,3 +179,18 @@ def test_policy_offers_its_blocked_candidate_until_it_is_measured():
     assert [inp.key for inp in policy.blocked()] == [first[1].key]
     policy.update(first[1:], [MeasureResult(costs=(1e-3,))], train=False)
     assert policy.blocked() == []
+
+
+def test_the_dot_sketch_is_blocked_around_the_targets_intrinsic():
+    """A constant B: the first round measures the intrinsic's register block (what the
+    search then starts from); B per call: the same block in plain vectors."""
+    host = Target.host()
+    wl = Workload.from_op("qmatmul", 16, 64, 32)
+    sketch = generate_sketches(wl)[0]
+    intr = best_intrinsic(host.arch, host.features, "uint8", "int8", "int32")
+    assert intr is not None
+    d = blocked_decisions(wl, sketch, host, ("B",))
+    assert d is not None and d["tensorize:C"] == 1
+    s, _ = realize(wl, sketch, d, random.Random(0), host, ("B",))
+    assert any(st.kind == "tensorize" and st.intrinsic == intr.name for st in s.steps)
+    assert blocked_decisions(wl, sketch, host, ())["tensorize:C"] == 0
