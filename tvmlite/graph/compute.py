@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 from tvmlite import te
 from tvmlite.graph.ir import GraphError, Node
-from tvmlite.ir.symbolic import is_static
+from tvmlite.ir.symbolic import is_static, same_extent
 from tvmlite.ops.common import named
 from tvmlite.ops.elementwise import softmax_compute
 from tvmlite.ops.linalg import broadcast_matmul_compute
@@ -70,18 +70,18 @@ def read(t: Operand, idx: Sequence[Any], out_shape: Sequence[int]) -> Any:
                    for d, s in enumerate(shape))]
 
 
+def _broadcast_dim(s: Any, out: Any) -> bool:
+    """An input dimension of 1 read against a larger output one (a symbolic output
+    dimension is never 1: the graph was merged from sizes of 2 and up)."""
+    return is_static(s) and s == 1 and not (is_static(out) and out == 1)
+
+
 def _pointwise(shape: tuple[int, ...], name: str, fn: Callable[..., Any]) -> te.Tensor:
     return te.compute(shape, named(_axes(len(shape)), lambda *i: fn(i)), name=name)
 
 
 def _cst(v: float, dtype: str) -> Any:
     return te.const(v, dtype)
-
-
-def _broadcast_dim(s: Any, out: Any) -> bool:
-    """An input dimension of 1 read against a larger output one (a symbolic output
-    dimension is never 1: the graph was merged from sizes of 2 and up)."""
-    return is_static(s) and s == 1 and not (is_static(out) and out == 1)
 
 
 def _unary(op: str, node: Node, x: Any, dtype: str) -> Any:
@@ -283,6 +283,9 @@ def _reduce(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
     shape = tuple(x.shape)
     rs = [te.reduce_axis((0, shape[d]), name=f"r{d}") for d in axes]
     count = math.prod(shape[d] for d in axes)
+    if node.op == "reduce_mean" and not is_static(count):
+        raise GraphError(f"node {node.name!r}: a mean over the symbolic size {count} is "
+                         f"not supported (the divisor must be a number)")
 
     def body(*i: Any) -> Any:
         it, idx, r = iter(i), [], iter(rs)
@@ -294,9 +297,6 @@ def _reduce(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
             else:
                 idx.append(next(it))
         return te.sum(x[tuple(idx)], axis=rs)
-    if node.op == "reduce_mean" and not is_static(count):
-        raise GraphError(f"node {node.name!r}: a mean over the symbolic size {count} is "
-                         f"not supported (the divisor must be a number)")
     total = te.compute(out_shape, named(_axes(len(out_shape)), body),
                        name=name if node.op == "reduce_sum" else f"{name}_sum")
     if node.op == "reduce_sum":
@@ -342,6 +342,9 @@ def _layer_norm(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
     x, scale = args[0], args[1]
     bias = args[2] if len(args) > 2 else None
     rows, cols = _last_axis(x, node.attr("axis"), node)
+    if not is_static(cols):
+        raise GraphError(f"node {node.name!r}: a layer norm over the symbolic size {cols} "
+                         f"is not supported (the divisor must be a number)")
     lead = out_shape[:-1]
     k = te.reduce_axis((0, cols), name="k")
     mean = te.compute((rows,), lambda i: te.sum(x[_unflatten(i, lead) + (k,)], axis=k),
@@ -353,9 +356,6 @@ def _layer_norm(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
         * (x[_unflatten(i, lead) + (k2,)] - mean[i] * inv), axis=k2), name=f"{name}_var")
     eps = _cst(node.attr("epsilon"), x.dtype)
 
-    if not is_static(cols):
-        raise GraphError(f"node {node.name!r}: a layer norm over the symbolic size {cols} "
-                         f"is not supported (the divisor must be a number)")
     def body(i: tuple) -> Any:
         r = _flatten(i[:-1], lead)
         y = (x[i] - mean[r] * inv) / te.sqrt(sq[r] * inv + eps) * read(scale, i, out_shape)
@@ -435,8 +435,23 @@ def _reshape(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
              name: str) -> te.Tensor:
     (x,) = args
     src = tuple(x.shape)
-    return _pointwise(out_shape, name, lambda i: x[_unflatten(_flatten(i, out_shape), src)]
-                      if src else x[()])
+    if all(is_static(d) for d in src + tuple(out_shape)):
+        return _pointwise(out_shape, name, lambda i: x[_unflatten(_flatten(i, out_shape), src)]
+                          if src else x[()])
+    # over a symbolic size: the leading and trailing dimensions both shapes share are
+    # indexed straight through, so (1, L, 768) -> (1, L, 12, 64) divides by 12 * 64 and
+    # not by L at every element (which the simplifier cannot fold without L's value)
+    n = min(len(src), len(out_shape))
+    p = next((d for d in range(n) if not same_extent(src[d], out_shape[d])), n)
+    q = next((d for d in range(n - p) if not same_extent(src[-1 - d], out_shape[-1 - d])),
+             n - p)
+    mid_src, mid_out = src[p:len(src) - q], tuple(out_shape[p:len(out_shape) - q])
+
+    def body(i: tuple) -> Any:
+        mid = i[p:len(i) - q]
+        inner = _unflatten(_flatten(mid, mid_out), mid_src) if mid_src else ()
+        return x[tuple(i[:p]) + inner + tuple(i[len(i) - q:])]
+    return _pointwise(out_shape, name, body)
 
 
 def _transpose(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
