@@ -221,10 +221,6 @@ def from_onnx(model: Any, shapes: Mapping[str, Any] | None = None,
         raise OnnxImportError(f"from_onnx: opset {opset} is not supported (1 to "
                               f"{MAX_OPSET} are; the converters follow 9 to 21)")
     shapes = dict(shapes or {})
-    imp = _Importer(proto, opset)
-    for t in proto.graph.initializer:
-        imp.set_constant(t.name, numpy_helper.to_array(t))
-    runtime = [vi.name for vi in proto.graph.input if vi.name not in imp.constants]
     if not isinstance(ranges, (Mapping, type(None))):
         raise TypeError(f"from_onnx(ranges=...) takes a dict of size name to (lo, hi), got "
                         f"{type(ranges).__name__}")
@@ -317,6 +313,10 @@ def _import(onnx: Any, proto: Any, opset: int, shapes: dict, name: str | None) -
     """The graph of ``proto`` with every input's shape concrete."""
     from onnx import numpy_helper
     shapes = dict(shapes)
+    imp = _Importer(proto, opset)
+    for t in proto.graph.initializer:
+        imp.set_constant(t.name, numpy_helper.to_array(t))
+    runtime = [vi.name for vi in proto.graph.input if vi.name not in imp.constants]
     if set(shapes) - set(runtime):
         raise OnnxImportError(f"from_onnx: shapes= names {sorted(set(shapes) - set(runtime))}, "
                               f"which are not inputs of the model (inputs: {runtime})")
