@@ -299,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     md, _ = results.write(a.out / name, "Whole models against every peer", tables,
                           name="models", argv=argv if argv is not None else sys.argv[1:],
                           notes=models_report.run_notes(a),
-                          header={"tvm_mcpu": a.tvm_mcpu, "geomean": _geomeans(rows)})
+                          header={"tvm_mcpu": a.tvm_mcpu, "cpu_name": a.cpu,
+                                  "geomean": _geomeans(rows)})
     print(f"wrote {md}")
     return 0
 

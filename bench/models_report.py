@@ -137,7 +137,11 @@ def doc_section(data: dict[str, Any]) -> str:
               "measurement.** " if smoke else "") +
              f"`{data['command']}` at commit {data['commit']}, {data['date']}, load "
              f"{data['load']} when written; TVM mcpu {data.get('tvm_mcpu')}. CPU: "
-             + "; ".join(ln.split(":", 1)[1].strip() for ln in cpu[1:5] if ":" in ln) + ".",
+             f"{data.get('cpu_name', '')} ("
+             + "; ".join(f"{v.strip()}{' cores' if k == 'cores' else ''}"
+                         for k, _, v in (ln.partition(":") for ln in cpu)
+                         if k in ("arch", "vector", "cores", "caches"))
+             + ").",
              ""]
     for t in data["tables"]:
         lines += [f"**{t['title']}**", "", "| " + " | ".join(t["columns"]) + " |",
