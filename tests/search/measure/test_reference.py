@@ -57,6 +57,13 @@ CASES = [
     ("add", dict(shape=(4, 9))),
     ("relu", dict(shape=(3, 4, 5))),
     ("bias_add", dict(shape=(2, 6, 5), axis=1)),
+    # the quantized operators (uint8 data, int8 weights, int32 sums, a requantize)
+    ("qmatmul", dict(M=5, N=7, K=9, data_zp=3, weight_zp=-2)),
+    ("qdense", dict(N=3, K=9, M=5, data_zp=7, scale=0.37, out_zp=11, bias=True)),
+    ("qconv2d_nchw", dict(N=1, CI=4, H=7, W=7, CO=6, kernel=3, padding=1, groups=2,
+                          data_zp=5, weight_zp=1, out_zp=100, relu=True)),
+    ("qconv2d_nhwc", dict(N=1, H=6, W=5, CI=3, CO=4, kernel=3, padding=1,
+                          data_zp=4, scale=0.5, out_zp=128)),
 ]
 
 
@@ -75,7 +82,9 @@ def run(s: Schedule, tensors: list, inputs: list) -> list[np.ndarray]:
             arrays.append(next(it))
         else:
             shape = tuple(d if isinstance(d, int) else sizes[str(d)] for d in t.shape)
-            out = full(shape, np.nan if t.dtype.startswith("float") else -123456, t.dtype)
+            # a value no kernel computes here: NaN, or the integer type's lowest
+            sentinel = np.nan if t.dtype.startswith("float") else np.iinfo(t.dtype).min
+            out = full(shape, sentinel, t.dtype)
             outs.append(out)
             arrays.append(out)
     mod(*arrays)
