@@ -54,7 +54,6 @@ def extract_tasks(graph: Graph, target: Any = None) -> list[SearchTask]:
         shapes = {n: ranges[n] for n in wl.size_names if n in ranges} or None
         task = SearchTask(workload=wl, target=target, constants=list(kc.constants),
                           shapes=shapes)
-        task.dynamic = shapes is not None
         # measured first: a tuned model is never slower than its default build
         task.seed_steps = [default_schedule(kc, target, largest).steps]
         task.weight = 1

@@ -114,6 +114,12 @@ class SearchTask:
             raise ValueError("SearchTask(shapes=...) is for workloads with a symbolic size "
                              "(te.var); this one has none")
 
+    @property
+    def dynamic(self) -> bool:
+        """Whether the task is over a symbolic size (tuned for its range by the
+        dynamic-shape search, not by the TaskScheduler)."""
+        return self.workload.is_dynamic
+
     @classmethod
     def from_tensors(cls, tensors: Sequence[Any], name: str = "custom",
                      target: Target | str | None = None) -> "SearchTask":
