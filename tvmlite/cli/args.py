@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import re
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tvmlite.checks import is_number
 from tvmlite.codegen_c import CompileError
 from tvmlite.errors import TvmliteError
 from tvmlite.search.options import TuningOptions
+from tvmlite.target.load import machine_busy_warning
 from tvmlite.target.target import TARGET_NAMES, CompilerNotFoundError, Target
 
 LIBRARY_ERRORS = (ValueError, TypeError, LookupError, OSError, CompileError,
@@ -198,6 +200,15 @@ def _runner_spec(text: str) -> str:
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return text
+
+
+def warn_if_busy(args: argparse.Namespace) -> None:
+    """Before a tuning measures on this machine (no --runner, or local): say on stderr
+    when it is busy (``target.load``: its timings favour serial schedules)."""
+    if getattr(args, "runner", None) in (None, "local"):
+        warning = machine_busy_warning()
+        if warning:
+            print(warning, file=sys.stderr)
 
 
 def make_runner(spec: str | None, compile_on: str = "auto", **measuring: Any) -> Any:

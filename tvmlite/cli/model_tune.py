@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tvmlite.cli.args import IDENTIFIER, UsageError, resolve_target, tuning_options
+from tvmlite.cli.args import IDENTIFIER, UsageError, resolve_target, tuning_options, warn_if_busy
 from tvmlite.cli.model import format_shape
 from tvmlite.cli.model_decisions import tune_decision_lines
 from tvmlite.cli.model_dynamic import cmd_model_tune_symbolic
@@ -333,6 +333,7 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
         options = replace(options, population=MODEL_POPULATION)
     with options.make_runner() as runner:   # a runner that cannot run the target stops here
         runner.check_target(target)
+    warn_if_busy(args)
     model = ModelEstimate(tasks, logged)
     progress = Progress(args.trials, sys.stderr, "quiet" if args.quiet else None,
                         label=Path(args.op).stem, status=model.status)

@@ -25,6 +25,7 @@ from tvmlite.cli.args import (
     parse_params,
     resolve_target,
     tuning_options,
+    warn_if_busy,
 )
 from tvmlite.cli.progress import Progress
 from tvmlite.ops import OPS
@@ -196,6 +197,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     options = tuning_options(args, args.seed)
     with options.make_runner() as runner:   # a runner that cannot run the target stops here
         runner.check_target(task.target)
+    warn_if_busy(args)
     progress = Progress(args.trials, sys.stderr, "quiet" if args.quiet else None,
                         label=workload.name)
     callback = _trace_trials(progress)

@@ -214,3 +214,18 @@ def test_an_interrupt_before_anything_was_logged_claims_no_file(tmp_path, monkey
     assert code == 130 and not log.exists()
     assert "nothing was logged" in err and "does not exist" in err and "--resume" not in err
     assert "every measured record is in" not in err
+
+
+def test_a_tuning_on_a_busy_machine_says_so_before_it_measures(tmp_path, monkeypatch, capsys):
+    from tvmlite import cli
+    from tvmlite.cli import args as cli_args
+    from tvmlite.search.template_free.task import SearchTask
+
+    def interrupted(self, *args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(SearchTask, "tune", interrupted)
+    monkeypatch.setattr(cli_args, "machine_busy_warning",
+                        lambda: "warning: this machine is busy (load average 5.0 on 2 cores)")
+    cli.main(["tune", "matmul", "M=16", "N=16", "K=16", "--trials", "4",
+              "--log", str(tmp_path / "busy.jsonl")])
+    assert "this machine is busy" in capsys.readouterr().err
