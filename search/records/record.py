@@ -24,7 +24,7 @@ import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from tvmlite.errors import TvmliteError, TvmliteWarning
 from tvmlite.schedule.state import ScheduleError
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the runners import the measure package, which imports recor
 
 __all__ = ["FORMAT_VERSION", "RecordError", "RecordWarning", "TargetMismatchWarning",
            "Record", "make_record", "append_record", "RecordWriter", "iter_records",
+           "records_by_workload",
            "load_records", "target_matches", "short_value"]
 
 FORMAT_VERSION = 1
@@ -387,6 +388,21 @@ def _lines(f: Any) -> Iterator[tuple[int, bytes | None]]:
 
 
 MAX_LINE_WARNINGS = 5  # bad lines reported one by one; the rest in one summary warning
+
+
+def records_by_workload(path: str | os.PathLike, keys: Iterable[str], target: Any
+                        ) -> dict[str, list[Record]]:
+    """This CPU's records (``target.same_cpu``) of each workload key, read in one pass of
+    the log (none if it does not exist yet); bad lines are skipped silently, as a caller
+    reporting per task has said so when it started."""
+    mine: dict[str, list[Record]] = {k: [] for k in keys}
+    if os.path.isfile(path):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _, r in iter_records(path):
+                if r.workload.key in mine and r.target.same_cpu(target):
+                    mine[r.workload.key].append(r)
+    return mine
 
 
 def iter_records(path: str | os.PathLike, missing_ok: bool = False

@@ -9,14 +9,13 @@ layout) or ``constant`` (a plain copy) step, so the line costs one read of the l
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tvmlite.graph.decisions import GraphDecisions
 from tvmlite.search.records.best import best_record
-from tvmlite.search.records.record import Record, iter_records
+from tvmlite.search.records.record import records_by_workload
 from tvmlite.target.target import Target
 
 __all__ = ["PACK_STEPS", "packs", "packed_tasks", "tune_decision_lines"]
@@ -31,14 +30,7 @@ def packs(steps: Sequence[Any]) -> bool:
 
 def packed_tasks(tasks: Sequence[Any], log: str | Path, target: Target) -> list[str]:
     """The kernel names of the tasks whose schedule in the library packs a weight."""
-    keys = {t.workload.key for t in tasks}
-    mine: dict[str, list[Record]] = {k: [] for k in keys}
-    if Path(log).is_file():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # bad lines were reported when the run started
-            for _, r in iter_records(log):
-                if r.workload.key in keys and r.target.same_cpu(target):
-                    mine[r.workload.key].append(r)
+    mine = records_by_workload(log, {t.workload.key for t in tasks}, target)
     out = []
     for t in tasks:
         recs = mine[t.workload.key]

@@ -15,15 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from tvmlite.graph.build import build_graph
+from tvmlite.graph.decisions import feeds_for
 from tvmlite.graph.ir import Graph
 from tvmlite.graph.library import ModelLibrary
 from tvmlite.search.templated.task import apply_history_best
 from tvmlite.target.target import Target
 
-__all__ = ["ModelTimes", "feeds_of", "ort_timer", "time_models", "times_lines", "format_latency",
+__all__ = ["ModelTimes", "ort_timer", "time_models", "times_lines", "format_latency",
            "REPEAT"]
 
 REPEAT = 25          # timed runs of each built model (and onnxruntime)
@@ -44,19 +43,6 @@ class ModelTimes:
     repeat: int
     tuned_min: float = 0.0
     untuned_min: float = 0.0
-
-
-def feeds_of(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs of the model's shapes: normal floats; zeros for integer and boolean inputs
-    (token ids, masks: index 0 is valid for every gather)."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name in graph.inputs:
-        t = graph.types[name]
-        dt = np.dtype(t.dtype)
-        out[name] = rng.standard_normal(t.shape).astype(dt) if dt.kind == "f" else \
-            np.zeros(t.shape, dt)
-    return out
 
 
 def _library(graph: Graph, target: Target, log: str | None, folder: Path) -> ModelLibrary:
@@ -101,7 +87,7 @@ def time_models(model: Path, graph: Graph, target: Target, log: str, threads: in
     ``repeat`` (default ``REPEAT``) whole runs of each, in interleaved rounds, then as
     many of onnxruntime's."""
     repeat = REPEAT if repeat is None else repeat
-    feeds = feeds_of(graph)
+    feeds = feeds_for(graph)
     with tempfile.TemporaryDirectory(prefix="tvmlite-tune-") as tmp:
         tuned = _library(graph, target, log, Path(tmp) / "tuned")
         untuned = _library(graph, target, None, Path(tmp) / "untuned")

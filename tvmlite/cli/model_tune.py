@@ -26,7 +26,6 @@ import contextlib
 import shlex
 import signal
 import sys
-import warnings
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -46,7 +45,7 @@ from tvmlite.ops import OPS
 from tvmlite.search.graph_tasks import extract_tasks
 from tvmlite.search.measure.measurer import check_log_path
 from tvmlite.search.records.best import best_record, is_retiming
-from tvmlite.search.records.record import Record, iter_records
+from tvmlite.search.records.record import records_by_workload
 from tvmlite.search.result import Trial
 from tvmlite.search.template_free.scheduler import (
     EARLY_STOP_ROUNDS,
@@ -109,14 +108,7 @@ def task_rows(tasks: Sequence[Any], log: str, target: Target,
     counts (this CPU's records, re-timings excluded), the best is the record
     ``tvmlite.build`` takes under ``apply_history_best`` (``best_record``, this CPU's).
     ``stopped``: the workload keys of the tasks this run stopped early."""
-    keys = {t.workload.key for t in tasks}
-    mine: dict[str, list[Record]] = {k: [] for k in keys}
-    if Path(log).is_file():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # bad lines were reported when the run started
-            for _, r in iter_records(log):
-                if r.workload.key in keys and r.target.same_cpu(target):
-                    mine[r.workload.key].append(r)
+    mine = records_by_workload(log, {t.workload.key for t in tasks}, target)
     rows = []
     for t in tasks:
         recs = mine[t.workload.key]
