@@ -4,7 +4,9 @@ order of ``PIPELINE`` by ``optimize`` (like ``lower``'s pipeline for loops).
 Map (module: pass): quantize.py fold_qdq (QDQ patterns to integer kernels) ·
 constants.py fold_constants · identity.py remove_identity
 (Dropout/Identity) · batch_norm.py fold_batch_norm · dead_nodes.py remove_dead ·
-layout.py choose_layout · fusion.py fuse. The modules are not named after their
+layout.py choose_layout · fusion.py fuse; split.py split_kernels (not in the pipeline:
+measured decisions use it) and edit.py GraphEdit (the working copy a rewriting pass
+adds values to). The modules are not named after their
 functions, so importing one never shadows the function this package exports.
 """
 from __future__ import annotations

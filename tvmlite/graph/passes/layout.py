@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tvmlite.graph.ir import Graph, GraphError, Node, TensorType, attrs_of
 from tvmlite.graph.ops import ELEMENTWISE
+from tvmlite.graph.passes.edit import GraphEdit
 
 __all__ = ["LAYOUTS", "DEFAULT_LAYOUT", "choose_layout", "TO_NHWC", "TO_NCHW"]
 
@@ -59,30 +58,15 @@ def _permute(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(shape[a] for a in TO_NHWC)
 
 
-class _Rewrite:
+class _Rewrite(GraphEdit):
     """One walk over the nodes; ``nhwc`` maps an NCHW value to its NHWC twin, ``plain``
     holds the values that exist in the model's own order."""
 
     def __init__(self, g: Graph):
-        self.g = g
-        self.types: dict[str, TensorType] = dict(g.types)
-        self.consts: dict[str, np.ndarray] = dict(g.constants)
+        super().__init__(g)
         self.nodes: list[Node] = []
         self.nhwc: dict[str, str] = {}
         self.plain: set[str] = set(g.inputs) | set(g.constants)
-
-    def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.types:
-            k += 1
-            name = f"{base}_{k}"
-        return name
-
-    def constant(self, base: str, value: np.ndarray) -> str:
-        name = self.fresh(base)
-        self.consts[name] = np.ascontiguousarray(value)
-        self.types[name] = TensorType(tuple(value.shape), value.dtype.name)
-        return name
 
     # -- conversions ---------------------------------------------------------------------
 

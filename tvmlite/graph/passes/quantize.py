@@ -33,6 +33,7 @@ import numpy as np
 
 from tvmlite.graph.ir import Graph, Node, TensorType, attrs_of
 from tvmlite.graph.ops import evaluate
+from tvmlite.graph.passes.edit import GraphEdit
 
 __all__ = ["fold_qdq"]
 
@@ -44,26 +45,11 @@ class _Weight:
     zp: np.ndarray         # (C,) or (), int32
 
 
-class _Fold:
+class _Fold(GraphEdit):
     def __init__(self, g: Graph):
-        self.g = g
+        super().__init__(g)
         self.prod = g.producers()
         self.cons = g.consumers()
-        self.consts: dict[str, np.ndarray] = dict(g.constants)
-        self.types: dict[str, TensorType] = dict(g.types)
-
-    def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.types:
-            k += 1
-            name = f"{base}_{k}"
-        return name
-
-    def constant(self, base: str, value: np.ndarray) -> str:
-        name = self.fresh(base)
-        self.consts[name] = np.ascontiguousarray(value)
-        self.types[name] = TensorType(tuple(value.shape), value.dtype.name)
-        return name
 
     def single_use(self, v: str) -> bool:
         return len(self.cons.get(v, [])) == 1 and v not in self.g.outputs
