@@ -18,19 +18,27 @@ wrapping arithmetic. ``float16`` and ``bfloat16`` are *storage* types: a buffer 
 16 bits (``uint16_t`` in the C), and the generated code computes on them in float32 and
 rounds to nearest even on every store (``codegen_c.lowp``), because most of our targets
 have no arithmetic for them (Zen 4 and 5 have avx512_bf16 for conversions and dot products
-only). numpy holds ``float16`` natively and ``bfloat16`` as ``ml_dtypes.bfloat16``, which
-this module imports so that ``np.dtype("bfloat16")`` resolves everywhere.
+only). numpy holds ``float16`` natively and ``bfloat16`` as ``ml_dtypes.bfloat16``. Importing
+ml_dtypes costs about 0.6 s (it registers a dozen numpy types; numpy itself takes 0.05 s),
+which every tvmlite process would pay -- each CLI command and each measuring worker -- so
+it is imported the first time a bfloat16 is named: ``numpy_dtype("bfloat16")``, which
+``ir.expr.check_dtype`` calls for every placeholder, cast and constant of that dtype.
+After that ``np.dtype("bfloat16")`` resolves everywhere in the process (an array
+unpickled in another process imports ml_dtypes itself).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 __all__ = ["DType", "DTYPE_INFO", "DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "BUFFER_DTYPES",
            "STORAGE_FLOATS", "UNSIGNED_DTYPES", "ITEMSIZE", "CTYPE", "ALIGNMENT",
-           "round_up_to_alignment", "numpy_dtype", "value_range", "is_float_dtype",
+           "round_up_to_alignment", "numpy_dtype", "as_numpy_dtype", "bfloat16_numpy",
+           "bfloat16_finfo",
+           "value_range", "is_float_dtype",
            "compute_dtype"]
 
 ALIGNMENT = 64
@@ -84,7 +92,28 @@ def round_up_to_alignment(nbytes: int) -> int:
 
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype that holds IR dtype ``name`` (``bool`` as its int32 storage)."""
-    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(DTYPE_INFO[name].numpy)
+    return bfloat16_numpy() if name == "bfloat16" else np.dtype(DTYPE_INFO[name].numpy)
+
+
+def as_numpy_dtype(dtype: Any) -> np.dtype:
+    """``np.dtype(dtype)`` for anything numpy takes, and the name "bfloat16" too (which
+    numpy knows only once ml_dtypes is imported)."""
+    return bfloat16_numpy() if isinstance(dtype, str) and dtype == "bfloat16" else \
+        np.dtype(dtype)
+
+
+@functools.cache
+def bfloat16_finfo() -> Any:
+    """bfloat16's limits (numpy has no finfo of it; ml_dtypes has)."""
+    import ml_dtypes
+    return ml_dtypes.finfo(bfloat16_numpy())
+
+
+@functools.cache
+def bfloat16_numpy() -> np.dtype:
+    """``ml_dtypes.bfloat16``, imported on first use (module doc: its import cost)."""
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def is_float_dtype(name: str) -> bool:
@@ -102,7 +131,7 @@ def value_range(name: str) -> tuple:
     if name == "bool":
         return (0, 1)
     if name in FLOAT_DTYPES:
-        info = ml_dtypes.finfo(numpy_dtype(name))
+        info: Any = np.finfo(numpy_dtype(name)) if name != "bfloat16" else bfloat16_finfo()
         return (float(info.min), float(info.max))
     ints = np.iinfo(numpy_dtype(name))
     return (int(ints.min), int(ints.max))

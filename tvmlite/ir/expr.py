@@ -25,6 +25,7 @@ from tvmlite.ir.dtypes import (  # noqa: F401 (ITEMSIZE re-exported)
     FLOAT_DTYPES,
     INT_DTYPES,
     ITEMSIZE,
+    bfloat16_numpy,
     value_range,
 )
 
@@ -37,6 +38,8 @@ CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 def check_dtype(dtype: str, what: str = "dtype") -> str:
     if dtype not in DTYPES:
         raise TypeError(f"{what} must be one of {', '.join(DTYPES[:-1])}, got {dtype!r}")
+    if dtype == "bfloat16":
+        bfloat16_numpy()      # numpy knows "bfloat16" from here on (ir.dtypes: why lazily)
     return dtype
 
 

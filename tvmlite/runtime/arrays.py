@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tvmlite.ir.dtypes import ALIGNMENT  # bytes: a cache line, and one 512-bit vector
+from tvmlite.ir.dtypes import ALIGNMENT, as_numpy_dtype  # ALIGNMENT: a cache line, a 512-bit vector
 from tvmlite.runtime.device import Device, check_device
 
 __all__ = ["ALIGNMENT", "empty", "full", "asaligned", "is_aligned", "NDArray", "nd_array",
@@ -28,7 +28,7 @@ __all__ = ["ALIGNMENT", "empty", "full", "asaligned", "is_aligned", "NDArray", "
 
 def empty(shape: int | Sequence[int], dtype: Any = "float32") -> np.ndarray:
     """An uninitialized C-contiguous array whose data starts on a 64-byte boundary."""
-    dtype = np.dtype(dtype)
+    dtype = as_numpy_dtype(dtype)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
@@ -49,7 +49,7 @@ def is_aligned(a: np.ndarray) -> bool:
 def asaligned(a: Any, dtype: Any = None) -> np.ndarray:
     """``a`` itself if it is a C-contiguous, 64-byte-aligned array of ``dtype``, else an
     aligned copy."""
-    a = np.asarray(a, dtype=dtype)
+    a = np.asarray(a, dtype=None if dtype is None else as_numpy_dtype(dtype))
     if a.flags.c_contiguous and is_aligned(a):
         return a
     out = empty(a.shape, a.dtype)

@@ -25,7 +25,7 @@ from tvmlite.codegen_c.codegen import cdecl, generate
 from tvmlite.codegen_c.header import header, pack_doc, size_doc  # their old home: re-exported
 from tvmlite.errors import TvmliteWarning
 from tvmlite.explain.report import explain_schedule
-from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, DTYPE_INFO
+from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, numpy_dtype
 from tvmlite.ir.symbolic import bind_extent, is_static
 from tvmlite.passes.pipeline import LoweredFunc, lower
 from tvmlite.passes.tensorize import check_target
@@ -34,7 +34,6 @@ from tvmlite.runtime.device import check_device
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.target.target import Target
 
-NP_DTYPE = {d: np.dtype(DTYPE_INFO[d].numpy) for d in BUFFER_DTYPES}
 CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
 
 
@@ -291,7 +290,7 @@ def _check_array(a: Any, buf: Any, sizes: dict, outputs: Any) -> None:
     if not isinstance(a, np.ndarray):
         raise TypeError(f"argument {buf.name} must be a numpy.ndarray or a "
                         f"tvmlite.nd.NDArray, got {type(a).__name__}")
-    if a.dtype != NP_DTYPE[buf.dtype]:
+    if a.dtype != numpy_dtype(buf.dtype):
         raise TypeError(f"argument {buf.name} must have dtype {buf.dtype}, got {a.dtype} "
                         f"(use .astype('{buf.dtype}'))")
     want = tuple(bind_extent(d, sizes) for d in buf.shape)
