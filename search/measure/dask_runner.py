@@ -5,8 +5,8 @@ once. Dask brings the scheduling, worker health and a live dashboard; this modul
 what tuning needs on top:
 
 - **Where compiling happens** (``compile_on``). A client that compiles every candidate
-  caps the trials per minute however many workers there are, so by default (``"auto"``)
-  each worker whose compiler is the client's -- the same path, ``--version`` output,
+  caps the trials per minute however many workers there are on other machines, so with
+  ``"auto"`` each worker whose compiler is the client's -- the same path, ``--version`` output,
   binaries and resolved flags (``dask_worker.compiler_identity``, compared once per
   worker when it is first seen) -- compiles what it measures: the client only lowers
   (``LocalBuilder.iter_lower``) and ships the C with the target, whose flags the worker
@@ -115,9 +115,13 @@ class DaskRunner(Runner):
     open on ``close``). ``config`` (a ``MeasureConfig``) is the measuring protocol, the
     same as ``LocalRunner``'s (each worker's LocalRunner measures with it); the old
     keyword arguments build it or replace its fields. ``compile_on`` says where
-    candidates are compiled: ``"auto"`` (each worker whose compiler is the client's, the
-    client for the others), ``"worker"`` (only workers that can compile measure) or
-    ``"client"``; ``compilers`` are the workers that compile. ``pin`` gives workers
+    candidates are compiled: ``"client"`` (the default: on a single machine the client's
+    compiles overlap the workers' timings, where a worker compiling on its own pinned
+    core must compile, then time: 88.7 against 145.7 trials per minute with one worker on
+    a 2-core Sapphire Rapids, bench/results/dask-throughput-compile-sapphire-rapids.md),
+    ``"auto"`` (each worker whose compiler is the client's, the client for the others:
+    for workers on other machines) or ``"worker"`` (only workers that can compile
+    measure); ``compilers`` are the workers that compile. ``pin`` gives workers
     sharing a machine their own cores; ``connect_timeout`` bounds reaching the scheduler;
     ``worker_timeout`` is how long to wait for a worker when the scheduler has none yet
     (scheduler, workers and tuning may be started in any order), once per connection
@@ -133,7 +137,7 @@ class DaskRunner(Runner):
                  flush_cache: bool | None = None, check_correctness: bool | None = None,
                  n_threads: int | None = None, seed: int | None = None, pin: bool = True,
                  connect_timeout: float = 10.0, worker_timeout: float = WORKER_TIMEOUT, *,
-                 config: MeasureConfig | None = None, compile_on: str = "auto"):
+                 config: MeasureConfig | None = None, compile_on: str = "client"):
         given = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
                  "timeout": timeout, "flush_cache": flush_cache,
                  "check_correctness": check_correctness, "n_threads": n_threads, "seed": seed}

@@ -168,10 +168,11 @@ def target_args(c: argparse.ArgumentParser, runner: bool = True) -> None:
                        "(user-mode emulation of the target: checked for correctness, timings "
                        "emulated) or dask://HOST:PORT (the workers of a Dask cluster; see "
                        "docs/dask.md)")
-        c.add_argument("--compile-on", choices=("auto", "worker", "client"), default="auto",
-                       help="with --runner dask://...: where candidates are compiled (auto, "
-                       "the default: on each worker whose compiler is this machine's, here "
-                       "for the others; worker: measure only on those; client: all here)")
+        c.add_argument("--compile-on", choices=("auto", "worker", "client"), default="client",
+                       help="with --runner dask://...: where candidates are compiled (client, "
+                       "the default: all here; auto: on each worker whose compiler is this "
+                       "machine's, here for the others -- for workers on other machines; "
+                       "worker: measure only on those)")
 
 
 def resolve_target(args: argparse.Namespace) -> Any:
@@ -211,7 +212,7 @@ def warn_if_busy(args: argparse.Namespace) -> None:
             print(warning, file=sys.stderr)
 
 
-def make_runner(spec: str | None, compile_on: str = "auto", **measuring: Any) -> Any:
+def make_runner(spec: str | None, compile_on: str = "client", **measuring: Any) -> Any:
     """The Runner of a ``dask://`` --runner, with these measuring arguments (LocalRunner's)
     and --compile-on; None for the others (local, qemu, no flag): TuningOptions.make_runner
     builds those."""

@@ -206,7 +206,7 @@ def test_a_mixed_cluster_compiles_on_the_workers_that_can_and_here_for_the_other
         odd = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
         client.run(os.putenv, "FAKE_CC", "other", workers=[odd])
         try:
-            runner = DaskRunner(cluster.scheduler_address, **TINY)
+            runner = DaskRunner(cluster.scheduler_address, compile_on="auto", **TINY)
             log = tmp_path / "mixed.jsonl"
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -227,7 +227,7 @@ def test_cli_compile_on_reaches_the_runner(cluster):
     from tvmlite.cli.args import tuning_options
     from tvmlite.cli.commands import build_parser
     url = "dask://" + cluster.scheduler_address.split("://")[1]
-    for flag, mode in ((["--compile-on", "worker"], "worker"), ([], "auto")):
+    for flag, mode in ((["--compile-on", "worker"], "worker"), ([], "client")):
         args = build_parser().parse_args(["tune", "matmul", "M=8", "--trials", "2", "--log",
                                           "x.jsonl", "--runner", url, *flag])
         assert tuning_options(args).runner.compile_on == mode
