@@ -5,22 +5,27 @@ Anchors call the operator library's tensor-taking computes (``conv2d_nchw_comput
 ``softmax_compute``...), so the graph adds no second definition of an op; the
 elementwise and injective nodes are one ``te.compute`` each, written here by
 broadcasting or re-indexing their inputs. A constant of one element is read as a
-literal (``Scalar``), not as a buffer, so ``x * 0.5`` needs no argument and ``x ** 2``
+literal (``graph.scalar.Scalar``), not as a buffer, so ``x * 0.5`` needs no argument and ``x ** 2``
 becomes ``x * x``.
 
 Map: Scalar, read (broadcast) · unary/binary elementwise · node_compute (dispatch) ·
-anchors (conv, matmul, pools, reductions, softmax, layer norm, LRN) · quantized
-(quantize, dequantize, requantize; conv_integer, matmul_integer) · injective
-(reshape, transpose, concat, slice, gather, expand, pad).
+anchors (conv, matmul, pools, reductions, softmax, layer norm, LRN) · injective
+(reshape, transpose, concat, slice, gather, expand, pad). The quantized nodes' computes
+are ``graph.quantized_compute``.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tvmlite import te
 from tvmlite.graph.ir import GraphError, Node
+from tvmlite.graph.quantized_compute import (
+    QUANT_VALUE,
+    conv_integer_compute,
+    matmul_integer_compute,
+)
+from tvmlite.graph.scalar import Operand, Scalar
 from tvmlite.ir.symbolic import is_static, same_extent
 from tvmlite.ops.common import named
 from tvmlite.ops.elementwise import softmax_compute
@@ -32,26 +37,10 @@ from tvmlite.ops.nn import (
     depthwise_conv2d_nhwc_compute,
     max_pool2d_compute,
 )
-from tvmlite.ops.quantized import (
-    dequantize_value,
-    qconv2d_nchw_compute,
-    qmatmul_compute,
-    quantize_value,
-    requantize_value,
-)
 
 __all__ = ["Scalar", "node_compute"]
 
 
-@dataclass(frozen=True)
-class Scalar:
-    """A one-element constant, read as a literal of ``dtype``."""
-    value: float
-    dtype: str
-    shape: tuple[int, ...] = ()
-
-
-Operand = Any   # te.Tensor or Scalar
 
 
 def _axes(rank: int) -> list[str]:
@@ -156,8 +145,8 @@ def node_compute(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...]
         return _pointwise(out_shape, name, lambda i: te.if_then_else(
             read(args[0], i, out_shape) != _cst(0, "bool"), read(args[1], i, out_shape),
             read(args[2], i, out_shape)))
-    if op in _QUANT_VALUE:
-        return _pointwise(out_shape, name, lambda i: _QUANT_VALUE[op](
+    if op in QUANT_VALUE:
+        return _pointwise(out_shape, name, lambda i: QUANT_VALUE[op](
             node, *(read(a, i, out_shape) for a in args)))
     if op == "batch_norm":
         raise GraphError(f"node {node.name!r}: batch_norm is folded before compute")
@@ -383,49 +372,11 @@ def _lrn(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: 
     return _pointwise(out_shape, name, lambda i: x[i] / te.exp(beta * te.log(b + a * acc[i])))
 
 
-# -- quantized: the ONNX arithmetic is tvmlite.ops.quantized's ---------------------------
-
-_QUANT_VALUE: dict[str, Callable[..., Any]] = {
-    "quantize": lambda n, x, s, z: quantize_value(x, s, z, n.attr("to")),
-    "dequantize": lambda n, x, s, z: dequantize_value(x, s, z),
-    "requantize": lambda n, x, s, z: requantize_value(x, s, z, n.attr("to"),
-                                                      bool(n.attr("relu", 0))),
-}
-
-
-def _zero_point(z: Operand) -> Any:
-    """A zero point as an int (one value) or the (C,) tensor read per channel."""
-    return int(z.value) if isinstance(z, Scalar) else z
-
-
-def _conv_integer(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
-                  name: str) -> te.Tensor:
-    x, w, x_zp, w_zp = args
-    if isinstance(w_zp, te.Tensor) and len(w_zp.shape) != 1:
-        raise GraphError(f"node {node.name!r}: a per-channel weight zero point must be 1-D")
-    if not isinstance(x_zp, Scalar):
-        raise GraphError(f"node {node.name!r}: the input zero point must be one value")
-    return qconv2d_nchw_compute(x, w, _zero_point(x_zp), _zero_point(w_zp),
-                                node.attr("strides"), node.attr("pads"),
-                                node.attr("dilations"), node.attr("group"), out_shape[2:],
-                                name=name)
-
-
-def _matmul_integer(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
-                    name: str) -> te.Tensor:
-    a, b, a_zp, b_zp = args
-    if len(b.shape) < 2 or len(a.shape) < 2 or not isinstance(a_zp, Scalar):
-        raise GraphError(f"node {node.name!r}: MatMulInteger takes A (..., M, K) with one "
-                         f"zero point and B (..., K, N), got {tuple(a.shape)} and "
-                         f"{tuple(b.shape)}")
-    return qmatmul_compute(a, b, _zero_point(a_zp), _zero_point(b_zp), name=name)
-
-
 _ANCHOR_COMPUTE: dict[str, Callable[..., te.Tensor]] = {
     "conv": _conv, "matmul": _matmul, "max_pool": _pool, "avg_pool": _pool,
     "reduce_mean": _reduce, "reduce_sum": _reduce, "softmax": _softmax,
     "layer_norm": _layer_norm, "lrn": _lrn,
-    "conv_integer": _conv_integer, "matmul_integer": _matmul_integer,
+    "conv_integer": conv_integer_compute, "matmul_integer": matmul_integer_compute,
 }
 
 
