@@ -14,7 +14,7 @@ from tvmlite.errors import TvmliteError
 from tvmlite.graph.ir import Node, TensorType, attrs_of
 
 __all__ = ["ConversionError", "Context", "attr", "need_const", "opt_const", "node", "simple",
-           "scalar"]
+           "scalar", "window", "window_pads"]
 
 
 class ConversionError(TvmliteError, ValueError):
@@ -73,3 +73,34 @@ def simple(op: str) -> Callable[[Any, Context], list[Node]]:
 def scalar(ctx: Context, value: float, dtype: str = "float32") -> str:
     """A new one-element constant (read as a literal by the kernels)."""
     return ctx.constant(np.array(value, dtype))
+
+
+def window_pads(n: Any, ctx: Context, x: TensorType, kernel: tuple, strides: tuple,
+                dilations: tuple) -> tuple[int, int, int, int]:
+    """A 2-D window's (top, left, bottom, right) pads: ``pads``, or ``auto_pad``'s."""
+    auto = attr(n, "auto_pad", "NOTSET")
+    if auto in ("NOTSET", "VALID"):
+        p = tuple(attr(n, "pads", [0, 0, 0, 0])) if auto == "NOTSET" else (0, 0, 0, 0)
+        if len(p) != 4:
+            raise ConversionError(f"node {n.name!r} ({n.op_type}): only 2-D windows are "
+                                  f"supported, got pads {list(p)}")
+        return p[0], p[1], p[2], p[3]
+    out = []
+    for d in range(2):
+        size = x.shape[2 + d]
+        o = -(-size // strides[d])
+        total = max(0, (o - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - size)
+        small, big = total // 2, total - total // 2
+        out.append((small, big) if auto == "SAME_UPPER" else (big, small))
+    return out[0][0], out[1][0], out[0][1], out[1][1]
+
+
+def window(n: Any, ctx: Context, kernel: tuple) -> dict[str, Any]:
+    """A 2-D conv or pool's strides, pads (``auto_pad`` resolved) and dilations."""
+    if len(kernel) != 2:
+        raise ConversionError(f"node {n.name!r} ({n.op_type}): only 2-D windows are "
+                              f"supported, got kernel {list(kernel)}")
+    strides = tuple(attr(n, "strides", [1, 1]))
+    dil = tuple(attr(n, "dilations", [1, 1]))
+    return {"strides": strides, "pads": window_pads(n, ctx, ctx.type(n.input[0]), kernel, strides,
+                                              dil), "dilations": dil}

@@ -9,9 +9,11 @@ BatchNormalization's ``spatial`` is gone at 9; Dropout's ratio became an input a
 (ignored: inference). Values a converter needs to know (a Reshape's shape, a Slice's
 starts) must be constants by then; the importer folds shape arithmetic as it goes.
 
-Map: windows (pads, auto_pad, 1-D as 2-D) · one function per op · CONVERTERS (op type
--> converter) · CONSTANT_INPUTS (the inputs a converter needs as constants). The context
-and helpers are in ``common.py``; ops converted as several nodes (batch and layer norm,
+Map: 1-D windows as 2-D · one function per op · CONVERTERS (op type -> converter) ·
+CONSTANT_INPUTS (the inputs a converter needs as constants). The context and helpers
+(windows: pads, auto_pad) are in ``common.py``; the quantized ops (QuantizeLinear,
+DequantizeLinear, QLinearConv/MatMul, ConvInteger, MatMulInteger) in
+``quantized_converters.py``; ops converted as several nodes (batch and layer norm,
 Softmax off the last axis, Clip with run-time bounds, Gelu tanh, mixed-dtype Pow) in
 ``decompositions.py``.
 """
@@ -21,45 +23,24 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tvmlite.frontend.common import Context, ConversionError, node
+from tvmlite.frontend.common import Context, ConversionError, node, window
 from tvmlite.frontend.common import attr as _a
 from tvmlite.frontend.common import need_const as _need
 from tvmlite.frontend.common import opt_const as _opt
 from tvmlite.frontend.common import scalar as _scalar
 from tvmlite.frontend.common import simple as _simple
 from tvmlite.frontend.decompositions import batch_norm, clip, gelu, layer_norm, pow_, softmax
-from tvmlite.graph.ir import Node, TensorType
+from tvmlite.frontend.quantized_converters import (
+    conv_integer,
+    dequantize_linear,
+    matmul_integer,
+    qlinear_conv,
+    qlinear_matmul,
+    quantize_linear,
+)
+from tvmlite.graph.ir import Node
 
 __all__ = ["CONVERTERS", "CONSTANT_INPUTS", "Context", "ConversionError"]
-
-
-def _pads(n: Any, ctx: Context, x: TensorType, kernel: tuple, strides: tuple,
-          dilations: tuple) -> tuple[int, int, int, int]:
-    auto = _a(n, "auto_pad", "NOTSET")
-    if auto in ("NOTSET", "VALID"):
-        p = tuple(_a(n, "pads", [0, 0, 0, 0])) if auto == "NOTSET" else (0, 0, 0, 0)
-        if len(p) != 4:
-            raise ConversionError(f"node {n.name!r} ({n.op_type}): only 2-D windows are "
-                                  f"supported, got pads {list(p)}")
-        return p[0], p[1], p[2], p[3]
-    out = []
-    for d in range(2):
-        size = x.shape[2 + d]
-        o = -(-size // strides[d])
-        total = max(0, (o - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - size)
-        small, big = total // 2, total - total // 2
-        out.append((small, big) if auto == "SAME_UPPER" else (big, small))
-    return out[0][0], out[1][0], out[0][1], out[1][1]
-
-
-def _window(n: Any, ctx: Context, kernel: tuple) -> dict[str, Any]:
-    if len(kernel) != 2:
-        raise ConversionError(f"node {n.name!r} ({n.op_type}): only 2-D windows are "
-                              f"supported, got kernel {list(kernel)}")
-    strides = tuple(_a(n, "strides", [1, 1]))
-    dil = tuple(_a(n, "dilations", [1, 1]))
-    return {"strides": strides, "pads": _pads(n, ctx, ctx.type(n.input[0]), kernel, strides,
-                                              dil), "dilations": dil}
 
 
 def _via_2d(n: Any, ctx: Context, convert: Callable[[Any, Context], list[Node]]) -> list[Node]:
@@ -94,7 +75,7 @@ def conv(n: Any, ctx: Context) -> list[Node]:
     if len(ctx.type(n.input[0]).shape) == 3:
         return _via_2d(n, ctx, conv)
     w = ctx.type(n.input[1])
-    win = _window(n, ctx, tuple(w.shape[2:]))
+    win = window(n, ctx, tuple(w.shape[2:]))
     has_bias = len(n.input) > 2 and n.input[2]
     out = ctx.fresh(n.output[0] + "_conv") if has_bias else n.output[0]
     nodes = [node("conv", n, [n.input[0], n.input[1]], [out], group=_a(n, "group", 1), **win)]
@@ -110,7 +91,7 @@ def pool(op: str) -> Callable[[Any, Context], list[Node]]:
         if len(ctx.type(n.input[0]).shape) == 3:
             return _via_2d(n, ctx, convert)
         kernel = tuple(_a(n, "kernel_shape"))
-        win = _window(n, ctx, kernel)
+        win = window(n, ctx, kernel)
         if win.pop("dilations") != (1, 1):
             raise ConversionError(f"node {n.name!r} ({n.op_type}): dilated pools are not "
                                   f"supported")
@@ -334,152 +315,6 @@ def leaky_relu(n: Any, ctx: Context) -> list[Node]:
 def hard_sigmoid(n: Any, ctx: Context) -> list[Node]:
     return [node("hard_sigmoid", n, [n.input[0]], alpha=float(_a(n, "alpha", 0.2)),
                  beta=float(_a(n, "beta", 0.5)))]
-
-
-# -- quantized ops: scales and zero points must be constants; zero points are kept as int32
-# (the output dtype is the ``to`` attribute), a per-axis one reshaped to broadcast ---------
-
-def _qparam(ctx: Context, n: Any, i: int, what: str, rank: int, axis: int,
-            dtype: str, default: Any = None) -> np.ndarray:
-    """Constant input ``i`` (a scale or zero point) as ``dtype``, shaped to broadcast
-    against a rank-``rank`` value along ``axis`` when it has one value per channel."""
-    if default is not None and (len(n.input) <= i or not n.input[i]):
-        return np.asarray(default, dtype)
-    v = np.asarray(_need(ctx, n, i, what))
-    if v.size > 1:
-        if v.ndim != 1:
-            raise ConversionError(f"node {n.name!r} ({n.op_type}): {what} must be one value "
-                                  f"or one per channel (1-D); blocked quantization is not "
-                                  f"supported, got shape {v.shape}")
-        shape = [1] * rank
-        shape[axis % rank] = v.size
-        v = v.reshape(shape)
-    return v.astype(dtype)
-
-
-def _zp_dtype(ctx: Context, n: Any, i: int, default: str = "uint8") -> str:
-    if len(n.input) > i and n.input[i]:
-        dt = ctx.type(n.input[i]).dtype
-        if dt not in ("uint8", "int8"):
-            raise ConversionError(f"node {n.name!r} ({n.op_type}): zero point type {dt} is "
-                                  f"not supported (uint8 and int8 are)")
-        return dt
-    return default
-
-
-def _check_float_input(ctx: Context, n: Any) -> None:
-    dt = ctx.type(n.input[0]).dtype
-    if dt != "float32":
-        raise ConversionError(f"node {n.name!r} ({n.op_type}): input {n.input[0]!r} is "
-                              f"{dt}; only float32 is supported")
-
-
-def quantize_linear(n: Any, ctx: Context) -> list[Node]:
-    _check_float_input(ctx, n)
-    rank, axis = len(ctx.type(n.input[0]).shape), _a(n, "axis", 1)
-    to = _zp_dtype(ctx, n, 2)
-    if _a(n, "output_dtype", 0) not in (0, 2, 3):   # 2: uint8, 3: int8
-        raise ConversionError(f"node {n.name!r} (QuantizeLinear): output_dtype "
-                              f"{_a(n, 'output_dtype')} is not supported (uint8, int8 are)")
-    to = {2: "uint8", 3: "int8"}.get(_a(n, "output_dtype", 0), to)
-    scale = _qparam(ctx, n, 1, "y_scale", rank, axis, "float32")
-    zp = _qparam(ctx, n, 2, "y_zero_point", rank, axis, "int32", 0)
-    return [node("quantize", n, [n.input[0], ctx.constant(scale, "y_scale"),
-                                 ctx.constant(zp, "y_zp")], to=to)]
-
-
-def dequantize_linear(n: Any, ctx: Context) -> list[Node]:
-    x = ctx.type(n.input[0])
-    if x.dtype not in ("uint8", "int8", "int32"):
-        raise ConversionError(f"node {n.name!r} (DequantizeLinear): input type {x.dtype} is "
-                              f"not supported (uint8, int8, int32 are)")
-    rank, axis = len(x.shape), _a(n, "axis", 1)
-    scale = _qparam(ctx, n, 1, "x_scale", rank, axis, "float32")
-    zp = _qparam(ctx, n, 2, "x_zero_point", rank, axis, "int32", 0)
-    return [node("dequantize", n, [n.input[0], ctx.constant(scale, "x_scale"),
-                                   ctx.constant(zp, "x_zp")])]
-
-
-def _integer_conv(n: Any, ctx: Context, x: str, w: str, x_zp: np.ndarray, w_zp: np.ndarray,
-                  out: str) -> Node:
-    wt = ctx.type(w)
-    if len(ctx.type(x).shape) != 4 or len(wt.shape) != 4:
-        raise ConversionError(f"node {n.name!r} ({n.op_type}): only 2-D convolutions are "
-                              f"supported")
-    if x_zp.size != 1:
-        raise ConversionError(f"node {n.name!r} ({n.op_type}): the input zero point must be "
-                              f"one value")
-    win = _window(n, ctx, tuple(wt.shape[2:]))
-    return node("conv_integer", n, [x, w, ctx.constant(x_zp.reshape(()), "x_zp"),
-                                    ctx.constant(w_zp.reshape(-1), "w_zp")], [out],
-                group=_a(n, "group", 1), **win)
-
-
-def _integer_matmul(n: Any, ctx: Context, a: str, b: str, a_zp: np.ndarray,
-                    b_zp: np.ndarray, out: str) -> Node:
-    sa, sb = ctx.type(a).shape, ctx.type(b).shape
-    if len(sa) < 2 or len(sb) < 2 or a_zp.size != 1:
-        raise ConversionError(f"node {n.name!r} ({n.op_type}): A must be (..., M, K) with one "
-                              f"zero point (not one per row) and B (..., K, N), got {sa} "
-                              f"and {sb}")
-    return node("matmul_integer", n, [a, b, ctx.constant(a_zp.reshape(()), "a_zp"),
-                                      ctx.constant(b_zp.reshape(-1), "b_zp")], [out])
-
-
-def _zp(ctx: Context, n: Any, i: int) -> np.ndarray:
-    """An optional zero point input as an int32 array (0 when absent)."""
-    if len(n.input) > i and n.input[i]:
-        _zp_dtype(ctx, n, i)
-        return np.asarray(_need(ctx, n, i, "zero point")).astype(np.int32)
-    return np.zeros((), np.int32)
-
-
-def conv_integer(n: Any, ctx: Context) -> list[Node]:
-    return [_integer_conv(n, ctx, n.input[0], n.input[1], _zp(ctx, n, 2), _zp(ctx, n, 3),
-                          n.output[0])]
-
-
-def matmul_integer(n: Any, ctx: Context) -> list[Node]:
-    return [_integer_matmul(n, ctx, n.input[0], n.input[1], _zp(ctx, n, 2), _zp(ctx, n, 3),
-                            n.output[0])]
-
-
-def _requantize(n: Any, ctx: Context, acc: str, scales: tuple[int, int, int], zp_at: int,
-                rank: int, axis: int) -> Node:
-    """``acc`` back to the zero point's type by ``x_scale * w_scale / y_scale``, in float32
-    and in that order, as onnxruntime computes the multiplier."""
-    xs, ws, ys = (np.asarray(_need(ctx, n, i, "scale"), np.float32).reshape(-1)
-                  for i in scales)
-    mult = (xs * ws / ys).astype(np.float32)
-    if mult.size > 1:
-        shape = [1] * rank
-        shape[axis] = mult.size
-        mult = mult.reshape(shape)
-    zp = _zp(ctx, n, zp_at)
-    return node("requantize", n, [acc, ctx.constant(mult.reshape(mult.shape if mult.size > 1
-                                                                 else ()), "multiplier"),
-                                  ctx.constant(zp.reshape(()), "y_zp")],
-                to=_zp_dtype(ctx, n, zp_at))
-
-
-def qlinear_conv(n: Any, ctx: Context) -> list[Node]:
-    acc = ctx.fresh(n.output[0] + "_acc")
-    nodes = [_integer_conv(n, ctx, n.input[0], n.input[3], _zp(ctx, n, 2), _zp(ctx, n, 5),
-                           acc)]
-    if len(n.input) > 8 and n.input[8]:
-        co = ctx.type(n.input[3]).shape[0]
-        bias = np.asarray(_need(ctx, n, 8, "B")).astype(np.int32).reshape(co, 1, 1)
-        biased = ctx.fresh(n.output[0] + "_bias")
-        nodes.append(node("add", n, [acc, ctx.constant(bias, "bias")], [biased]))
-        acc = biased
-    return nodes + [_requantize(n, ctx, acc, (1, 4, 6), 7, 4, 1)]
-
-
-def qlinear_matmul(n: Any, ctx: Context) -> list[Node]:
-    acc = ctx.fresh(n.output[0] + "_acc")
-    mm = _integer_matmul(n, ctx, n.input[0], n.input[3], _zp(ctx, n, 2), _zp(ctx, n, 5), acc)
-    rank = len(ctx.type(n.input[0]).shape)
-    return [mm, _requantize(n, ctx, acc, (1, 4, 6), 7, rank, rank - 1)]
 
 
 CONVERTERS: dict[str, Callable[[Any, Context], list[Node]]] = {
