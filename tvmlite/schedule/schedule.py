@@ -28,8 +28,8 @@ from tvmlite.schedule.steps import (
     RfactorStep,
     SplitStep,
     Step,
-    TensorizeStep,
 )
+from tvmlite.schedule.tensorize import TensorizeStep
 from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
 
 

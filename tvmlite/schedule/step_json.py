@@ -23,10 +23,10 @@ from tvmlite.schedule.steps import (
     ReorderStep,
     RfactorStep,
     SplitStep,
-    TensorizeStep,
     check_ident,
     check_step_int,
 )
+from tvmlite.schedule.tensorize import TensorizeStep
 
 STEP_KINDS = {cls.kind: cls for cls in (
     SplitStep, FuseStep, ReorderStep, AnnotateStep, PragmaStep, ComputeAtStep,

@@ -6,7 +6,8 @@ Each Step is a frozen dataclass that (1) applies itself to a loop State,
 and a test. Every name read from JSON is checked against a strict identifier pattern
 and every number against a range, so a hostile log cannot smuggle text into C.
 
-Map: validation helpers · loop steps (split, fuse, reorder, annotate, pragma, tensorize) ·
+Map: validation helpers · loop steps (split, fuse, reorder, annotate, pragma; tensorize is
+``schedule.tensorize``, pre-packing ``schedule.prepack``) ·
 placement steps (compute_at/inline/root) · stage-creating steps (cache_write,
 cache_read, rfactor) · JSON registry.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from tvmlite.checks import check_int
-from tvmlite.ir.expr import BinOp, Cast, Cmp, Const, Reduce, TensorRead, Var, rebuild, substitute
+from tvmlite.ir.expr import BinOp, Cmp, Const, Reduce, TensorRead, Var, rebuild, substitute
 from tvmlite.ir.symbolic import as_extent_expr, ceil_div, ext_mul, ext_prod, is_static, same_extent
 from tvmlite.schedule.state import (
     ANNOTATIONS,
@@ -30,7 +31,6 @@ from tvmlite.schedule.state import (
     State,
     fresh_stage,
 )
-from tvmlite.target.intrinsics import get_intrinsic
 from tvmlite.te.tensor import IDENT, ComputeOp, IterVar, Tensor
 
 MAX_FACTOR = 1 << 30
@@ -256,79 +256,6 @@ class PragmaStep(Step):
 
     def __str__(self) -> str:
         return self._call("pragma", f'"{self.iter}"', f'"{self.key}"', str(self.value))
-
-
-@dataclass(frozen=True)
-class TensorizeStep(Step):
-    """Compute the two innermost loops, ``iter`` (spatial: the intrinsic's lanes) and the
-    reduce loop after it (its group), with one dot-product instruction of the target
-    (``tvmlite.target.intrinsics``). Checked here: the loops, their extents and the
-    stage's compute (a sum of products of the intrinsic's dtypes); when lowered
-    (after bound inference: the lanes' extent);
-    (``passes.tensorize``): the strides of every access, i.e. the data layout; when the
-    code is generated: that the target has the instruction."""
-    kind: ClassVar[str] = "tensorize"
-    stage: str
-    iter: str
-    intrinsic: str
-
-    def apply(self, state: State):
-        st = state.stage(self.stage)
-        it = st.leaf(self.iter)
-        where = f"stage {self.stage}: tensorize {self.iter} with {self.intrinsic}"
-        try:
-            intr = get_intrinsic(self.intrinsic)
-        except ValueError as e:
-            raise ScheduleError(f"stage {self.stage}: tensorize: {e}") from None
-        pos = st.leaf_index(self.iter)
-        if pos != len(st.leaves) - 2:
-            raise ScheduleError(f"{where}: it must be the second innermost loop, the reduce "
-                                f"loop of the group innermost; the loops are "
-                                f"{[i.name for i in st.leaves]}")
-        red = st.leaves[-1]
-        if it.kind != "spatial" or red.kind != "reduce":
-            raise ScheduleError(f"{where}: it needs a spatial loop (the lanes) then a "
-                                f"reduce loop (the group); {self.iter} is {it.kind} and "
-                                f"{red.name} {red.kind}")
-        if red.extent != intr.group:
-            raise ScheduleError(f"{where}: the reduce loop {red.name} must be the group, "
-                                f"{intr.group} (split by {intr.group}), got {red.extent}")
-        # the lanes are checked when lowered: a stage computed at a tile of its consumer
-        # has the tile's extent there, not the extent its loop has in the schedule
-        if it.annotation != "none" or red.annotation != "none":
-            raise ScheduleError(f"{where}: {self.iter} and {red.name} must not be annotated "
-                                f"(they are {it.annotation}, {red.annotation})")
-        _check_dot(st.op, intr, where)
-        leaves = st.leaves[:-2] + (replace(it, annotation="tensorize", intrinsic=intr.name),
-                                   replace(red, annotation="tensorize"))
-        return state.with_stage(replace(st, leaves=leaves)), None
-
-    def __str__(self) -> str:
-        return self._call("tensorize", f'"{self.iter}"', f'"{self.intrinsic}"')
-
-
-def _check_dot(op: ComputeOp, intr: Any, where: str) -> None:
-    """``op`` is a sum over one reduce axis, without a condition, of two tensor elements
-    cast to the accumulator dtype, of dtypes the intrinsic takes (in either order)."""
-    body = op.body
-    if not (isinstance(body, Reduce) and body.combiner == "sum" and body.where is None):
-        raise ScheduleError(f"{where}: the stage must be a sum (te.sum without where=), "
-                            f"got {body}")
-    acc = op.dtype
-    src = body.source
-    if not (isinstance(src, BinOp) and src.op == "*"):
-        raise ScheduleError(f"{where}: the sum must be of a product of two elements, got {src}")
-    dts = []
-    for f in (src.a, src.b):
-        inner = f.value if isinstance(f, Cast) and f.dtype == acc else f
-        if not isinstance(inner, TensorRead):
-            raise ScheduleError(f"{where}: each factor must be a tensor element (cast to "
-                                f"{acc}), got {f}")
-        dts.append(inner.dtype)
-    if not (intr.takes(dts[0], dts[1], acc) or intr.takes(dts[1], dts[0], acc)):
-        ok = " or ".join(f"{a} x {b} -> {c}" for a, b, c in intr.dtypes)
-        raise ScheduleError(f"{where}: it computes {ok}, the stage {dts[0]} x {dts[1]} -> "
-                            f"{acc}")
 
 
 # -- placement steps -------------------------------------------------------------------

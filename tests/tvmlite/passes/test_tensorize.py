@@ -12,7 +12,7 @@ from tvmlite import ScheduleError, ops, te
 from tvmlite.ir.stmt import TensorIntrinsic, walk_stmts
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.step_json import step_from_json
-from tvmlite.schedule.steps import TensorizeStep
+from tvmlite.schedule.tensorize import TensorizeStep
 from tvmlite.schedules.dot import gemm_dot
 
 NAME = "vpdpbusd_avx512"   # lowering and its checks do not depend on this CPU

@@ -25,8 +25,8 @@ from tvmlite.schedule.steps import (
     ReorderStep,
     RfactorStep,
     SplitStep,
-    TensorizeStep,
 )
+from tvmlite.schedule.tensorize import TensorizeStep
 from tvmlite.schedules.dot import gemm_dot
 from tvmlite.target.intrinsics import best_intrinsic
 from tvmlite.target.target import Target
