@@ -30,7 +30,10 @@ __all__ = ["tensorize", "check_target"]
 def tensorize(s: Stmt, marked: dict, vector: str = "") -> Stmt:
     """``s`` with every tensorize nest replaced by its intrinsic. ``marked``: {the outer
     loop's variable name: (stage, intrinsic name)}, as lowering built them; ``vector``:
-    the vectorized loop ``s`` is inside, if any (an intrinsic cannot be)."""
+    the vectorized loop ``s`` is inside, if any (an intrinsic cannot be). Nothing marked
+    (almost every program a search lowers): ``s`` as it is, not walked."""
+    if not marked:
+        return s
     if isinstance(s, For) and s.kind == "vectorize":
         vector = s.var.name
     s = map_stmt(s, lambda c: tensorize(c, marked, vector))
