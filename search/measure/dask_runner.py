@@ -36,10 +36,10 @@ what tuning needs on top:
   yielded exactly once, whatever Dask does; the client alone writes the log (the
   ``Measurer``). The run goes on with the workers that remain, and a warning says how many.
 
-Map: ``DaskRunner`` (connect, check_target and worker selection, whose pure part --
-which worker may measure, on which cores, which may compile -- is dask_cluster.py;
-accepts_sources and where each candidate is compiled: _lowered_job, _placed; iter_run
-and its fault handling).
+Map: ``DaskRunner`` (its workers, chosen and followed by dask_pool.py's ``WorkerPool``,
+whose pure rules -- which worker may measure, on which cores, which may compile -- are
+dask_cluster.py; accepts_sources and where each candidate is compiled: _lowered_job,
+_placed; iter_run and its fault handling).
 """
 from __future__ import annotations
 
@@ -50,14 +50,12 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 try:
-    import distributed
     from distributed import KilledWorker
 except ImportError as _e:  # pragma: no cover -- the dask extra is not installed
     raise ImportError("search.DaskRunner needs Dask distributed: pip install "
                       "'tvmlite[dask]' (or pip install distributed)") from _e
 
 from tvmlite.checks import check_number
-from tvmlite.errors import TvmliteWarning
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import BuildResult, LocalBuilder
 from tvmlite.search.measure.dask_cluster import (
@@ -65,19 +63,10 @@ from tvmlite.search.measure.dask_cluster import (
     COMPILE_ON,
     MEASURE,
     START_COMMAND,
-    compiler_differs,
     parse_address,
-    share_cores,
-    unusable,
 )
-from tvmlite.search.measure.dask_worker import (
-    START_TOPIC,
-    Config,
-    Job,
-    compiler_identity,
-    describe_worker,
-    measure_job,
-)
+from tvmlite.search.measure.dask_pool import DaskWorkerWarning, WorkerPool
+from tvmlite.search.measure.dask_worker import Config, Job, measure_job
 from tvmlite.search.measure.feeder import Feeder
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.measure.protocol import MeasureConfig, ReferenceCache, Verdict
@@ -97,11 +86,6 @@ _POLL = 5.0              # seconds without news before checking the workers are 
 WORKER_TIMEOUT = 60.0    # seconds a runner waits for a first worker (workers start slowly)
 
 
-class DaskWorkerWarning(TvmliteWarning):
-    """A Dask worker is not used (another target, no ``measure`` resource) or left, or
-    the runner waits for a first worker to register."""
-
-
 def _with_library(workload: Workload, ref: BuildResult) -> tuple[BuildResult, bytes]:
     """A reference build and its library's bytes, as they travel to the workers."""
     with open(ref.library, "rb") as f:
@@ -117,8 +101,8 @@ class DaskRunner(Runner):
     keyword arguments build it or replace its fields. ``compile_on`` says where
     candidates are compiled: ``"client"`` (the default: on a single machine the client's
     compiles overlap the workers' timings, where a worker compiling on its own pinned
-    core must compile, then time: 88.7 against 145.7 trials per minute with one worker on
-    a 2-core Sapphire Rapids, bench/results/dask-throughput-compile-sapphire-rapids.md),
+    core must compile, then time, and measured fewer trials per minute:
+    bench/results/dask-throughput-compile-sapphire-rapids.md),
     ``"auto"`` (each worker whose compiler is the client's, the client for the others:
     for workers on other machines) or ``"worker"`` (only workers that can compile
     measure); ``compilers`` are the workers that compile. ``pin`` gives workers
@@ -155,24 +139,11 @@ class DaskRunner(Runner):
                                      "to wait for a first worker)", 0)
         self.pin, self.connect_timeout = pin, float(connect_timeout)
         self.worker_timeout = float(worker_timeout)
-        self._warned_waiting = False
+        self.pool = WorkerPool(scheduler, pin=pin, connect_timeout=self.connect_timeout,
+                               worker_timeout=self.worker_timeout, compile_on=compile_on)
+        self.address, self.name = self.pool.address, self.pool.name
         self._references: ReferenceCache[tuple[BuildResult, bytes]] = \
             ReferenceCache(_with_library)
-        if isinstance(scheduler, distributed.Client):
-            self._client: Any = scheduler
-            self._own_client = False
-            self.address = scheduler.scheduler.address
-        else:
-            self._client, self._own_client = None, True
-            self.address = parse_address(scheduler)
-        self.name = "dask://" + self.address.split("://", 1)[-1]
-        self._target: Target | None = None
-        self.workers: dict[str, dict] = {}     # usable address -> its description
-        self.cores: dict[str, tuple] = {}      # address -> cores it measures on
-        self._known: dict[str, str] = {}       # address -> "" (usable) or why not
-        self._inbox: queue.Queue | None = None
-        self._watched: set[str] = set()       # worker addresses whose topic we follow
-        self.compilers: set[str] = set()      # usable workers that compile what they measure
         self._builder: LocalBuilder | None = None   # the tuning's (accepts_sources)
         self._fed = 0                         # lowered candidates handed out (auto's share)
 
@@ -183,7 +154,8 @@ class DaskRunner(Runner):
 
     def replace(self, **params: Any) -> "DaskRunner":
         """A runner on the same cluster and connection with other measuring arguments."""
-        return DaskRunner(self._client if self._client is not None else self.address,
+        client = self.pool.client
+        return DaskRunner(client if client is not None else self.address,
                           config=self.config, pin=self.pin,
                           connect_timeout=self.connect_timeout,
                           worker_timeout=self.worker_timeout, compile_on=self.compile_on,
@@ -192,41 +164,24 @@ class DaskRunner(Runner):
     @property
     def dashboard_link(self) -> str | None:
         """The scheduler's dashboard, where the tuning's tasks show live."""
-        return self._client.dashboard_link if self._client is not None else None
+        client = self.pool.client
+        return client.dashboard_link if client is not None else None
 
-    # -- connecting and choosing workers -------------------------------------------------
-    def _connect(self) -> Any:
-        if self._client is None:
-            try:
-                self._client = distributed.Client(self.address, timeout=self.connect_timeout,
-                                                  set_as_default=False)
-            except (OSError, TimeoutError, ValueError) as e:
-                raise RunnerError(
-                    f"cannot reach the Dask scheduler at {self.address} within "
-                    f"{self.connect_timeout:g}s ({type(e).__name__}: {e}); start one there "
-                    f"with `dask scheduler` (and workers with `{START_COMMAND}`), or fix the "
-                    f"address given as --runner dask://HOST:PORT") from None
-            self._known.clear()
-            self.compilers.clear()
-            self._watched.clear()
-        self._client.subscribe_topic(START_TOPIC, self._on_start)
-        return self._client
+    # -- the workers ---------------------------------------------------------------------
+    @property
+    def workers(self) -> dict[str, dict]:
+        """The usable workers' addresses and descriptions (``WorkerPool.workers``)."""
+        return self.pool.workers
 
-    def _on_start(self, event: tuple) -> None:
-        inbox, msg = self._inbox, event[1]
-        if inbox is not None and isinstance(msg, dict) and "key" in msg and "worker" in msg:
-            inbox.put(("start", msg))
+    @property
+    def compilers(self) -> set[str]:
+        """The usable workers that compile what they measure."""
+        return self.pool.compilers
 
-    def _watch(self, address: str) -> None:
-        """Hear of ``address`` leaving: the scheduler logs its removal on the topic named
-        by the worker's address, with the tasks it was processing."""
-        def on_event(event: tuple, _address: str = address) -> None:
-            inbox, msg = self._inbox, event[1]
-            if inbox is not None and isinstance(msg, dict) \
-                    and msg.get("action") == "remove-worker":
-                inbox.put(("gone", dict(msg, worker=_address)))
-        self._client.subscribe_topic(address, on_event)
-        self._watched.add(address)
+    @property
+    def cores(self) -> dict[str, tuple]:
+        """The CPUs each pinned worker measures on."""
+        return self.pool.cores
 
     def check_target(self, target: Target) -> None:
         """Connect, ask every worker for its target and keep those that match ``target``;
@@ -234,74 +189,7 @@ class DaskRunner(Runner):
         if not isinstance(target, Target):
             raise TypeError(f"DaskRunner.check_target(target=...) must be a Target, got "
                             f"{type(target).__name__}")
-        self._target = target
-        self._known.clear()
-        self.compilers.clear()
-        try:
-            self._refresh(target)
-        except RunnerError:
-            self.close()     # nothing will use the connection: do not leave it open
-            raise
-
-    def _refresh(self, target: Target) -> None:
-        """Bring ``workers`` up to date with the cluster (measuring for ``target``, the
-        checked one): describe workers not seen yet, drop those gone, re-split shared
-        machines' cores."""
-        client = self._connect()
-        info = client.scheduler_info(n_workers=-1)["workers"]
-        if not info and self.worker_timeout > 0:
-            info = self._wait_for_workers(client)
-        new = [a for a in info if a not in self._known]
-        if new:
-            described = client.run(describe_worker, workers=new, on_error="return")
-            why_not = self._compile_check(client, target, new)
-            for addr in new:
-                desc = described.get(addr)
-                if isinstance(desc, BaseException) or desc is None:
-                    desc = {"error": f"it did not answer ({desc!r}); is tvmlite importable "
-                                     f"there?", "target": None, "host": "?", "cpus": []}
-                why = unusable(desc, info[addr].get("resources") or {}, target)
-                if not why and self.compile_on == "worker" and why_not.get(addr):
-                    why = f"it cannot compile (compile_on='worker'): {why_not[addr]}"
-                self._known[addr] = why
-                if why:
-                    warnings.warn(f"{self.name}: not measuring on Dask worker {addr}: {why}",
-                                  DaskWorkerWarning, stacklevel=4)
-                    continue
-                self.workers[addr] = desc
-                self._watch(addr)
-                if self.compile_on == "client":
-                    continue
-                if why_not.get(addr):
-                    warnings.warn(f"{self.name}: the client compiles for Dask worker {addr}: "
-                                  f"{why_not[addr]}", DaskWorkerWarning, stacklevel=4)
-                else:
-                    self.compilers.add(addr)
-        for addr in list(self._known):
-            if addr not in info:      # gone: described afresh if it comes back
-                del self._known[addr]
-                self.workers.pop(addr, None)
-                self.compilers.discard(addr)
-        if not self.workers:
-            reasons = "; ".join(f"{a}: {w}" for a, w in self._known.items() if w)
-            raise RunnerError(
-                f"no Dask worker of {self.name} can measure for this target ("
-                f"{target.arch} {' '.join(target.features)}, "
-                f"{target.vector_bits}-bit vectors, {target.cores} cores)"
-                + (f": {reasons}" if reasons else
-                   f": the scheduler has no workers (waited {self.worker_timeout:g}s)")
-                + f". Start workers of that target with `{START_COMMAND}`")
-        self._split_cores()
-
-    def _compile_check(self, client: Any, target: Target, addresses: list[str]
-                       ) -> dict[str, str]:
-        """Why each of ``addresses`` must not compile for ``target`` ('' when its compiler
-        is the client's): asked once per worker, when it is first seen."""
-        if self.compile_on == "client":
-            return {}
-        ours = compiler_identity(target)
-        theirs = client.run(compiler_identity, target, workers=addresses, on_error="return")
-        return {a: compiler_differs(theirs.get(a), ours) for a in addresses}
+        self.pool.check_target(target)
 
     def accepts_sources(self, builder: LocalBuilder) -> bool:
         """True when some worker compiles what it measures: the Measurer then only lowers
@@ -312,35 +200,6 @@ class DaskRunner(Runner):
             return False
         self._builder = builder
         return bool(self.compilers)
-
-    def _wait_for_workers(self, client: Any) -> dict:
-        """The scheduler's workers once there is one, waiting up to ``worker_timeout``
-        (saying so once); {} when none came."""
-        if not self._warned_waiting:
-            self._warned_waiting = True
-            warnings.warn(f"{self.name}: the Dask scheduler at {self.address} has no workers "
-                          f"yet; waiting up to {self.worker_timeout:g}s for one "
-                          f"(DaskRunner(worker_timeout=...)). Start workers with "
-                          f"`{START_COMMAND}`", DaskWorkerWarning, stacklevel=5)
-        try:
-            client.wait_for_workers(1, timeout=self.worker_timeout)
-        except TimeoutError:
-            return {}
-        return client.scheduler_info(n_workers=-1)["workers"]
-
-    def _split_cores(self) -> None:
-        """Pin workers that share a host to their share of its CPUs (``share_cores``);
-        those past one per CPU are not used, with a warning."""
-        self.cores = {}
-        if not self.pin:
-            return
-        self.cores, dropped = share_cores(self.workers)
-        for addr, why in dropped.items():
-            del self.workers[addr]
-            self.compilers.discard(addr)
-            self._known[addr] = why
-            warnings.warn(f"{self.name}: not measuring on Dask worker {addr}: {why}",
-                          DaskWorkerWarning, stacklevel=5)
 
     # -- measuring -------------------------------------------------------------------------
     def iter_run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult],
@@ -358,18 +217,18 @@ class DaskRunner(Runner):
         there) while the workers time the ones already submitted; keep a few per
         usable worker submitted (``AHEAD``), so none waits for the next. A
         failed build is yielded at once, with its error."""
-        if self._target is None:
+        if self.pool.target is None:
             self.check_target(Target.host())   # the builder's default target
         else:
-            self._refresh(self._target)
+            self.pool.refresh(self.pool.target)
         self.checked_batch((), (), reference)     # the reference a check needs
         inbox: queue.Queue = queue.Queue()
         feeder = Feeder(iter(pairs), inbox, lambda inp, b: self._job(inp, b, reference))
-        self._inbox = inbox
+        self.pool.inbox = inbox
         try:
             yield from self._run_jobs(inbox, feeder)
         finally:
-            self._inbox = None
+            self.pool.inbox = None
             feeder.stop()
 
     def _job(self, inp: MeasureInput, build: BuildResult,
@@ -397,7 +256,7 @@ class DaskRunner(Runner):
                      ref_lib: bytes) -> Job | MeasureResult:
         """A lowered candidate's job: its C, for a worker that compiles, or (the share of
         the other workers, in proportion to their number) compiled here first."""
-        builder = self._builder if self._builder is not None else LocalBuilder(self._target)
+        builder = self._builder if self._builder is not None else LocalBuilder(self.pool.target)
         compilers, n = len(self.compilers), max(1, len(self.workers))
         self._fed += 1
         if compilers and self._fed % n < compilers:
@@ -430,7 +289,7 @@ class DaskRunner(Runner):
 
     def _run_jobs(self, inbox: queue.Queue, feeder: "Feeder"
                   ) -> Iterator[tuple[int, MeasureResult]]:
-        client = self._client
+        client = self.pool.client
         config = Config(self.config, tuple(sorted(self.cores.items())))
         jobs: dict[int, Job] = {}
         live: dict[str, int] = {}          # task key -> candidate position
@@ -460,7 +319,7 @@ class DaskRunner(Runner):
                 try:
                     kind, msg = inbox.get(timeout=_POLL)
                 except queue.Empty:     # no news for a while: is everyone still there?
-                    for gone in self._missing_workers():
+                    for gone in self.pool.missing_workers():
                         inbox.put(("gone", {"worker": gone}))
                     continue
                 if kind == "job":
@@ -525,11 +384,7 @@ class DaskRunner(Runner):
         them on another worker; past RETRIES they become error records); without any
         matching worker left, every pending candidate does."""
         addr = msg.get("worker", "?")
-        was_ours = self.workers.pop(addr, None) is not None
-        self.compilers.discard(addr)
-        self._known.pop(addr, None)
-        self.cores.pop(addr, None)
-        if was_ours:
+        if self.pool.remove(addr):
             warnings.warn(f"{self.name}: Dask worker {addr} left the cluster; measuring goes "
                           f"on with the {len(self.workers)} matching worker(s) that remain",
                           DaskWorkerWarning, stacklevel=4)
@@ -548,31 +403,7 @@ class DaskRunner(Runner):
                 deaths[i].setdefault(addr, f"its Dask worker {addr} left")
                 yield i, lost(i)
 
-    def _missing_workers(self) -> list[str]:
-        """Our workers the scheduler no longer has (a removal whose event we missed);
-        RunnerError when the scheduler itself is gone."""
-        try:
-            info = self._client.scheduler_info(n_workers=-1)["workers"]
-        except (OSError, TimeoutError) as e:
-            raise RunnerError(f"lost the Dask scheduler at {self.address} in the middle of a "
-                              f"batch ({e}); the candidates not yet measured are not logged: "
-                              f"resuming the tuning measures them") from None
-        return [a for a in self.workers if a not in info]
-
     def close(self) -> None:
         """Disconnect (a client given to the constructor stays open)."""
-        if self._client is not None and self._client.status == "running":
-            for topic in (START_TOPIC, *self._watched):
-                try:
-                    self._client.unsubscribe_topic(topic)
-                except ValueError:
-                    pass
-            if self._own_client:
-                self._client.close()
-        if self._own_client:
-            self._client = None
-        self._watched.clear()
-        self.workers.clear()
-        self._known.clear()
-        self.compilers.clear()
+        self.pool.close()
         self._references.clear()
