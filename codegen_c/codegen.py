@@ -11,9 +11,9 @@ no vector form) is recorded as a ``LaneFallback`` in ``CodeGen.fallbacks``;
 ``generate(..., fallbacks=[])`` hands them out with their line in the C source.
 
 Map: the OpenMP schedule of a parallel loop · types · expressions · statements · the
-kernel, timing and thread entry points (``generate``) · the C declarations cffi and
-headers need (``cdecl``). The vector types and helper functions the body calls are
-written by ``preamble.py``.
+kernel, timing and thread entry points (``generate``). Their parameter lists, the timer's
+text and the declarations cffi and headers need are ``signature.py``; the vector types
+and helper functions the body calls are written by ``preamble.py``.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from typing import Iterable
 from tvmlite.codegen_c.intrinsics import helper_name, helper_source, include_line
 from tvmlite.codegen_c.lowp import conversion_name, legalize
 from tvmlite.codegen_c.preamble import MASK_OF, SHORT, helper_lines, typedef_lines
+from tvmlite.codegen_c.signature import params, timer_lines
 from tvmlite.ir.dtypes import (
     ALIGNMENT,
     CTYPE,
@@ -404,34 +405,6 @@ def _const(e: Const) -> str:
     return str(v) if v != -2**31 else "(-2147483647 - 1)"
 
 
-def params(func: LoweredFunc, outputs: Iterable[str], names: list | None = None) -> str:
-    """The C parameter list of ``func``: its symbolic sizes as ``int64_t``, then its
-    arrays (``const`` unless in ``outputs``, ``restrict``), renamed by ``names`` if given."""
-    outs = set(outputs)
-    out = [f"int64_t {n}" for n in getattr(func, "sizes", ())]
-    names = names[len(out):] if names else names
-    for i, b in enumerate(func.args):
-        const = "" if b.name in outs else "const "
-        out.append(f"{const}{CTYPE[b.dtype]}* restrict {names[i] if names else b.name}")
-    return ", ".join(out)
-
-
-def timer_lines(name: str, timer_params: str, call_names: list) -> list:
-    """C lines of ``double name_time(timer_params, int32_t number)``: calls ``name`` on
-    ``call_names`` ``number`` times and returns the mean seconds (-1.0 if a call fails).
-    Every timed entry point -- a kernel's, a dispatcher's -- shares this one text."""
-    return [f"double {name}_time({timer_params}, int32_t number) {{",
-            "  struct timespec t0, t1;",
-            "  clock_gettime(CLOCK_MONOTONIC, &t0);",
-            "  for (int32_t r = 0; r < number; ++r) {",
-            f"    if ({name}({', '.join(call_names)}) != 0) return -1.0;",
-            "  }",
-            "  clock_gettime(CLOCK_MONOTONIC, &t1);",
-            "  return ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9)"
-            " / (double)number;",
-            "}", ""]
-
-
 def _emit_body(g: CodeGen, func: LoweredFunc) -> list:
     """The body of one function (allocations, loops, frees) as C lines, emitted with
     ``g`` (which collects the vector types and helpers every function needs)."""
@@ -494,17 +467,3 @@ def generate(func: LoweredFunc, outputs: Iterable[str], openmp: bool = True,
     for p, pbody in pack_bodies:
         src += [f"int32_t {p.func.name}({params(p.func, [p.packed])}) {{"] + pbody + ["}", ""]
     return "\n".join(src)
-
-
-def cdecl(func: LoweredFunc, outputs: Iterable[str]) -> str:
-    """C declarations of the three entry points (for cffi and the exported header)."""
-    outputs = list(outputs)
-    n = func.name
-    p = params(func, outputs).replace(" restrict", "")
-    packs = "".join(
-        f"int32_t {pk.func.name}({params(pk.func, [pk.packed]).replace(' restrict', '')});\n"
-        for pk in getattr(func, "packs", ()))
-    return (f"int32_t {n}({p});\n"
-            f"double {n}_time({p}, int32_t number);\n"
-            f"void {n}_set_num_threads(int32_t n);\n") + packs
-

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from tvmlite.codegen_c.codegen import params, timer_lines
+from tvmlite.codegen_c.signature import params, timer_lines
 from tvmlite.passes.pipeline import LoweredFunc
 
 __all__ = ["dispatcher_c", "variant_name"]

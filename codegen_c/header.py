@@ -2,7 +2,7 @@
 that document a kernel's symbolic-size arguments and pre-packed inputs.
 
 ``Module.export_library`` and replay (``tvmlite.search.records.deploy`` and ``.dispatch``)
-write these beside the C; the declarations themselves come from ``codegen.cdecl``.
+write these beside the C; the declarations themselves come from ``signature.cdecl``.
 """
 from __future__ import annotations
 

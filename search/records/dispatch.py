@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from tvmlite.codegen_c import link_shared
-from tvmlite.codegen_c.codegen import cdecl
 from tvmlite.codegen_c.dispatch import dispatcher_c, variant_name
 from tvmlite.codegen_c.header import header, size_doc
+from tvmlite.codegen_c.signature import cdecl
 from tvmlite.runtime.module import Module, generate_c
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError

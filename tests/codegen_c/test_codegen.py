@@ -14,7 +14,8 @@ import pytest
 import tvmlite
 from tvmlite import ops, te
 from tvmlite.codegen_c import compile_shared
-from tvmlite.codegen_c.codegen import cdecl, generate
+from tvmlite.codegen_c.codegen import generate
+from tvmlite.codegen_c.signature import cdecl
 from tvmlite.runtime.module import Module, generate_c
 from tvmlite.testing.check import check_module
 from tvmlite.testing.workloads import ODD_MNK, matmul_reference, tiled_matmul

@@ -6,8 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from tvmlite import te
-from tvmlite.codegen_c.codegen import timer_lines
 from tvmlite.codegen_c.dispatch import dispatcher_c, variant_name
+from tvmlite.codegen_c.signature import timer_lines
 from tvmlite.runtime.module import generate_c
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.search.records.dispatch import DispatchTable, dispatcher_source

@@ -21,8 +21,9 @@ import numpy as np
 
 from tvmlite.checks import check_int
 from tvmlite.codegen_c import compile_shared, load_library
-from tvmlite.codegen_c.codegen import cdecl, generate
+from tvmlite.codegen_c.codegen import generate
 from tvmlite.codegen_c.header import header, pack_doc, size_doc  # their old home: re-exported
+from tvmlite.codegen_c.signature import cdecl
 from tvmlite.errors import TvmliteWarning
 from tvmlite.explain.report import explain_schedule
 from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, numpy_dtype

@@ -18,7 +18,8 @@ import pytest
 import tvmlite
 from tvmlite import ScheduleError, ops, te
 from tvmlite.codegen_c import compile_shared
-from tvmlite.codegen_c.codegen import cdecl, generate
+from tvmlite.codegen_c.codegen import generate
+from tvmlite.codegen_c.signature import cdecl
 from tvmlite.passes.pipeline import loop_nest
 from tvmlite.runtime.module import Module
 from tvmlite.testing.check import check_module as run
