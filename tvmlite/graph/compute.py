@@ -494,7 +494,8 @@ def _pad(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: 
         conds = [c for d in range(r) if pads[d] or pads[d + r]
                  for c in (i[d] >= pads[d], i[d] < pads[d] + x.shape[d])]
         v = x[tuple(i[d] - pads[d] if pads[d] else i[d] for d in range(r))]
-        return te.if_then_else(te.all(*conds), v, _cst(0.0, x.dtype)) if conds else v
+        fill = _cst(node.attr("value", 0.0), x.dtype)   # a zero point: the fold_zero_points pad
+        return te.if_then_else(te.all(*conds), v, fill) if conds else v
     return _pointwise(out_shape, name, body)
 
 

@@ -7,19 +7,21 @@ compute: identical kernels (same ops, shapes, attributes) share it, whatever the
 weights' values, so they are one tuning task and one compiled function.
 
 ``default_schedule`` is the schedule a kernel gets without a record, derived from the
-target. A kernel whose anchor has a BLAS's structure (a conv or matmul: a reduction
-whose output is vectorized along its last axis, the output channels in NHWC) gets the
-blocking a BLAS would derive from the target's registers and caches -- the template-free
-search's own first candidate, ``blocking.blocked_decisions``: a register block of
-accumulators, the operand read along the vector packed per panel (a constant weight
-too), the epilogue fused into the output's tiles. Any other kernel: injective stages
-inlined, the output's innermost axis vectorized by the target's
-lanes (halved until they divide it), its outer axes fused and parallel, and the anchor
-computed per output row inside that nest, its reduction loops outside its own
-vectorized row -- when the nodes after the anchor are elementwise; after a reshape or
-transpose the anchor is computed whole at the root instead (vectorized, parallel),
-since a row of the output may need all of it. A stage the primitives refuse
-(``ScheduleError``) falls back to the parallel nest without the vector split.
+target. A kernel whose anchor is a low-precision dot product (an integer conv or matmul,
+a bf16 one) gets the register block around the target's dot-product instruction
+(``dot_kernel.dot_schedule``). A kernel whose anchor has a BLAS's structure (a conv or
+matmul: a reduction whose output is vectorized along its last axis, the output channels
+in NHWC) gets the blocking a BLAS would derive from the target's registers and caches --
+the template-free search's own first candidate, ``blocking.blocked_decisions``: a
+register block of accumulators, the operand read along the vector packed per panel (a
+constant weight too), the epilogue fused into the output's tiles. Any other kernel:
+injective stages inlined, the output's innermost axis vectorized by the target's lanes
+(halved until they divide it), its outer axes fused and parallel, and the anchor
+computed per output row inside that nest, its reduction loops outside its own vectorized
+row -- when the nodes after the anchor are elementwise; after a reshape or transpose the
+anchor is computed whole at the root instead (vectorized, parallel), since a row of the
+output may need all of it. A stage the primitives refuse (``ScheduleError``) falls back
+to the parallel nest without the vector split.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from typing import Any
 
 from tvmlite import te
 from tvmlite.graph.compute import Scalar, node_compute
+from tvmlite.graph.dot_kernel import dot_schedule
 from tvmlite.graph.ir import Graph, Kernel
 from tvmlite.graph.ops import KIND
 from tvmlite.schedule.schedule import Schedule
@@ -145,6 +148,9 @@ def default_schedule(kc: KernelCompute, target: Target,
             return Schedule.from_steps(outputs, steps)
         except ScheduleError:
             return _schedule(kc, target, vectorize=False)
+    dot = dot_schedule(kc, target)    # an int8 / bf16 dot anchor: the intrinsic's block
+    if dot is not None:
+        return dot
     if kc.blas:
         blocked = blocked_schedule(kc, target)
         if blocked is not None:

@@ -285,7 +285,8 @@ def evaluate(node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
         "gather": lambda: np.take(a, _indices(node, args), axis=node.attr("axis")),
         "expand": lambda: a * np.ones(node.attr("shape"), a.dtype),
         "pad": lambda: np.pad(a, [(p, q) for p, q in zip(node.attr("pads")[:a.ndim],
-                                                           node.attr("pads")[a.ndim:])]),
+                                                           node.attr("pads")[a.ndim:])],
+                              constant_values=node.attr("value", 0)),
         "shape": lambda: np.array(a.shape, np.int64),
         "constant_of_shape": lambda: np.full(tuple(int(d) for d in a), node.attr("value"),
                                              node.attr("dtype")),
@@ -405,5 +406,11 @@ def _quant_ref(node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
     w, w_zp = args[1].astype(np.int64), args[3].astype(np.int64)
     if node.op == "matmul_integer":
         return np.matmul(a, w - w_zp).astype(np.int32)
+    if _nhwc(node):     # (N, H, W, C) and (KH, KW, CI/group, CO): computed in NCHW
+        w = w - (w_zp.reshape(1, 1, 1, -1) if w_zp.size > 1 else w_zp)
+        twin = Node("conv", node.inputs[:2], node.outputs,
+                    tuple((k, v) for k, v in node.attrs if k != "layout"), node.name)
+        out = _conv_ref(twin, a.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1))
+        return out.transpose(0, 2, 3, 1).astype(np.int32)
     w = w - (w_zp.reshape(-1, 1, 1, 1) if w_zp.size > 1 else w_zp)
     return _conv_ref(_float_twin(node), a, w).astype(np.int32)

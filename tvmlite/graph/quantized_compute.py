@@ -15,6 +15,7 @@ from tvmlite.graph.scalar import Operand, Scalar
 from tvmlite.ops.quantized import (
     dequantize_value,
     qconv2d_nchw_compute,
+    qconv2d_nhwc_compute,
     qmatmul_compute,
     quantize_value,
     requantize_value,
@@ -42,10 +43,11 @@ def conv_integer_compute(node: Node, args: Sequence[Operand], out_shape: tuple[i
         raise GraphError(f"node {node.name!r}: a per-channel weight zero point must be 1-D")
     if not isinstance(x_zp, Scalar):
         raise GraphError(f"node {node.name!r}: the input zero point must be one value")
-    return qconv2d_nchw_compute(x, w, zero_point(x_zp), zero_point(w_zp),
-                                node.attr("strides"), node.attr("pads"),
-                                node.attr("dilations"), node.attr("group"), out_shape[2:],
-                                name=name)
+    nhwc = node.attr("layout", "NCHW") == "NHWC"     # the layout pass's choice
+    conv = qconv2d_nhwc_compute if nhwc else qconv2d_nchw_compute
+    return conv(x, w, zero_point(x_zp), zero_point(w_zp), node.attr("strides"),
+                node.attr("pads"), node.attr("dilations"), node.attr("group"),
+                out_shape[1:3] if nhwc else out_shape[2:], name=name)
 
 
 def matmul_integer_compute(node: Node, args: Sequence[Operand],

@@ -50,11 +50,19 @@ def round_half_even(f: Any) -> Expr:
     so the comparison with 0.5 is too. ``f`` must lie inside int32 (the callers clip)."""
     t = te.cast(f, "int32")
     frac = f - te.cast(t, "float32")
-    odd = te.floormod(t, 2) != 0
-    up = te.any(frac > 0.5, te.all(frac == 0.5, odd))
-    down = te.any(frac < -0.5, te.all(frac == -0.5, odd))
     one, zero = te.const(1, "int32"), te.const(0, "int32")
-    return t + te.if_then_else(up, one, zero) - te.if_then_else(down, one, zero)
+    # t is odd where t / 2 is no integer (exact: |t| < 2**23 here); no integer modulo,
+    # which the vector code has no lane-wise form of
+    half = te.cast(t, "float32") * 0.5
+    odd = te.if_then_else(half != te.cast(te.cast(half, "int32"), "float32"), one, zero)
+    # selects of constants added and multiplied, not and/or of conditions nor selects
+    # of loaded values: each is one vector blend, so the requantize epilogue vectorizes
+    # (``passes.vectorize`` keeps those scalar)
+    def flag(cond: Any) -> Expr:
+        return te.if_then_else(cond, one, zero)
+    up = flag(frac > 0.5) + flag(frac == 0.5) * odd
+    down = flag(frac < -0.5) + flag(frac == -0.5) * odd
+    return t + up - down
 
 
 def _int32(v: Any) -> Expr:

@@ -233,6 +233,9 @@ def _vec_new(e: Expr, v: str, ramp: Ramp, memo: dict) -> Expr:
         if la == lb == 1:
             return BinOp(e.op, a, b)
         if e.dtype in ("int32", "int64"):
+            if e.op in VALUE_OPS and not isinstance(a, Ramp) and not isinstance(b, Ramp):
+                # integer values, not indices (an int32 sum plus its bias): lane by lane
+                return BinOp(e.op, _bc(a, L), _bc(b, L))
             return _ramp_arith(e.op, a, b)
         if e.op in ("and", "or"):
             raise NotVectorizable(f"`{e}` combines lane-dependent conditions")
@@ -273,6 +276,9 @@ def _vec_new(e: Expr, v: str, ramp: Ramp, memo: dict) -> Expr:
     if v in free_vars(e):
         raise NotVectorizable(f"`{e}` ({type(e).__name__}) depends on the lane")
     return e
+
+
+VALUE_OPS = ("+", "-", "*", "min", "max")   # integer ops C's vector types do lane by lane
 
 
 def _ramp_arith(op: str, a: Expr, b: Expr) -> Expr:

@@ -33,7 +33,7 @@ LAYOUTS = ("NHWC", "NCHW")
 DEFAULT_LAYOUT = "NHWC"
 TO_NHWC = (0, 2, 3, 1)   # NHWC axis d is NCHW axis TO_NHWC[d]
 TO_NCHW = (0, 3, 1, 2)   # NCHW axis a sits at NHWC position TO_NCHW[a]
-WINDOWED = ("conv", "max_pool", "avg_pool", "lrn")
+WINDOWED = ("conv", "conv_integer", "max_pool", "avg_pool", "lrn")
 # the ops ``_Rewrite.reindexed`` renumbers the axes of
 REINDEXED = ("concat", "softmax", "reduce_mean", "reduce_sum", "transpose", "reshape", "pad",
              "slice")
@@ -139,7 +139,7 @@ class _Rewrite(GraphEdit):
 
     def windowed(self, n: Node) -> None:
         x = self.to_nhwc(n.inputs[0])
-        if n.op != "conv":
+        if n.op not in ("conv", "conv_integer"):
             self.emit(n, (x,), True, layout="NHWC")
             return
         w = self.consts.get(n.inputs[1])
@@ -148,6 +148,10 @@ class _Rewrite(GraphEdit):
             return
         co, cig, kh, kw = w.shape
         c_in, group = self.types[n.inputs[0]].shape[1], n.attr("group")
+        if n.op == "conv_integer":    # (KH, KW, CI/group, CO) for every group; zero points
+            wname = self.constant(f"{n.inputs[1]}_hwio", w.transpose(2, 3, 1, 0))   # as they are
+            self.emit(n, (x, wname, *n.inputs[2:]), True, layout="NHWC")
+            return
         if group > 1 and group == c_in and cig == 1:     # depthwise: (KH, KW, C, m)
             hw = w.reshape(c_in, co // c_in, kh, kw).transpose(2, 3, 0, 1)
             extra = {"depthwise": 1}
@@ -180,7 +184,7 @@ class _Rewrite(GraphEdit):
         """``n`` over NHWC inputs with its axes renumbered, if it has a rule."""
         x = n.inputs[0]
         if len(self.types[x].shape) != 4 or n.op not in REINDEXED:
-            return False     # (an op with no rule, e.g. conv_integer, reads NCHW)
+            return False     # (an op with no rule, e.g. a matmul, reads NCHW)
         pos = TO_NCHW
         twins = tuple(self.to_nhwc(i) if i else i for i in n.inputs)
         if n.op == "concat":

@@ -1,0 +1,192 @@
+"""The default schedule of a kernel whose anchor is a low-precision dot product: an integer
+conv or matmul (u8/s8 x s8 -> s32) or a bf16 one (bf16 x bf16 -> f32), blocked around the
+best dot-product instruction the target has.
+
+Why its own schedule: the float kernels' blocking (``blocking.blocked_decisions``) tiles
+in vectors of the accumulator's dtype and multiplies element by element, which for bytes
+widened to int32 is a quarter of what ``vpdpbusd`` or ``sdot`` does per instruction, and
+the template-free "tensorize-dot" block (``tvmlite.schedule.dot_block``) takes only a 2-D
+matmul of two inputs, not a conv nor a fused epilogue. This is the same register block,
+for any anchor ``D[..., r, f] = sum_{..., k} acc(A[..., k]) * acc(B[..., k, .., f])`` with
+a constant B (after ``fold_zero_points`` every integer conv and matmul with symmetric
+weights is one):
+
+- the intrinsic is ``best_intrinsic`` for the anchor's dtypes (the dispatch: VNNI where
+  the target has it, the exact AVX2 or NEON fallback, ``vdpbf16ps`` for bf16); it needs
+  the innermost reduce axis (input channels) read contiguously by A and divisible by its
+  group, and the output channels divisible by its lanes;
+- B is pre-packed once at load time in the intrinsic's layout (output channels in panels
+  of its lanes, the reduce axis in groups last: ``prepack(.., group=...)``);
+- ``rows x vectors`` output pixels by vectors of lanes (``dot_block.block_sizes``)
+  accumulate in a local block computed at the output's tile; the epilogue (the zero
+  point constant, bias, requantize, ReLU, a dequantize) runs on that tile in vectors;
+- the output-channel panels outermost, then the output's other axes, fused into one
+  parallel loop (each task walks one panel of B over its pixels);
+- a stage A reads (a padding, a layout transpose) is computed once at the root, in
+  parallel, so the block reads plain bytes.
+
+Where no intrinsic applies (3 input channels, a depthwise conv whose A index is not the
+reduce axis, a target without one) the same block is plain vectors of the accumulator;
+where the lanes do not divide the output channels either, ``dot_schedule`` returns None
+and the kernel gets the generic default.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tvmlite import te
+from tvmlite.ir.expr import BinOp, Cast, Reduce, TensorRead, Var
+from tvmlite.schedule.dot_block import block_sizes
+from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.state import ScheduleError
+from tvmlite.target.intrinsics import INTRINSICS, Intrinsic, best_intrinsic
+from tvmlite.target.target import Target
+
+__all__ = ["DotAnchor", "dot_anchor", "dot_intrinsic", "dot_schedule"]
+
+
+class DotAnchor:
+    """The anchor stage of a dot kernel and how its two operands are indexed: ``a`` and
+    ``b`` the tensors read (``b`` a constant input), ``b_lanes_dim`` / ``b_group_dim``
+    the dimensions of ``b`` indexed by the output channel and the innermost reduce
+    axis, ``a_contiguous``: A's last index is that reduce axis (its groups contiguous)."""
+
+    def __init__(self, op: Any, a: TensorRead, b: TensorRead, b_lanes_dim: int,
+                 b_group_dim: int, a_contiguous: bool):
+        self.op, self.a, self.b = op, a, b
+        self.b_lanes_dim, self.b_group_dim = b_lanes_dim, b_group_dim
+        self.a_contiguous = a_contiguous
+
+
+def _factor(e: Any, dtype: str) -> TensorRead | None:
+    inner = e.value if isinstance(e, Cast) and e.dtype == dtype else e
+    return inner if isinstance(inner, TensorRead) else None
+
+
+def dot_anchor(op: Any, constants: tuple[str, ...]) -> DotAnchor | None:
+    """``op`` as a ``DotAnchor`` (module doc) when it is a plain sum of products of two
+    tensors of dtypes some intrinsic takes, the second a constant input; else None."""
+    body = op.body
+    if not (isinstance(body, Reduce) and body.combiner == "sum" and body.where is None
+            and len(op.axis) >= 2 and op.reduce_axis):
+        return None
+    src = body.source
+    if not (isinstance(src, BinOp) and src.op == "*"):
+        return None
+    reads = [_factor(src.a, op.dtype), _factor(src.b, op.dtype)]
+    if reads[0] is None or reads[1] is None:
+        return None
+    f, k = op.axis[-1].var, op.reduce_axis[-1].var
+    for a, b in ((reads[0], reads[1]), (reads[1], reads[0])):
+        if b.tensor.name not in constants:
+            continue
+        lanes = [d for d, x in enumerate(b.indices) if isinstance(x, Var) and x.name == f.name]
+        group = [d for d, x in enumerate(b.indices) if isinstance(x, Var) and x.name == k.name]
+        if len(lanes) != 1 or len(group) != 1:
+            continue
+        if not any(i.takes(a.dtype, b.dtype, op.dtype) for i in INTRINSICS.values()):
+            return None
+        last = a.indices[-1]
+        contiguous = isinstance(last, Var) and last.name == k.name
+        return DotAnchor(op, a, b, lanes[0], group[0], contiguous)
+    return None
+
+
+def dot_intrinsic(anchor: DotAnchor, target: Target) -> Intrinsic | None:
+    """The target's best intrinsic for the anchor, when its shape lets it apply."""
+    intr = best_intrinsic(target.arch, target.features, anchor.a.dtype, anchor.b.dtype,
+                          anchor.op.dtype)
+    if intr is None or not anchor.a_contiguous:
+        return None
+    co, k = anchor.op.axis[-1].extent, anchor.op.reduce_axis[-1].extent
+    if not isinstance(co, int) or not isinstance(k, int) or co % intr.lanes or k % intr.group:
+        return None
+    return intr
+
+
+def _plain_lanes(target: Target, dtype: str, channels: Any) -> int | None:
+    lanes = target.vector_lanes(dtype)
+    while lanes >= 4:
+        if isinstance(channels, int) and channels % lanes == 0:
+            return lanes
+        lanes //= 2
+    return None
+
+
+def dot_schedule(kc: Any, target: Target) -> Schedule | None:
+    """The blocked schedule of the module doc for kernel ``kc`` (a ``KernelCompute``), or
+    None when its anchor is no ``DotAnchor``, its epilogue changes the shape, or the
+    block cannot be built."""
+    out = kc.output
+    if any(not isinstance(d, int) for d in out.shape):
+        return None
+    s = te.create_schedule(out.op)
+    reductions = [st for st in s.stages if st.op.reduce_axis]
+    if len(reductions) != 1 or not kc.elementwise_epilogue:
+        return None
+    anchor = dot_anchor(reductions[0].op, tuple(kc.constants))
+    if anchor is None or tuple(anchor.op.shape) != tuple(out.shape):
+        return None
+    try:
+        return _block(s, kc, anchor, target)
+    except ScheduleError:
+        return None
+
+
+def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target) -> Schedule | None:
+    op = anchor.op
+    intr = dot_intrinsic(anchor, target)
+    lanes = intr.lanes if intr is not None else _plain_lanes(target, op.dtype, op.shape[-1])
+    if lanes is None:
+        return None
+    group = intr.group if intr is not None else 1
+    rows, vectors = block_sizes(op.shape[-2], op.shape[-1], lanes, target.vector_registers)
+    out = kc.output
+    a_name = anchor.a.tensor.name
+    placeholders = {t.name for t in kc.tensors[:-1]}
+    for st in s.stages:
+        if st.name in (out.op.name, op.name):
+            continue
+        if st.name == a_name:      # the padded / transposed activations: once, at the root
+            axes = list(st.op.axis)
+            st.parallel(st.fuse(*axes[:2]) if len(axes) > 2 else axes[0])
+        else:
+            st.compute_inline()
+    anchor_t = s.tensor(op.name)
+    if op.name == out.op.name:
+        local = s.cache_write(anchor_t, "local")
+    else:
+        local = s.cache_write(anchor_t, "local")
+        s[anchor_t].compute_inline()
+    if anchor.b.tensor.name in placeholders:
+        copy = s.cache_read(s.tensor(anchor.b.tensor.name), "global", [local])
+        packed = s.prepack(copy, dim=anchor.b_lanes_dim, factor=lanes,
+                           group_dim=anchor.b_group_dim, group=group)
+        s[packed].parallel(s[packed].op.axis[0])
+    o = s[out]
+    *others, r_ax, f_ax = o.op.axis
+    fo, fi = o.split(f_ax, factor=vectors * lanes)
+    fv, fl = o.split(fi, factor=lanes)
+    ro, ri = o.split(r_ax, factor=rows)
+    o.reorder(fo, *others, ro, ri, fv, fl)
+    par = o.fuse(fo, *others, ro)
+    o.parallel(par)
+    o.unroll(ri)
+    o.unroll(fv)
+    o.vectorize(fl)
+    s[local].compute_at(o, par)
+    cl = s[local]
+    sp, red = list(cl.op.axis), list(cl.op.reduce_axis)
+    cfo, cfi = cl.split(sp[-1], factor=lanes)
+    if intr is not None:
+        rko, rki = cl.split(red[-1], factor=group)
+        cl.reorder(*red[:-1], rko, *sp[:-1], cfo, cfi, rki)
+    else:
+        cl.reorder(*red, *sp[:-1], cfo, cfi)
+    cl.unroll(sp[-2])
+    cl.unroll(cfo)
+    if intr is not None:
+        cl.tensorize(cfi, intr.name)
+    else:
+        cl.vectorize(cfi)
+    return s
