@@ -10,7 +10,8 @@ The 4-byte broadcast goes through ``__builtin_memcpy``: any alignment, no aliasi
 assumption. Only fixed text and names from the registry reach the C.
 
 Map: ``helper_name`` · ``include_line`` · ``helper_source`` (per intrinsic: the VNNI and
-BF16 one-instruction forms, the exact AVX2 and NEON widening fallbacks, sdot/udot).
+BF16 one-instruction forms, vpmaddwd on a B the pack widened to int16, the exact AVX2 and
+NEON widening fallbacks, sdot/udot).
 """
 from __future__ import annotations
 
@@ -58,6 +59,16 @@ def _body(name: str, a: str, b: str) -> list:
     if name == "vdpbf16ps_avx512":
         return [_LOAD4, "return (tvmlite_f32x16)_mm512_dpbf16_ps((__m512)acc, "
                 "(__m512bh)_mm512_set1_epi32(a4), (__m512bh)_mm512_loadu_si512((const void*)b));"]
+    if name in ("pmaddwd_s16_avx2", "pmaddwd_s16_avx512"):
+        # B is int16 already (widened by the pack): a's pair as two int16 in one int32,
+        # broadcast; vpmaddwd sums each lane's two products in int32, exactly
+        w = 256 if name.endswith("avx2") else 512
+        load = "_mm256_loadu_si256((const __m256i*)b)" if w == 256 else \
+            "_mm512_loadu_si512((const void*)b)"
+        return ["uint32_t p = (uint32_t)(uint16_t)(int16_t)a[0] | "
+                "((uint32_t)(uint16_t)(int16_t)a[1] << 16);",
+                f"return acc + (tvmlite_i32x{w // 32})_mm{w}_madd_epi16("
+                f"_mm{w}_set1_epi32((int32_t)p), {load});"]
     if name == "pmaddwd_avx2":
         # lanes 0-3 then 4-7, each four int16 products summed in two vpmaddwd pairs; the
         # in-lane hadd leaves the lanes as 0 1 4 5 | 2 3 6 7, the permute restores them

@@ -466,7 +466,8 @@ def dot_decisions(workload: Workload, stage: str, target: Target,
     lanes = intr.lanes if use and intr is not None else target.vector_lanes(op.dtype)
     if N % lanes:
         return None
-    rows, vectors = block_sizes(M, N, lanes, target.vector_registers)
+    rows, vectors = block_sizes(M, N, lanes, target.vector_registers, rows_first=not (
+        use and intr is not None and intr.broadcast_in_registers))
     return {f"tensorize:{stage}": int(use), f"dot:{stage}": [rows, vectors]}
 
 

@@ -2,7 +2,8 @@
 against numpy -- the integer ones bit for bit over the whole uint8/int8 ranges (so a
 saturating sequence would show), bf16 within its rounding -- on this machine where its CPU
 has the instruction, the AArch64 ones under qemu, and the fallbacks forced by a target
-without VNNI or dotprod (no instruction the target lacks may appear in the C)."""
+without VNNI or dotprod (no instruction the target lacks may appear in the C): the named
+AVX2 target's vpmaddwd on a B the pack widened to int16, refused on a B packed narrow."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 import tvmlite
-from tvmlite import ops
+from tvmlite import ops, te
 from tvmlite.runtime.module import generate_c
 from tvmlite.schedules.dot import gemm_dot, lowp_matmul
 from tvmlite.target.intrinsics import INTRINSICS, best_intrinsic
@@ -79,19 +80,48 @@ def without(target: Target, *features: str) -> Target:
                    name="")
 
 
-def test_a_cpu_without_vnni_gets_the_exact_avx2_fallback():
+@pytest.mark.parametrize("a_dt,b_dt", [("uint8", "int8"), ("int8", "int8"),
+                                       ("uint8", "uint8"), ("int8", "uint8")])
+def test_an_avx2_cpu_without_vnni_gets_vpmaddwd_on_b_widened_by_the_pack(a_dt, b_dt):
+    """Zen 3's path (the named AVX2 target: no AVX-512, no VNNI; this CPU runs it):
+    B pre-widened to int16 in the pack, bit for bit over the full ranges."""
     if "avx2" not in HOST.features:
         pytest.skip("this CPU has no AVX2")
-    target = without(HOST, "avx512vnni", "avxvnni")
-    assert not {"vpdpbusd_avx512", "vpdpbusd_avxvnni"} & set(target.intrinsics)
-    intr = best_intrinsic(target.arch, target.features, "uint8", "int8", "int32")
-    assert intr is not None and intr.name == "pmaddwd_avx2"
-    s, tensors, inputs, want = gemm(intr.name, "uint8", "int8")
+    target = Target.from_name("x86_64-avx2")
+    intr = best_intrinsic(target.arch, target.features, a_dt, b_dt, "int32")
+    assert intr is not None and intr.name == "pmaddwd_s16_avx2"
+    s, tensors, inputs, want = gemm(intr.name, a_dt, b_dt)
     mod = tvmlite.build(s, tensors, target=target)
-    assert "dpbusd" not in mod.get_source()
+    src = mod.get_source()
+    assert "dpbusd" not in src and "_mm512" not in src and "maddubs" not in src
+    assert mod.pack("B", inputs[1]).dtype == np.int16
     c = tvmlite.nd.empty(want.shape, "int32")
     mod(*inputs, c)
     check(c.numpy(), want)
+
+
+def test_an_avx512_cpu_without_vnni_gets_the_zmm_form():
+    target = without(HOST, "avx512vnni", "avxvnni")
+    assert not {"vpdpbusd_avx512", "vpdpbusd_avxvnni"} & set(target.intrinsics)
+    intr = best_intrinsic(target.arch, target.features, "uint8", "int8", "int32")
+    want = "pmaddwd_s16_avx512" if "avx512bw" in HOST.features else "pmaddwd_s16_avx2"
+    assert intr is not None and intr.name == want
+
+
+def test_a_b_packed_without_widening_is_refused_by_the_int16_intrinsic():
+    tensors = ops.qmatmul(4, 32, 8)
+    s = te.create_schedule(tensors[2].op)
+    C = tensors[2]
+    BB = s.cache_read(tensors[1], "global", [C])
+    s.prepack(BB, dim=1, factor=8, group_dim=0, group=2)       # int8, not int16
+    CL = s.cache_write(C, "local")
+    ci, cj = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    ko, ki = s[CL].split(k, factor=2)
+    cjo, cji = s[CL].split(cj, factor=8)
+    s[CL].reorder(ko, ci, cjo, cji, ki)
+    with pytest.raises(tvmlite.ScheduleError, match='B stored as int16 .*dtype="int16"'):
+        s[CL].tensorize(cji, "pmaddwd_s16_avx2")
 
 
 def test_tensorizing_with_an_instruction_the_target_lacks_names_the_feature():

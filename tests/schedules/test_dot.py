@@ -64,6 +64,9 @@ def test_block_sizes_divide_and_fit_the_registers():
     assert block_sizes(7, 48, 16, 32) == (7, 3)
     assert block_sizes(5, 16, 16, 16) == (5, 1)
     assert block_sizes(3, 16, 8, 16) == (3, 2)
+    # a broadcast built in registers (vpmaddwd on int16 B): fewer rows, more vectors
+    assert block_sizes(1024, 1024, 8, 16) == (8, 1)
+    assert block_sizes(1024, 1024, 8, 16, rows_first=False) == (2, 4)
 
 
 def test_gemm_dot_refuses_a_block_that_does_not_divide_and_an_unpacked_b():

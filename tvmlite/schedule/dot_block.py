@@ -4,8 +4,11 @@ What the qmatmul template (``tvmlite.schedules.dot``) and the template-free sket
 "tensorize-dot" (``search/template_free/sketch.py``) both build, so it lives below both
 searches: for ``C[i, j] = sum_k acc(A[i, k]) * acc(B[k, j])``
 
-* B is pre-packed once (a constant) as [N/lanes][K/group][lanes][group] (``prepack`` with
-  a group), the layout the intrinsic reads (``tvmlite.target.intrinsics``);
+* B is pre-packed once (a constant) as [N/w][K/group][w][group], w = vectors * lanes
+  the block's width (``prepack`` with a group): each of the block's vectors is the
+  layout the intrinsic reads (``tvmlite.target.intrinsics``), and the block's B is one
+  contiguous stream (a panel per vector, 16-32 KiB apart, measured slower on Sapphire
+  Rapids), widened to the intrinsic's ``b_storage`` when it has one;
 * a ``rows x vectors*lanes`` block of C accumulates in registers (cache_write +
   compute_at): for each k group, ``rows`` broadcasts of A's group and ``vectors`` loads
   of B feed ``rows * vectors`` intrinsics, rows and vectors unrolled;
@@ -74,19 +77,24 @@ def _b_input(state: State, stage: str) -> str:
                         f"B[k, j]) with one input read as B[k, j]")
 
 
-def block_sizes(M: int, N: int, lanes: int, registers: int) -> tuple[int, int]:
+def block_sizes(M: int, N: int, lanes: int, registers: int,
+                rows_first: bool = True) -> tuple[int, int]:
     """(rows, vectors) of the register block: the most accumulators, at most 3/4 of the
     vector registers (the rest hold B's vectors and A's broadcasts), rows (at most 8)
     and columns (at most 4 vectors, so one block's panel of B stays near L1) dividing M
-    and N; more rows first, as a row costs one broadcast and a vector one load. (1, 1)
-    when nothing larger divides."""
+    and N. Among blocks of as many accumulators, more rows first (``rows_first``: a row
+    costs one broadcast load and a vector one load), or fewer rows first for an
+    intrinsic whose broadcast of A is built in registers
+    (``Intrinsic.broadcast_in_registers``: a row costs several instructions, a vector
+    none, its load folded into the multiply). (1, 1) when nothing larger divides."""
     best = (1, 1)
     for rows in range(1, 9):
         for vecs in range(1, 5):
             if M % rows or N % (vecs * lanes) or rows * vecs > registers * 3 // 4:
                 continue
+            more_rows = rows > best[0] if rows_first else rows < best[0]
             if rows * vecs > best[0] * best[1] or (rows * vecs == best[0] * best[1]
-                                                   and rows > best[0]):
+                                                   and more_rows):
                 best = (rows, vecs)
     return best
 
@@ -115,7 +123,10 @@ def schedule_dot(s: Schedule, stage: str, intrinsic: str | None, rows: int, vect
                             f"block {rows} x {vectors * lanes} and of the group {group}")
     C = s.tensor(stage)
     BB = s.cache_read(s.tensor(b_name), "global", [C])
-    BP = s.prepack(BB, dim=1, factor=lanes, group_dim=0, group=group) if prepack else BB
+    widen = get_intrinsic(intrinsic).b_storage if intrinsic is not None else ""
+    BP = s.prepack(BB, dim=1, factor=vectors * lanes, group_dim=0, group=group,
+                   dtype=widen) \
+        if prepack else BB
     CL = s.cache_write(C, "local")
     i, j = s[C].op.axis
     io, ii = s[C].split(i, factor=rows)

@@ -10,7 +10,11 @@ stage ``cache_read`` made -- into a *pack* stage in the panel layout
 
 (dimension ``dim`` split by ``factor``, the panel index ``o`` first: B[K, N] with dim=1,
 factor=16 becomes B_packed[N/16, K, 16], each 16-wide panel contiguous). Its readers read
-``packed[i_dim // factor, .., i_dim % factor, ..]``. Lowering (``kernel_view``,
+``packed[i_dim // factor, .., i_dim % factor, ..]``. With ``dtype`` the packed copy is
+stored widened to that integer dtype (int8 weights as int16, what ``vpmaddwd`` reads
+without widening them in the loop): exact, since every value of the input's dtype is one
+of ``dtype``'s, and a reader that casts the element to a dtype as wide reads the widened
+element directly (others read it cast back, the value unchanged). Lowering (``kernel_view``,
 ``pack_view``) makes the kernel take the packed buffer as its argument in place of the
 input, and the pack stage its own function ``<kernel>_pack_<input>``; steps on the pack
 stage after this one (split, parallel, vectorize) schedule that function.
@@ -30,7 +34,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Sequence
 
 from tvmlite.checks import check_int
-from tvmlite.ir.expr import BinOp, Const, Reduce, TensorRead, Var, rebuild, substitute, walk
+from tvmlite.ir.dtypes import INT_DTYPES, value_range
+from tvmlite.ir.expr import BinOp, Cast, Const, Reduce, TensorRead, Var, rebuild, substitute, walk
 from tvmlite.schedule.state import ScheduleError, Stage, State, fresh_stage
 from tvmlite.schedule.steps import Step, check_untouched, taken_names, unique_name
 from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
@@ -62,18 +67,23 @@ class PrepackStep(Step):
     dimension ``group_dim`` is split too, ``x_g == x_g_outer * group + g``, and ``g``
     goes last: B[K, N] with dim=1, factor=16, group_dim=0, group=4 becomes
     B_packed[N/16, K/4, 16, 4], the layout a dot-product intrinsic reads (four
-    consecutive k of each of 16 columns; ``tvmlite.target.intrinsics``)."""
+    consecutive k of each of 16 columns; ``tvmlite.target.intrinsics``). ``dtype``
+    (an integer dtype holding every value of the stage's, "" for its own) stores the
+    packed copy widened (module doc)."""
     kind: ClassVar[str] = "prepack"
     stage: str
     dim: int
     factor: int
     group_dim: int = 0
     group: int = 1
+    dtype: str = ""
 
     def to_json(self) -> dict:
         d = super().to_json()
         if self.group == 1:   # the records of a plain panel layout stay as they were
             del d["group_dim"], d["group"]
+        if not self.dtype:
+            del d["dtype"]
         return d
 
     def apply(self, state: State):
@@ -107,6 +117,7 @@ class PrepackStep(Step):
                                 f"divide dimension {self.dim} (extent {ext}); use one of "
                                 f"{divisors[:12]}")
         self._check_group(op)
+        self._check_dtype(op)
         taken = {iv.name for iv in op.axis}
         panel = unique_name(f"{op.axis[self.dim].name}_panel", taken)
         d_iv = op.axis[self.dim]
@@ -122,7 +133,10 @@ class PrepackStep(Step):
             axis += (IterVar(Var(g), self.group, "spatial"),)
             values[g_iv.name] = BinOp("+", BinOp("*", g_iv.var, Const(self.group)), Var(g))
         name = unique_name(f"{src.name}_packed", taken_names(state))
-        new_op = ComputeOp(name, axis, substitute(op.body, values), op.tag, op.attrs)
+        body = substitute(op.body, values)
+        if self.dtype and self.dtype != op.dtype:
+            body = Cast(self.dtype, body)
+        new_op = ComputeOp(name, axis, body, op.tag, op.attrs)
         new = new_op.output(0)
         stages = []
         for s2 in state.stages:
@@ -134,7 +148,7 @@ class PrepackStep(Step):
             else:
                 stages.append(replace(s2, op=_read_packed(s2.op, self.stage, new, self.dim,
                                                           self.factor, self.group_dim,
-                                                          self.group)))
+                                                          self.group, op.dtype)))
         return replace(state, stages=tuple(stages)), new
 
     def _check_group(self, op: ComputeOp) -> None:
@@ -151,9 +165,24 @@ class PrepackStep(Step):
             raise ScheduleError(f"stage {self.stage}: prepack group {self.group} does not "
                                 f"divide dimension {self.group_dim} (extent {ext})")
 
+    def _check_dtype(self, op: ComputeOp) -> None:
+        if not self.dtype or self.dtype == op.dtype:
+            return
+        if not isinstance(self.dtype, str) or self.dtype not in INT_DTYPES \
+                or op.dtype not in INT_DTYPES:
+            raise ScheduleError(f"stage {self.stage}: prepack dtype={str(self.dtype)[:20]!r}: "
+                                f"a packed copy can only be widened from an integer dtype to "
+                                f"one of {list(INT_DTYPES)}; the stage is {op.dtype}")
+        if not _holds(self.dtype, op.dtype):
+            raise ScheduleError(f"stage {self.stage}: prepack dtype={self.dtype} cannot hold "
+                                f"every {op.dtype} value {value_range(op.dtype)}: the packed "
+                                f"copy would change the weights")
+
     def __str__(self) -> str:
         group = f", group_dim={self.group_dim}, group={self.group}" if self.group > 1 else ""
-        return f's.prepack("{self.stage}", dim={self.dim}, factor={self.factor}{group})'
+        dtype = f', dtype="{self.dtype}"' if self.dtype else ""
+        return (f's.prepack("{self.stage}", dim={self.dim}, factor={self.factor}'
+                f'{group}{dtype})')
 
 
 @dataclass(frozen=True)
@@ -209,23 +238,41 @@ def declare_constants(s: Any, constants: Sequence[str]) -> Any:
     return out
 
 
+def _holds(wide: str, narrow: str) -> bool:
+    """Every value of integer dtype ``narrow`` is one of ``wide``'s."""
+    (lo, hi), (wlo, whi) = value_range(narrow), value_range(wide)
+    return wlo <= lo and hi <= whi
+
+
 def _read_packed(op: ComputeOp, old: str, new: Tensor, dim: int, factor: int,
-                 group_dim: int = 0, group: int = 1) -> ComputeOp:
+                 group_dim: int = 0, group: int = 1, old_dtype: str = "") -> ComputeOp:
     """``op`` with every ``old[i..]`` read as ``new[i_dim // factor, .., i_dim % factor, ..]``
-    (and, with a ``group``, ``i_g`` as ``i_g // group`` in place and ``i_g % group`` last)."""
+    (and, with a ``group``, ``i_g`` as ``i_g // group`` in place and ``i_g % group`` last).
+    A ``new`` widened from ``old_dtype`` is read as it is under a cast to a dtype that
+    holds it, else cast back to ``old_dtype`` (the same values)."""
+    widened = bool(old_dtype) and new.dtype != old_dtype
+
     def go(e):
+        if widened and isinstance(e, Cast) and isinstance(e.value, TensorRead) \
+                and e.value.tensor.name == old and e.dtype in INT_DTYPES \
+                and _holds(e.dtype, new.dtype):
+            return Cast(e.dtype, _packed_read(e.value))
         if isinstance(e, TensorRead) and e.tensor.name == old:
-            idx = list(go(i) for i in e.indices)
-            f = Const(factor, idx[dim].dtype)
-            last: tuple = ()
-            if group > 1:
-                g = Const(group, idx[group_dim].dtype)
-                last = (BinOp("%", idx[group_dim], g),)
-                idx[group_dim] = BinOp("//", idx[group_dim], g)
-            packed = (BinOp("//", idx[dim], f),) + tuple(idx[:dim]) + \
-                (BinOp("%", idx[dim], f),) + tuple(idx[dim + 1:]) + last
-            return TensorRead(new, packed)
+            read = _packed_read(e)
+            return Cast(old_dtype, read) if widened else read
         return rebuild(e, go)
+
+    def _packed_read(e):
+        idx = list(go(i) for i in e.indices)
+        f = Const(factor, idx[dim].dtype)
+        last: tuple = ()
+        if group > 1:
+            g = Const(group, idx[group_dim].dtype)
+            last = (BinOp("%", idx[group_dim], g),)
+            idx[group_dim] = BinOp("//", idx[group_dim], g)
+        packed = (BinOp("//", idx[dim], f),) + tuple(idx[:dim]) + \
+            (BinOp("%", idx[dim], f),) + tuple(idx[dim + 1:]) + last
+        return TensorRead(new, packed)
     body = go(op.body)
     if body is op.body:
         return op

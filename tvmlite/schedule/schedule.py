@@ -115,12 +115,13 @@ class Schedule:
         return self.apply(RfactorStep(stage, _loop(self, stage, axis, "rfactor"), factor_axis))
 
     def prepack(self, tensor: Any, dim: int = -1, factor: int | None = None,
-                group_dim: int = 0, group: int = 1) -> Tensor:
+                group_dim: int = 0, group: int = 1, dtype: str = "") -> Tensor:
         """Compute the copy ``tensor`` (of one constant input, e.g. what cache_read made)
         once, outside the kernel, split along ``dim`` (default: the last) into panels of
         ``factor`` (default: the whole dimension), and with ``group`` > 1 dimension
         ``group_dim`` into groups of ``group`` stored last (a dot-product intrinsic's
-        layout); returns the packed tensor (``tvmlite.schedule.prepack``)."""
+        layout), stored widened to the integer ``dtype`` if given; returns the packed
+        tensor (``tvmlite.schedule.prepack``)."""
         stage = _name(tensor)
         ndim = len(self.state.stage(stage).op.axis)
         if isinstance(dim, int) and not isinstance(dim, bool) and -ndim <= dim < 0:
@@ -129,7 +130,7 @@ class Schedule:
             factor = self.state.stage(stage).op.axis[dim].extent
         # factor stays None only for a dim out of range, which PrepackStep.apply rejects first
         return self.apply(PrepackStep(stage, dim, factor, group_dim,  # type: ignore[arg-type]
-                                      group))
+                                      group, dtype))
 
     def constant(self, tensor: Any) -> Tensor:
         """Input ``tensor`` is constant: the kernel reads it through a pack function, a

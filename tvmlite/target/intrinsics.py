@@ -14,13 +14,22 @@ row), ``b`` ``lanes`` groups laid out one after the other (the weights, pre-pack
 takes and the CPU features it needs; the Target lists the ones it has
 (``Target.intrinsics``), and the C of each lives in ``codegen_c/intrinsics.py``.
 
-The fallbacks are exact: ``pmaddwd_avx2`` widens both operands to int16 before
-``vpmaddwd`` (``vpmaddubsw``, which multiplies bytes directly, saturates its int16 pair
-sums: 255 * 127 * 2 > 32767, so it would be wrong for large activations), and
-``smull_neon`` widens to int16 and multiplies into int32. Integer results are exact
+The fallbacks are exact. Without VNNI, ``pmaddwd_s16_avx2`` (and its AVX-512 form)
+reads B pre-widened to int16 by the pack (``b_storage``: B is a constant, widened once at
+load time), so the inner loop is one broadcast of A's pair, ``vpmaddwd`` and an add: a
+u8/s8 times int16 pair sum is at most 2 * 255 * 32768 < 2**31, exact for every value.
+``vpmaddubsw``, which multiplies bytes directly, is not used: it saturates its int16 pair
+sums (2 * 255 * 128 > 32767), exact only for weights whose pairs are small, and a
+weight is data, not something the kernel can know. ``pmaddwd_avx2`` widens both operands
+in the loop (for a B that is packed without widening), and ``smull_neon`` widens to
+int16 and multiplies into int32. Integer results are exact
 (int32 wraps as numpy's does); ``vdpbf16ps`` sums each pair of bf16 products in float32
 (round to nearest even, denormals flushed), so it agrees with a float32 loop within
 float32 rounding of bf16 inputs, not bit for bit.
+
+An intrinsic with ``b_storage`` reads B stored as that dtype (the pack converts it,
+exactly), so the loads it is matched against are (a's dtype, ``b_storage``):
+``Intrinsic.reads``; ``Intrinsic.takes`` names what it computes, the compute's dtypes.
 
 Map: ``Intrinsic`` · ``INTRINSICS`` (preference order: faster first) · ``available``,
 ``best_intrinsic``, ``get_intrinsic``, ``missing_features``.
@@ -41,7 +50,11 @@ class Intrinsic:
     """One dot-product instruction as ``tensorize`` sees it (module doc): its ``name``,
     the ``arch`` and ``features`` (all needed) it runs with, ``lanes`` outputs of
     ``group`` products each, the (a, b, accumulator) ``dtypes`` it computes, and the
-    instruction it is, for tables and messages."""
+    instruction it is, for tables and messages; ``b_storage``, when set, the dtype the
+    pack stores B as (the instruction reads B widened: ``reads``);
+    ``broadcast_in_registers``: A's group reaches every lane through several register
+    instructions, not one broadcast load (so a register block of fewer rows is
+    cheaper: ``schedule.dot_block.block_sizes``)."""
     name: str
     arch: str
     features: tuple[str, ...]
@@ -49,9 +62,20 @@ class Intrinsic:
     group: int
     dtypes: tuple[tuple[str, str, str], ...]
     instruction: str
+    b_storage: str = ""
+    broadcast_in_registers: bool = False
 
     def takes(self, a: str, b: str, acc: str) -> bool:
+        """Whether it computes ``a`` x ``b`` -> ``acc`` (the compute's dtypes)."""
         return (a, b, acc) in self.dtypes
+
+    def reads(self, a: str, b: str, acc: str) -> bool:
+        """Whether the kernel's operands as stored, ``a`` and ``b`` (B after its pack),
+        are what the instruction reads: B in ``b_storage`` when the intrinsic has one
+        (every value of the compute's B dtypes fits it), else the dtypes it takes."""
+        if self.b_storage:
+            return b == self.b_storage and any(x == a and z == acc for x, _, z in self.dtypes)
+        return self.takes(a, b, acc)
 
 
 INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
@@ -59,8 +83,15 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
               "vpdpbusd zmm (AVX512-VNNI, _mm512_dpbusd_epi32)"),
     Intrinsic("vpdpbusd_avxvnni", "x86_64", ("avx2", "avxvnni"), 8, 4, _U8S8,
               "vpdpbusd ymm (AVX-VNNI, _mm256_dpbusd_avx_epi32)"),
+    Intrinsic("pmaddwd_s16_avx512", "x86_64", ("avx512f", "avx512bw"), 16, 2, _ANY_INT8,
+              "vpbroadcastd + vpmaddwd zmm + vpaddd on B pre-widened to int16 (AVX-512BW, "
+              "exact)", b_storage="int16", broadcast_in_registers=True),
+    Intrinsic("pmaddwd_s16_avx2", "x86_64", ("avx2",), 8, 2, _ANY_INT8,
+              "vpbroadcastd + vpmaddwd ymm + vpaddd on B pre-widened to int16 (AVX2, exact)",
+              b_storage="int16", broadcast_in_registers=True),
     Intrinsic("pmaddwd_avx2", "x86_64", ("avx2",), 8, 4, _ANY_INT8,
-              "vpmovsx/zxbw + vpmaddwd + vphaddd (AVX2, exact: no int16 saturation)"),
+              "vpmovsx/zxbw + vpmaddwd + vphaddd (AVX2, exact: no int16 saturation)",
+              broadcast_in_registers=True),
     Intrinsic("vdpbf16ps_avx512", "x86_64", ("avx512f", "avx512bf16"), 16, 2,
               (("bfloat16", "bfloat16", "float32"),),
               "vdpbf16ps zmm (AVX512-BF16, _mm512_dpbf16_ps)"),

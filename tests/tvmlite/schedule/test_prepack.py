@@ -146,3 +146,51 @@ def test_prepack_factor_and_placement_errors():
         tvmlite.build(s, [A, B, C]).pack("A", np.zeros((8, 8), np.float32))
     with pytest.raises(ValueError, match="argument B must have shape"):
         tvmlite.build(s, [A, B, C]).pack("B", np.zeros((8, 8), np.float32))
+
+
+# -- a packed copy stored widened (dtype=) ----------------------------------------------
+
+def _int_add(dtype: str = "int8"):
+    """C = A + B (B int8, read bare, no cast): a reader whose arithmetic is int8."""
+    A = te.placeholder((4, 8), dtype, name="A")
+    B = te.placeholder((4, 8), dtype, name="B")
+    C = te.compute((4, 8), lambda i, j: A[i, j] + B[i, j], name="C")
+    return A, B, C
+
+
+def test_a_widened_pack_keeps_the_values_and_the_readers_arithmetic():
+    A, B, C = _int_add()
+    s = te.create_schedule(C.op)
+    BP = s.prepack(s.cache_read(B, "local", [C]), dim=1, factor=4, dtype="int16")
+    assert BP.dtype == "int16"
+    assert 'dtype="int16"' in str(s)
+    step = s.steps[-1].to_json()
+    assert step["dtype"] == "int16"
+    s2 = Schedule.from_steps([C], [st.to_json() for st in s.steps])
+    assert s2.steps == s.steps
+    mod = tvmlite.build(s, [A, B, C])
+    a = np.array(np.arange(32).reshape(4, 8) * 9 - 128, np.int8)
+    b = np.full((4, 8), 100, np.int8)
+    c = empty((4, 8), "int8")
+    mod(a, b, c)
+    np.testing.assert_array_equal(np.asarray(c), a + b)   # int8 wraps as numpy's does
+    assert mod.pack("B", b).dtype == np.int16
+
+
+def test_a_plain_pack_record_has_no_dtype_key():
+    s, _, _ = _mm_plain()
+    assert "dtype" not in s.steps[-1].to_json()
+
+
+def test_a_pack_cannot_narrow_or_convert_floats():
+    A, B, C = _int_add("int32")
+    s = te.create_schedule(C.op)
+    BL = s.cache_read(B, "local", [C])
+    with pytest.raises(ScheduleError, match="cannot hold every int32"):
+        s.prepack(BL, dim=1, factor=4, dtype="int16")
+    with pytest.raises(ScheduleError, match="only be widened from an integer"):
+        s.prepack(BL, dim=1, factor=4, dtype="float32")
+    A, B, C = _int_add("uint8")
+    s = te.create_schedule(C.op)
+    with pytest.raises(ScheduleError, match="cannot hold every uint8"):
+        s.prepack(s.cache_read(B, "local", [C]), dim=1, factor=4, dtype="int8")
