@@ -20,11 +20,16 @@ __all__ = ["build"]
 
 def build(s: Schedule | Graph, args: Sequence[Any] | Target | str | None = None,
           target: Target | str | None = None, name: str = "default_function",
-          explain: bool = False) -> Any:
+          explain: bool = False, precision: str | None = None) -> Any:
     """Build a schedule into a kernel Module (``build(s, args, target=None, name=...,
     explain=False)``: see ``tvmlite.runtime.module.build``), or a whole model:
-    ``build(graph, target=None)`` gives a ``tvmlite.graph.build.GraphModule`` (its second
-    argument may be the target)."""
+    ``build(graph, target=None, precision=None)`` gives a
+    ``tvmlite.graph.build.GraphModule`` (its second argument may be the target;
+    ``precision="bf16"`` computes its convs and matmuls on bfloat16 weights and
+    activations with float32 sums: ``graph.passes.precision``)."""
     if isinstance(s, Graph):
-        return build_graph(s, target if target is not None else args)
+        return build_graph(s, target if target is not None else args, precision=precision)
+    if precision is not None:
+        raise TypeError("build: precision= is for a model (a tvmlite.graph.Graph); a "
+                        "schedule computes in its tensors' dtypes")
     return build_kernel(s, args, target, name, explain)  # type: ignore[arg-type]  # a schedule's args

@@ -2,14 +2,17 @@
 TVM's ``tvmc``.
 
     tvmlite compile MODEL.onnx [--log L] [--shape NAME=1,3,224,224] [--target T]
-                    [--layout auto|nchw|nhwc] [--split auto|off] --out DIR [--name NAME]
+                    [--layout auto|nchw|nhwc] [--split auto|off] [--precision fp32|bf16]
+                    --out DIR [--name NAME]
     tvmlite run DIR --input NAME=FILE.npy ... [--output FILE.npz] [--repeat N] [--profile]
 
 ``compile`` imports the model (``frontend.from_onnx``), makes the whole-graph decisions
 (``graph.decisions``: the activation layout measured or given, heavy fusions split back
 when measured slower than their parts), builds it under the log's best records when
 ``--log`` is given (``search.apply_history_best``; the measurements use them too), writes
-the library (``GraphModule.export_library``) and prints what was decided. ``run`` loads
+the library (``GraphModule.export_library``) and prints what was decided; with
+``--precision bf16`` (``graph.passes.precision``) also the error of the bf16 build against
+the fp32 one (``graph.accuracy``) on seeded random inputs. ``run`` loads
 the library (``graph.library``), runs it on the inputs, prints the median latency of
 ``--repeat`` runs and, with ``--profile``, the time of each fused kernel. Argument
 parsing and printing only.
@@ -27,18 +30,22 @@ import numpy as np
 
 from tvmlite.cli.args import UsageError, existing_log, positive_int, resolve_target, target_args
 from tvmlite.frontend import from_onnx
-from tvmlite.graph.build import build_graph
+from tvmlite.graph.accuracy import error_against_fp32
+from tvmlite.graph.build import GraphModule, build_graph
 from tvmlite.graph.decisions import (
     GraphDecisions,
     decide_layout,
     decide_splits,
     prepacked_weights,
 )
+from tvmlite.graph.ir import Graph
 from tvmlite.graph.library import ModelLibrary
+from tvmlite.graph.passes.precision import PRECISIONS
 from tvmlite.search.templated.task import apply_history_best
+from tvmlite.target.target import Target
 
-__all__ = ["add_model_commands", "add_layout_arg", "cmd_compile", "cmd_run", "parse_shape",
-           "parse_input", "LAYOUT_CHOICES"]
+__all__ = ["add_model_commands", "add_layout_arg", "add_precision_arg", "precision_lines",
+           "cmd_compile", "cmd_run", "parse_shape", "parse_input", "LAYOUT_CHOICES"]
 
 LAYOUT_CHOICES = ("auto", "nchw", "nhwc")
 
@@ -82,6 +89,29 @@ def add_layout_arg(parser: Any, default: str, cost: str) -> None:
                         f"faster ({cost}); nchw/nhwc take it as given (default {default})")
 
 
+def add_precision_arg(parser: Any) -> None:
+    """``--precision fp32|bf16`` on ``parser`` (argparse refuses any other value)."""
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="what the convs and matmuls store their weights and "
+                        "activations in: bf16 rounds them to bfloat16 and sums in float32 "
+                        "(vdpbf16ps where the target has AVX512-BF16; elsewhere bf16 "
+                        "loads and float32 arithmetic); the model's inputs and outputs "
+                        "stay float32, and the summary gives the error against the fp32 "
+                        "build (default fp32)")
+
+
+def precision_lines(graph: Graph, mod: GraphModule) -> list[str]:
+    """The summary's error line of a model built (``mod``) below fp32 from ``graph`` (as
+    imported): measured against the fp32 build where the target runs here."""
+    if mod.graph.precision == "fp32":
+        return []
+    host = Target.host()
+    if mod.target.arch != host.arch or not set(mod.target.features) <= set(host.features):
+        return [f"error:    {mod.graph.precision} against fp32 not measured: the target is "
+                f"not this CPU"]
+    return [error_against_fp32(graph, mod).line()]
+
+
 TUNE_LAYOUT_COST = ("off by default: a second build of the model's default kernels, "
                     "~10 s of CPU for SqueezeNet on 2 cores")
 
@@ -92,6 +122,7 @@ def add_model_commands(sub: Any, command: Any) -> None:
     if "tune" in sub.choices:
         add_layout_arg(sub.choices["tune"], "nhwc", f"MODEL.onnx, before the tasks are "
                        f"extracted; {TUNE_LAYOUT_COST}")
+        add_precision_arg(sub.choices["tune"])
     c = command(sub, "compile", cmd_compile, "import an ONNX model, fuse and build it (with "
                 "the best records of --log, else default schedules) into one C library")
     c.add_argument("model", metavar="MODEL.onnx")
@@ -106,6 +137,7 @@ def add_model_commands(sub: Any, command: Any) -> None:
                    "fused kernel with a heavy epilogue or prologue against its unfused parts "
                    "and split back those slower fused (a third build; default off: every "
                    "fusion kept)")
+    add_precision_arg(c)
     target_args(c, runner=False)
 
     c = command(sub, "run", cmd_run, "run a compiled model library on .npy inputs; prints "
@@ -123,6 +155,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if not args.name.isidentifier():
         raise UsageError(f"--name {args.name!r}: must be a C identifier")
     graph = from_onnx(Path(args.model), shapes=dict(args.shape))
+    if args.precision != "fp32":
+        if graph.sizes:
+            raise UsageError(f"--precision {args.precision}: a model with a symbolic size "
+                             f"(a range in --shape) is built in fp32 only; give fixed sizes")
+        graph = graph.replace(precision=args.precision)
     ctx = apply_history_best(existing_log(args.log)) if args.log else contextlib.nullcontext()
     with ctx:   # the measurements build under the log's records, as the library does
         if graph.sizes:   # fused at the probe sizes already: no one size to measure
@@ -132,12 +169,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
             fused, decisions = decide_splits(fused, target, decisions,
                                              measure=args.split == "auto")
         mod = build_graph(fused, target)
+        errors = precision_lines(graph, mod)
     lib = mod.export_library(Path(args.out), name=args.name)
     kernels = len(mod.kernels)
     print(f"{args.model}: {len(graph.nodes)} nodes -> {kernels} fused kernels "
           f"({len({k.key for k in mod.kernels})} distinct, {mod.kernels_without_record} "
           f"without a record); wrote {lib}")
-    print("\n".join(prepacked_weights(mod, decisions).lines()))
+    print("\n".join(prepacked_weights(mod, decisions).lines() + errors))
     return 0
 
 

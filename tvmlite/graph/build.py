@@ -23,6 +23,7 @@ from tvmlite.graph.dispatch import current_lookup
 from tvmlite.graph.ir import Graph, GraphError
 from tvmlite.graph.kernel import KernelCompute, default_schedule, kernel_compute, kernel_key
 from tvmlite.graph.passes import optimize
+from tvmlite.graph.passes.precision import check_precision
 from tvmlite.graph.symbolic import shape_at
 from tvmlite.runtime.arrays import empty
 from tvmlite.runtime.module import Module, TimeResult, generate_c
@@ -85,12 +86,21 @@ def _schedule_of(kc: KernelCompute, key: str, target: Target,
     return default_schedule(kc, target, largest), None
 
 
-def build_graph(graph: Graph, target: Any = None, quiet: bool = False) -> "GraphModule":
-    """Compile every kernel of ``graph`` (optimized first when it is not fused yet)."""
+def build_graph(graph: Graph, target: Any = None, quiet: bool = False,
+                precision: str | None = None) -> "GraphModule":
+    """Compile every kernel of ``graph`` (optimized first when it is not fused yet);
+    ``precision`` ("fp32", "bf16": ``passes.precision``) sets the graph's before it is
+    optimized (a fused graph has its precision already: a different one is an error)."""
     if not isinstance(graph, Graph):
         raise TypeError(f"build_graph: expected a tvmlite.graph.Graph, got "
                         f"{type(graph).__name__}")
     target = Target.resolve(target)
+    if precision is not None and check_precision(precision) != graph.precision:
+        if graph.kernels is not None:
+            raise GraphError(f"build_graph: graph {graph.name!r} was optimized in "
+                             f"{graph.precision}; pass precision={precision!r} with the "
+                             f"graph as imported")
+        graph = graph.replace(precision=precision)
     if graph.kernels is None:
         graph = optimize(graph)
     assert graph.kernels is not None

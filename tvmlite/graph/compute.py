@@ -26,6 +26,7 @@ from tvmlite.graph.quantized_compute import (
     matmul_integer_compute,
 )
 from tvmlite.graph.scalar import Operand, Scalar
+from tvmlite.ir.dtypes import STORAGE_FLOATS
 from tvmlite.ir.symbolic import is_static, same_extent
 from tvmlite.ops.common import named
 from tvmlite.ops.elementwise import softmax_compute
@@ -202,11 +203,18 @@ def _conv(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name:
         x = _pad4(x, node.attr("pads"), 0.0, f"{name}_pad", layout)
         pad = (0, 0)
     win = (node.attr("strides"), pad, node.attr("dilations"))
+    acc = _accumulator(x)
     if layout == "NCHW":
-        return conv2d_nchw_compute(x, w, *win, node.attr("group"), out_shape[2:])
+        return conv2d_nchw_compute(x, w, *win, node.attr("group"), out_shape[2:], acc)
     if node.attr("depthwise"):
-        return depthwise_conv2d_nhwc_compute(x, w, *win, out_shape[1:3])
-    return conv2d_nhwc_compute(x, w, *win, node.attr("group"), out_shape[1:3])
+        return depthwise_conv2d_nhwc_compute(x, w, *win, out_shape[1:3], acc)
+    return conv2d_nhwc_compute(x, w, *win, node.attr("group"), out_shape[1:3], acc)
+
+
+def _accumulator(x: te.Tensor) -> str | None:
+    """float32 for a conv or matmul over a storage float (the bf16 precision pass's
+    anchors, ``passes/precision.py``), else None: the tensors' own dtype."""
+    return "float32" if x.dtype in STORAGE_FLOATS else None
 
 
 def _matmul(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
@@ -214,7 +222,7 @@ def _matmul(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
     a, b = args
     if len(a.shape) < 2 or len(b.shape) < 2:
         raise GraphError(f"node {node.name!r}: MatMul of a vector is reshaped by the frontend")
-    out = broadcast_matmul_compute(a, b, name=name)
+    out = broadcast_matmul_compute(a, b, name=name, acc=_accumulator(a))
     if tuple(out.shape) != tuple(out_shape):    # a batch of 1 the model's output drops
         raise GraphError(f"node {node.name!r}: MatMul gives {tuple(out.shape)}, the graph "
                          f"expects {out_shape}")

@@ -91,7 +91,9 @@ class Graph:
     order), ``types`` the type of every value, ``constants`` the weights. ``kernels`` is
     set by the fusion pass; ``layout`` names the data layout the graph computes in.
     ``sizes`` holds ``(name, lo, hi)`` of each symbolic dimension (``graph/symbolic.py``):
-    the range of sizes the graph runs at, read at run time from the inputs' shapes."""
+    the range of sizes the graph runs at, read at run time from the inputs' shapes.
+    ``precision`` ("fp32" or "bf16") is what its convs and matmuls store their weights
+    and activations in (``passes/precision.py``: the pipeline rewrites a "bf16" graph)."""
     nodes: tuple[Node, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -101,6 +103,7 @@ class Graph:
     layout: str = "NCHW"
     name: str = "model"
     sizes: tuple[tuple[str, int, int], ...] = ()
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if not self.outputs:
@@ -124,7 +127,8 @@ class Graph:
 
     def __str__(self) -> str:
         ranges = "".join(f", {n} in [{lo}, {hi}]" for n, lo, hi in self.sizes)
-        lines = [f"graph {self.name} ({self.layout}{ranges}): inputs "
+        prec = "" if self.precision == "fp32" else f", {self.precision}"
+        lines = [f"graph {self.name} ({self.layout}{ranges}{prec}): inputs "
                  + ", ".join(f"{i}: {self.types[i]}" for i in self.inputs)]
         if self.kernels is None:
             for n in self.nodes:

@@ -120,3 +120,12 @@ def pad(data: te.Tensor, pads: Sequence[int], layout: str, name: str = "pad",
 
     shape = tuple(n + 2 * p for n, p in zip(data.shape, pads))
     return te.compute(shape, named(axis_names(layout), body), name=name)
+
+
+def product(a: Any, b: Any, acc: str | None = None) -> Any:
+    """``a * b`` of a dot product's two operands; with ``acc`` both are cast to it first,
+    so a bfloat16 conv or matmul multiplies and sums in float32 (``acc(A) * acc(B)``: the
+    form ``tensorize`` matches against ``vdpbf16ps``) while its tensors stay bfloat16."""
+    if acc is None:
+        return a * b
+    return te.cast(a, acc) * te.cast(b, acc)

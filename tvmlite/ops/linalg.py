@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tvmlite import te
-from tvmlite.ops.common import dtype_arg, named, positive, size_arg
+from tvmlite.ops.common import dtype_arg, named, positive, product, size_arg
 
 
 def matmul(M: int, N: int, K: int, dtype: str = "float32") -> list[te.Tensor]:
@@ -54,12 +54,14 @@ def batch_matmul_compute(lhs: te.Tensor, rhs: te.Tensor, transpose_b: bool = Fal
                       name=name)
 
 
-def broadcast_matmul_compute(lhs: te.Tensor, rhs: te.Tensor, name: str = "C") -> te.Tensor:
+def broadcast_matmul_compute(lhs: te.Tensor, rhs: te.Tensor, name: str = "C",
+                             acc: str | None = None) -> te.Tensor:
     """numpy's ``lhs @ rhs`` for operands of rank 2 or more: the batch dimensions
     broadcast (a dimension of 1 is read at index 0), ``C[..., i, j] = sum_k lhs[..., i, k]
     * rhs[..., k, j]``, one stage that reads both tensors directly -- so a weight matrix
     shared by every batch row stays a plain input the search can pack, with no reshaped
-    copy in between."""
+    copy in between. ``acc``: the dtype the products are summed in when it is not the
+    operands' (``common.product``: bfloat16 operands, float32 sums)."""
     sa, sb = tuple(lhs.shape), tuple(rhs.shape)
     m, kk, n = sa[-2], sa[-1], sb[-1]
     rank = max(len(sa), len(sb))
@@ -73,7 +75,8 @@ def broadcast_matmul_compute(lhs: te.Tensor, rhs: te.Tensor, name: str = "C") ->
 
     def body(*idx: Any) -> Any:
         i, j = idx[-2], idx[-1]
-        return te.sum(operand(lhs, sa, idx, (i, k)) * operand(rhs, sb, idx, (k, j)), axis=k)
+        return te.sum(product(operand(lhs, sa, idx, (i, k)), operand(rhs, sb, idx, (k, j)),
+                              acc), axis=k)
     names = [f"b{d}" for d in range(len(batch))] + ["i", "j"]
     return te.compute(tuple(batch) + (m, n), named(names, body), name=name)
 

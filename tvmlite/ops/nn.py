@@ -29,6 +29,7 @@ from tvmlite.ops.common import (
     out_size,
     pad,
     positive,
+    product,
     size_arg,
     tuple_arg,
 )
@@ -113,10 +114,12 @@ def conv2d_nchw(N: int, CI: int, H: int, W: int, CO: int, kernel: Any, stride: A
 
 
 def conv2d_nchw_compute(data: te.Tensor, weight: te.Tensor, stride: tuple, padding: tuple,
-                        dilation: tuple, groups: int, out_hw: tuple) -> te.Tensor:
+                        dilation: tuple, groups: int, out_hw: tuple,
+                        acc: str | None = None) -> te.Tensor:
     """The conv2d_nchw stage (and its "pad" stage) over the tensors data (N, CI, H, W) and
     weight (CO, CI//groups, KH, KW); (stride, padding, dilation) per dimension and the
-    output size ``out_hw`` as ``conv2d_nchw`` checked them."""
+    output size ``out_hw`` as ``conv2d_nchw`` checked them. ``acc``: the dtype the
+    products are summed in when it is not the tensors' (``common.product``)."""
     op = "conv2d_nchw"
     N, CI = data.shape[:2]
     CO, ci_g, kh, kw = weight.shape
@@ -126,9 +129,10 @@ def conv2d_nchw_compute(data: te.Tensor, weight: te.Tensor, stride: tuple, paddi
     rc = te.reduce_axis((0, ci_g), name="rc")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
-    return te.compute((N, CO, OH, OW), lambda n, f, h, w: te.sum(
+    return te.compute((N, CO, OH, OW), lambda n, f, h, w: te.sum(product(
         padded[n, _in_channel(f, rc, ci_g, co_g, groups), window(h, sh, ry, dh),
-               window(w, sw, rx, dw)] * weight[f, rc, ry, rx], axis=[rc, ry, rx]), name=op)
+               window(w, sw, rx, dw)], weight[f, rc, ry, rx], acc), axis=[rc, ry, rx]),
+        name=op)
 
 
 def conv2d_nhwc(N: int, H: int, W: int, CI: int, CO: int, kernel: Any, stride: Any = 1,
@@ -149,9 +153,11 @@ def conv2d_nhwc(N: int, H: int, W: int, CI: int, CO: int, kernel: Any, stride: A
 
 
 def conv2d_nhwc_compute(data: te.Tensor, weight: te.Tensor, stride: tuple, padding: tuple,
-                        dilation: tuple, groups: int, out_hw: tuple) -> te.Tensor:
+                        dilation: tuple, groups: int, out_hw: tuple,
+                        acc: str | None = None) -> te.Tensor:
     """The conv2d_nhwc stage (and its "pad" stage) over data (N, H, W, CI) and weight
-    (KH, KW, CI//groups, CO), arguments as ``conv2d_nhwc`` checked them."""
+    (KH, KW, CI//groups, CO), arguments as ``conv2d_nhwc`` checked them; ``acc`` as
+    ``conv2d_nchw_compute``'s."""
     op = "conv2d_nhwc"
     N = data.shape[0]
     kh, kw, ci_g, CO = weight.shape
@@ -161,9 +167,9 @@ def conv2d_nhwc_compute(data: te.Tensor, weight: te.Tensor, stride: tuple, paddi
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     rc = te.reduce_axis((0, ci_g), name="rc")
-    return te.compute((N, OH, OW, CO), lambda n, h, w, f: te.sum(
+    return te.compute((N, OH, OW, CO), lambda n, h, w, f: te.sum(product(
         padded[n, window(h, sh, ry, dh), window(w, sw, rx, dw),
-               _in_channel(f, rc, ci_g, co_g, groups)] * weight[ry, rx, rc, f],
+               _in_channel(f, rc, ci_g, co_g, groups)], weight[ry, rx, rc, f], acc),
         axis=[ry, rx, rc]), name=op)
 
 
@@ -228,9 +234,11 @@ def depthwise_conv2d_nhwc(N: int, H: int, W: int, C: int, kernel: Any, stride: A
 
 
 def depthwise_conv2d_nhwc_compute(data: te.Tensor, weight: te.Tensor, stride: tuple,
-                                  padding: tuple, dilation: tuple, out_hw: tuple) -> te.Tensor:
+                                  padding: tuple, dilation: tuple, out_hw: tuple,
+                                  acc: str | None = None) -> te.Tensor:
     """The depthwise_conv2d_nhwc stage (and its "pad" stage) over data (N, H, W, C) and
-    weight (KH, KW, C, multiplier), arguments as ``depthwise_conv2d_nhwc`` checked them."""
+    weight (KH, KW, C, multiplier), arguments as ``depthwise_conv2d_nhwc`` checked them;
+    ``acc`` as ``conv2d_nchw_compute``'s."""
     op = "depthwise_conv2d_nhwc"
     N, C = data.shape[0], data.shape[3]
     kh, kw, _, m = weight.shape
@@ -241,8 +249,8 @@ def depthwise_conv2d_nhwc_compute(data: te.Tensor, weight: te.Tensor, stride: tu
 
     def body(n: Any, h: Any, w: Any, f: Any) -> Expr:
         c, q = (f, 0) if m == 1 else (f // m, f % m)
-        return te.sum(padded[n, window(h, sh, ry, dh), window(w, sw, rx, dw), c]
-                      * weight[ry, rx, c, q], axis=[ry, rx])
+        return te.sum(product(padded[n, window(h, sh, ry, dh), window(w, sw, rx, dw), c],
+                              weight[ry, rx, c, q], acc), axis=[ry, rx])
     return te.compute((N, OH, OW, C * m), body, name=op)
 
 

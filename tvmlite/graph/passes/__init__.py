@@ -3,6 +3,7 @@ order of ``PIPELINE`` by ``optimize`` (like ``lower``'s pipeline for loops).
 
 Map (module: pass): quantize.py fold_qdq (QDQ patterns to integer kernels) ·
 zero_points.py fold_zero_points (integer kernels as plain dot products) ·
+precision.py lower_precision (a "bf16" graph's convs and matmuls on bf16) ·
 constants.py fold_constants · identity.py remove_identity
 (Dropout/Identity) · batch_norm.py fold_batch_norm · dead_nodes.py remove_dead ·
 layout.py choose_layout · fusion.py fuse; split.py split_kernels (not in the pipeline:
@@ -21,12 +22,13 @@ from tvmlite.graph.passes.dead_nodes import remove_dead
 from tvmlite.graph.passes.fusion import fuse
 from tvmlite.graph.passes.identity import remove_identity
 from tvmlite.graph.passes.layout import choose_layout
+from tvmlite.graph.passes.precision import lower_precision
 from tvmlite.graph.passes.quantize import fold_qdq
 from tvmlite.graph.passes.zero_points import fold_zero_points
 
 PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
     fold_qdq, fold_constants, remove_identity, fold_batch_norm, fold_constants,
-    fold_zero_points, remove_dead, choose_layout, fuse,
+    fold_zero_points, remove_dead, choose_layout, lower_precision, fuse,
 )
 
 
@@ -40,4 +42,5 @@ def optimize(g: Graph, debug: bool = False) -> Graph:
 
 
 __all__ = ["PIPELINE", "optimize", "fold_qdq", "fold_constants", "remove_identity",
-           "fold_batch_norm", "fold_zero_points", "remove_dead", "choose_layout", "fuse"]
+           "fold_batch_norm", "fold_zero_points", "remove_dead", "choose_layout",
+           "lower_precision", "fuse"]
