@@ -140,7 +140,9 @@ def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target) -> Schedule 
     if lanes is None:
         return None
     group = intr.group if intr is not None else 1
-    rows, vectors = block_sizes(op.shape[-2], op.shape[-1], lanes, target.vector_registers)
+    rows, vectors = block_sizes(op.shape[-2], op.shape[-1], lanes, target.vector_registers,
+                                rows_first=not (intr is not None
+                                                and intr.broadcast_in_registers))
     out = kc.output
     a_name = anchor.a.tensor.name
     placeholders = {t.name for t in kc.tensors[:-1]}
@@ -161,7 +163,8 @@ def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target) -> Schedule 
     if anchor.b.tensor.name in placeholders:
         copy = s.cache_read(s.tensor(anchor.b.tensor.name), "global", [local])
         packed = s.prepack(copy, dim=anchor.b_lanes_dim, factor=lanes,
-                           group_dim=anchor.b_group_dim, group=group)
+                           group_dim=anchor.b_group_dim, group=group,
+                           dtype=intr.b_storage if intr is not None else "")
         s[packed].parallel(s[packed].op.axis[0])
     o = s[out]
     *others, r_ax, f_ax = o.op.axis
