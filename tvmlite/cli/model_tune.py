@@ -2,7 +2,7 @@
 
     tvmlite tune MODEL.onnx --trials N --log L [--shape NAME=1,3,224,224] [--target T]
                  [--runner local|qemu|dask://HOST:PORT] [--layout auto|nchw|nhwc]
-                 [--resume] [--verbose]
+                 [--precision fp32|bf16] [--resume] [--verbose]
 
 The model is imported (``frontend.from_onnx``), its activation layout is chosen
 (``graph.decisions.decide_layout``: measured with ``--layout auto``), its distinct kernels
@@ -13,8 +13,9 @@ records count, so ``--resume`` continues), weighted so that the objective is the
 latency. The progress line names the task being tuned and the model's estimated latency
 (the weighted sum of the tasks' bests so far). The summary times the model built from
 the log (``apply_history_best``) against the untuned build and onnxruntime
-(``model_times``), then gives one row per task, read from the log, so an interrupted
-run prints the same table.
+(``model_times``) and, with ``--precision bf16`` (the tasks are the bf16 kernels), the
+error of the tuned bf16 build against the fp32 one; then one row per task, read from the
+log, so an interrupted run prints the same table.
 
 Map: the dispatch (model or operator) · the per-task table (pure) · the progress
 estimate · the command.
@@ -32,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from tvmlite.cli.args import IDENTIFIER, UsageError, resolve_target, tuning_options, warn_if_busy
-from tvmlite.cli.model import format_shape
+from tvmlite.cli.model import format_shape, precision_lines
 from tvmlite.cli.model_decisions import tune_decision_lines
 from tvmlite.cli.model_dynamic import cmd_model_tune_symbolic
 from tvmlite.cli.model_times import format_latency, time_models, times_lines
 from tvmlite.cli.progress import Progress
 from tvmlite.cli.tune import cmd_tune
 from tvmlite.frontend import from_onnx
+from tvmlite.graph.build import build_graph
 from tvmlite.graph.decisions import decide_layout
 from tvmlite.graph.ir import Graph
 from tvmlite.ops import OPS
@@ -53,6 +55,7 @@ from tvmlite.search.template_free.scheduler import (
     MIN_GAIN,
     TaskScheduler,
 )
+from tvmlite.search.templated.task import apply_history_best
 from tvmlite.target.target import Target
 
 __all__ = ["is_model_argument", "cmd_tune_any", "cmd_model_tune", "TaskRow", "task_rows",
@@ -271,6 +274,8 @@ def _commands(args: argparse.Namespace, target: Target, layout: str) -> str:
     shapes = [a for name, dims in args.shape
               for a in ("--shape", f"{name}={format_shape(dims)}")]
     flag = ["--target", target.name] if target.name and target.name != "host" else []
+    precision = getattr(args, "precision", "fp32")
+    flag += ["--precision", precision] if precision != "fp32" else []
     return "compile:  " + shlex.join(["tvmlite", "compile", args.op, "--log", args.log,
                                       *shapes, *flag, "--out", "dist", "--layout",
                                       layout.lower()])
@@ -307,8 +312,13 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     _check_args(args)
     target = resolve_target(args)
     graph = from_onnx(Path(args.op), shapes=dict(args.shape))
+    precision = getattr(args, "precision", "fp32")
     if graph.sizes:   # a range in --shape: static and dynamic tasks (model_dynamic.py)
+        if precision != "fp32":
+            raise UsageError(f"--precision {precision}: a model with a symbolic size (a "
+                             f"range in --shape) is tuned in fp32 only; give fixed sizes")
         return cmd_model_tune_symbolic(args, graph, target)
+    graph = graph.replace(precision=precision)
     # the layout is chosen before the tasks exist: they are the chosen layout's kernels
     fused, decisions = decide_layout(graph, target, getattr(args, "layout", "nhwc"))
     tasks = extract_tasks(fused, target)
@@ -363,6 +373,9 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     if _runs_here(target):
         threads = options.n_threads or target.cores
         lines += times_lines(time_models(Path(args.op), fused, target, args.log, threads))
+        if precision != "fp32":
+            with apply_history_best(args.log):
+                lines += precision_lines(graph, build_graph(fused, target, quiet=True))
     else:
         lines.append(f"model:    not timed: {target.name} code does not run on this machine "
                      "(the kernels were checked under emulation); compile the library below "
