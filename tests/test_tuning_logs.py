@@ -1,5 +1,7 @@
-"""The shipped tuning logs load cleanly, replay with the correctness re-check on, and the
-exported libraries, called through their C ABI, compute what numpy computes."""
+"""The shipped tuning logs load cleanly, replay, and the exported libraries, called
+through their C ABI, compute what numpy computes. (Replay's own re-check against the
+unscheduled build is tested in tests/search/records/test_deploy.py: here it would compile
+each tuned kernel, whose unrolled C takes gcc seconds, once more for the same answer.)"""
 import json
 import pathlib
 import warnings
@@ -10,7 +12,6 @@ import pytest
 import tvmlite
 from tvmlite import testing
 from tvmlite.codegen_c.loader import load_library
-from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.records.deploy import replay
 from tvmlite.search.records.record import load_records
 
@@ -42,7 +43,7 @@ def _call_exported(out_dir: pathlib.Path, entry: dict, inputs: list) -> np.ndarr
 
 
 @pytest.mark.parametrize("log", LOGS, ids=[p.name for p in LOGS])
-def test_shipped_log_replays_checked_and_matches_numpy(log, tmp_path):
+def test_shipped_log_replays_and_matches_numpy(log, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", category=UserWarning)   # no skipped line
         records = load_records(log)
@@ -51,9 +52,7 @@ def test_shipped_log_replays_checked_and_matches_numpy(log, tmp_path):
         pytest.skip(f"{log.name} was tuned for features this CPU lacks")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # another CPU's log warns and still builds
-        # re-checked against the unscheduled build, timed once (the figures are not read)
-        with LocalRunner(number=1, repeat=1, timeout=60.0) as runner:
-            report = replay(log, tmp_path, check=True, runner=runner)
+        report = replay(log, tmp_path, check=False)
     assert report.skipped == [], report.skipped
     assert len(report.kernels) == len({r.workload.key for r in records})
     manifest = json.loads((tmp_path / "manifest.json").read_text())

@@ -111,6 +111,8 @@ def bound(e: Expr, R: Ranges) -> Range:
             if lo != -INF and hi != INF and lo // d == hi // d:
                 return (lo % d, hi % d)
             return (0, d - 1)
+        if op in ("//", "%"):
+            return _symbolic_divmod_bound(op, bound(e.a, R), bound(e.b, R))
     if isinstance(e, Select):
         a, b = bound(e.then, R), bound(e.other, R)
         return (min(a[0], b[0]), max(a[1], b[1]))
@@ -119,6 +121,31 @@ def bound(e: Expr, R: Ranges) -> Range:
     if isinstance(e, (Cmp, Not)) or (isinstance(e, BinOp) and e.op in ("and", "or")):
         return (0, 1)
     return (-INF, INF)
+
+
+def _symbolic_divmod_bound(op: str, a: Range, b: Range) -> Range:
+    """Floor division and modulo by a divisor known only by its range (a tile count of a
+    symbolic size, ``(L + 7) // 8``): where the divisor is at least 1, ``a % b`` is in
+    ``[0, b - 1]`` (and within ``a``'s own range when ``a >= 0``), and ``a // b`` is
+    monotone in each operand, so its extremes are at the ranges' corners. Without these,
+    a symbolic kernel keeps guards such as ``i % ((L + 7) // 8) * 8 >= 0`` that hold
+    always, and its C grows by the branches it cannot drop."""
+    if b[0] < 1:
+        return (-INF, INF)
+    if op == "%":
+        hi = b[1] - 1
+        return (0, min(hi, a[1]) if a[0] >= 0 else hi)
+    corners = [_fdiv_any(x, y) for x in a for y in b]
+    return (min(corners), max(corners))
+
+
+def _fdiv_any(x: float, y: float) -> float:
+    """``x // y`` for ``y >= 1`` where either may be infinite."""
+    if x in (INF, -INF):
+        return x
+    if y == INF:
+        return 0 if x >= 0 else -1
+    return x // y
 
 
 def _mul(x: float, y: float) -> float:

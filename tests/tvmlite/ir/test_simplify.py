@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tvmlite.ir.expr import BinOp, Const, Var
-from tvmlite.ir.simplify import simplify
+from tvmlite.ir.simplify import bound, simplify
 
 F, G = Var("f"), Var("g")
 
@@ -68,3 +68,29 @@ def fused_sums(draw):
 def test_simplify_keeps_the_value(e, f, g):
     env = {"f": f, "g": g}
     assert value(simplify(e), env) == value(e, env)
+
+
+L = Var("L")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-60, 60), st.integers(-60, 60), st.integers(1, 30), st.integers(0, 30),
+       st.sampled_from(["//", "%"]), st.integers(1, 9), st.integers(0, 9))
+def test_the_bound_of_a_division_by_a_symbolic_size_holds(lo, span, l_lo, l_span, op, d, k):
+    """``f op ((L + k) // d)``: every value in the variables' ranges is inside the bound."""
+    lo, hi = min(lo, lo + span), max(lo, lo + span)
+    divisor = (L + c(k)) // c(d)
+    e = BinOp(op, F, divisor)
+    ranges = {"f": (lo, hi), "L": (l_lo, l_lo + l_span)}
+    b_lo, b_hi = bound(e, ranges)
+    for f in range(lo, hi + 1, max(1, (hi - lo) // 7)):
+        for n in range(l_lo, l_lo + l_span + 1, max(1, l_span // 5)):
+            if value(divisor, {"L": n}) >= 1:
+                assert b_lo <= value(e, {"f": f, "L": n}) <= b_hi
+
+
+def test_guards_of_a_symbolic_tile_count_that_always_hold_go():
+    """A loop over the tiles of a symbolic size: ``i % tiles * 8 >= 0`` always holds."""
+    tiles = (L + c(7)) // c(8)
+    guard = simplify(BinOp("%", F, tiles) * c(8) >= c(0), {"f": (0, 100), "L": (1, 24)})
+    assert isinstance(guard, Const) and guard.value
