@@ -10,7 +10,8 @@ to compare.
   hint, and ``INFERENCE_PRECISION_HINT`` f32 unless ``"precision": "default"``; the
   precision it ran is in the answer (on a CPU with AVX-512 BF16 its default is bf16).
 * ``tvmlite``: the model built (from ``log`` when given, else untuned), exported as the
-  C library ``tvmlite compile`` writes and timed as ``tvmlite run`` does.
+  C library ``tvmlite compile`` writes and timed as ``tvmlite run`` does; ``"precision":
+  "bf16"`` builds it as ``tvmlite compile --precision bf16`` does.
 
 Only the standard library is imported at the top: the module runs in the OpenVINO and
 torch venvs too (``bench/torch_models.py`` takes ``median_time`` from here). The answer
@@ -105,7 +106,7 @@ def time_tvmlite(p: dict) -> dict:
     graph = from_onnx(Path(p["model"]))
     t0 = time.perf_counter()
     with apply_history_best(p["log"]) if p.get("log") else contextlib.nullcontext():
-        mod = build_graph(graph, quiet=True)
+        mod = build_graph(graph, quiet=True, precision=p.get("precision"))
     with tempfile.TemporaryDirectory(prefix="bench-models-") as tmp:
         mod.export_library(Path(tmp), name="model")
         build_s = time.perf_counter() - t0

@@ -22,8 +22,10 @@ log (the task scheduler picks the job of each round with ``choose``):
   per round the seconds of each phase (``result.RoundTimes``: the proposer's ``clock``
   and the measurer's, when they have one);
 - the end (``retime_job``): each job's few best distinct candidates are re-timed,
-  interleaved, and logged as re-timing records (``Measurer.retime``), unless the job
-  holds fewer than ``options.retime_min_trials`` records, the runner is emulated, or
+  interleaved, and logged as re-timing records (``Measurer.retime``), with its default
+  schedule when it has one (a model's kernel), unless the job holds fewer than
+  ``options.retime_min_trials`` records (then only its best against that default), the
+  runner is emulated, or
   the log already holds a re-timing of the job after its last measurement (a resumed
   tuning that measured nothing new). Re-timings are not trials: they count toward no
   budget and resume no proposer;
@@ -48,6 +50,7 @@ from tvmlite.search.records.best import (
     best_valid,
     better,
     is_retiming,
+    is_seed,
     retiming_session,
 )
 from tvmlite.search.records.record import Record
@@ -278,7 +281,9 @@ def retime_job(job: Job, result: TuneResult, measurer: Any, options: TuningOptio
     others by their measurement. Nothing is re-timed when it is off (0), the job holds
     fewer than ``options.retime_min_trials`` records, the runner is emulated, or the log
     already holds a re-timing session of the job after its last measurement: then that
-    session's records are the result's."""
+    session's records are the result's. A job with a default schedule (``is_seed``: a
+    model's kernel) always re-times it beside its best, whatever its trials, unless it
+    is the best: so a task ends on the default unless a candidate beats it re-timed."""
     if not options.retime_best:
         return
     mine = [r for r in measurer.logged if job.belongs(r)]
@@ -288,15 +293,21 @@ def retime_job(job: Job, result: TuneResult, measurer: Any, options: TuningOptio
     if last is not None and all(r.result.timestamp < last for r in trials):
         done = [r for r in retimings if retiming_session(r) == last]
     else:
-        if len(trials) < options.retime_min_trials \
-                or getattr(getattr(measurer, "runner", None), "emulated", False):
+        if getattr(getattr(measurer, "runner", None), "emulated", False):
             return
         latest: dict[str, Record] = {}     # candidate key -> what is known of it best
         for r in best_first(trials + retimings):
             if not r.emulated:
                 latest.setdefault(r.key, r)
-        top = list(latest.values())[:options.retime_best]
-        if not top:
+        few = len(trials) < options.retime_min_trials
+        top = list(latest.values())[:1 if few else options.retime_best]
+        # the task's default schedule is re-timed beside its best, however few the
+        # trials: a best that only won by its timing's luck must not replace the
+        # schedule the untuned build already has
+        seed = next((r for r in latest.values() if is_seed(r)), None)
+        if seed is not None and seed.key not in {r.key for r in top}:
+            top.append(seed)
+        if not top or (few and len(top) < 2):
             return
         t0 = time.perf_counter()
         done = measurer.retime([record_input(r) for r in top], options.retime_rounds)

@@ -43,9 +43,20 @@ from tvmlite.search.records.workload import Workload
 from tvmlite.target.target import Target
 
 __all__ = ["real_first", "rank", "best_first", "best_valid", "better", "best_record",
-           "is_retiming", "retiming_session", "cost", "contenders", "RETIMING"]
+           "is_retiming", "retiming_session", "is_seed", "cost", "contenders", "RETIMING",
+           "SEED", "DEFAULT_SEED"]
 
 RETIMING = "retiming"   # the decisions key that tags a re-timing record
+# the decisions key of a candidate a task measures first because it is already known
+# (a model kernel's default schedule: ``SearchTask.seed_steps``), and its value there
+SEED, DEFAULT_SEED = "seed", "default schedule"
+
+
+def is_seed(record: Record) -> bool:
+    """Whether ``record`` measured a task's default schedule (``SEED``): the schedule the
+    untuned build uses, which a tuning must not end slower than."""
+    d = record.decisions
+    return isinstance(d, dict) and d.get(SEED) == DEFAULT_SEED
 
 
 def is_retiming(record: Record) -> bool:

@@ -26,6 +26,7 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.inputs import MeasureInput
 from tvmlite.search.model.features import extract, program_scale, schedule_features
+from tvmlite.search.records.best import DEFAULT_SEED, SEED
 from tvmlite.search.records.record import load_records, target_matches
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.result import PhaseClock
@@ -134,7 +135,7 @@ class SketchPolicy(Proposer):
         """The ``seed_steps`` not measured yet, as inputs (decisions say what they are)."""
         out = []
         for steps in self.seed_steps:
-            decisions: dict[str, Any] = {"seed": "default schedule"}
+            decisions: dict[str, Any] = {SEED: DEFAULT_SEED}
             if self.search.constants:
                 decisions["constants"] = list(self.search.constants)
             inp = MeasureInput(self.workload, steps, decisions)

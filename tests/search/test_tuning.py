@@ -11,7 +11,7 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search import tuning
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, MeasureResult
 from tvmlite.search.options import TuningOptions
-from tvmlite.search.records.best import best_valid
+from tvmlite.search.records.best import DEFAULT_SEED, RETIMING, SEED, best_valid
 from tvmlite.search.records.record import make_record
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.result import TuneResult
@@ -287,3 +287,73 @@ def test_both_searches_run_the_shared_loop(search, monkeypatch):
         tf_task.SearchTask(func="matmul", args=(8, 8, 8)).tune(4, None, opts)
         assert len(calls) == 1 and isinstance(calls[0][0], SketchPolicy)
     assert isinstance(calls[0][0], Proposer)
+
+
+class RetimingMeasurer(FakeMeasurer):
+    """A FakeMeasurer that re-times too: candidate n re-times in ``retimed_ms[n]`` ms (its
+    first measurement's figure when absent), logged as a re-timing record."""
+
+    def __init__(self, records=(), retimed_ms=None):
+        super().__init__(records)
+        self.retimed_ms = retimed_ms or {}
+        self.asked: list[list[int]] = []
+
+    def retime(self, inputs, rounds):
+        self.asked.append([inp.decisions["n"] for inp in inputs])
+        out = []
+        for inp in inputs:
+            ms = self.retimed_ms.get(inp.decisions["n"], cost(inp).costs[0] * 1e3)
+            decisions = {**inp.decisions, RETIMING: {"session": 1e9, "rounds": rounds}}
+            rec = make_record(MeasureInput(inp.workload, inp.steps, decisions),
+                              MeasureResult(costs=(ms * 1e-3,) * rounds, timestamp=1e9 + 1),
+                              self.target, "fake")
+            self._add(rec)
+            out.append(rec)
+        return out
+
+
+def seeded_log(n: int, seed: int) -> list:
+    """``n`` measured candidates of WL, candidate ``seed`` tagged as the task's default
+    schedule (as a model task's first round measures it)."""
+    recs = []
+    for k, inp in enumerate(candidates(WL, n)):
+        if k == seed:
+            inp = MeasureInput(inp.workload, inp.steps, {**inp.decisions, SEED: DEFAULT_SEED})
+        recs.append(record(inp, timestamp=1000.0 + k))
+    return recs
+
+
+def retime(measurer, options) -> TuneResult:
+    result = TuneResult(WL)
+    tuning.retime_job(Job(Listed([]), WL, 0, of_workload(WL.key)), result, measurer, options)
+    return result
+
+
+def test_the_end_retimes_the_few_best_and_the_best_is_the_fastest_retimed():
+    # measured: n=0 1 ms, n=5 2 ms, n=3 3 ms; re-timed, n=5 is the fastest
+    measurer = RetimingMeasurer(seeded_log(7, seed=-1), retimed_ms={0: 2.5, 5: 1.5, 3: 4.0})
+    result = retime(measurer, TuningOptions(retime_best=3, retime_min_trials=4))
+    assert measurer.asked == [[0, 5, 3]]
+    assert [r.record.decisions["n"] for r in result.retimed] == [5, 0, 3]
+    assert best_valid(measurer.logged).decisions["n"] == 5     # supersedes the 1 ms
+
+
+def test_a_model_task_s_default_schedule_is_retimed_beside_its_best_and_kept_if_faster():
+    # the default (n=6, measured 3 ms) is not among the 2 best, yet is re-timed: it wins
+    measurer = RetimingMeasurer(seeded_log(7, seed=6), retimed_ms={0: 2.0, 5: 2.2, 6: 1.0})
+    retime(measurer, TuningOptions(retime_best=2, retime_min_trials=4))
+    assert measurer.asked == [[0, 5, 6]]
+    assert best_valid(measurer.logged).decisions["n"] == 6
+
+
+def test_with_few_trials_only_the_best_is_retimed_against_the_default():
+    few = TuningOptions(retime_best=3, retime_min_trials=32)
+    measurer = RetimingMeasurer(seeded_log(7, seed=6), retimed_ms={0: 5.0, 6: 3.5})
+    retime(measurer, few)
+    assert measurer.asked == [[0, 6]]                 # a lucky best loses to the default
+    assert best_valid(measurer.logged).decisions["n"] == 6
+    # the default already the best, or no default: nothing to re-time with few trials
+    for seed in (0, -1):
+        measurer = RetimingMeasurer(seeded_log(7, seed=seed))
+        retime(measurer, few)
+        assert measurer.asked == []

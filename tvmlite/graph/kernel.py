@@ -180,7 +180,10 @@ def blocked_schedule(kc: KernelCompute, target: Target) -> Schedule | None:
 def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:
     out = kc.output
     s = te.create_schedule(out.op)
-    lanes = target.vector_lanes(out.dtype) if out.dtype in ("float32", "float64") else 1
+    # a quantized kernel's bytes and int32 sums are computed in float32 and int32 (the
+    # (de)quantize arithmetic): vectors of those
+    lanes = target.vector_lanes(out.dtype) if out.dtype in ("float32", "float64") else \
+        target.vector_lanes("float32") if out.dtype in ("uint8", "int8", "int32") else 1
     reductions = []
     for st in s.stages:
         if st.name == out.op.name:

@@ -208,3 +208,15 @@ def test_onnx_node_test(name: str) -> None:
     for g, want in zip(got, outputs):
         assert g.dtype == want.dtype and g.shape == want.shape
         np.testing.assert_array_equal(g, want)
+
+
+def test_quantize_linear_kernel_is_vectorized() -> None:
+    """A kernel storing bytes computes its (de)quantize arithmetic in float32 and int32
+    vectors of the target's float32 lanes, stored as byte vectors of as many lanes."""
+    x = (RNG.standard_normal((2, 3, 64)) * 40).astype(np.float32)
+    q = oh.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
+    m = _model(q, {"x": x}, {"s": np.float32(0.5), "z": np.uint8(3)})
+    _same_as_onnxruntime(m, {"x": x})
+    mod = build_graph(from_onnx(m), quiet=True)
+    lanes = mod.target.vector_lanes("float32")
+    assert lanes > 1 and f"tvmlite_u8x{lanes}" in mod.kernels[0].code.source
