@@ -1,3 +1,4 @@
 """The template-free search (as Ansor): DAG analysis (``dag.py``), sketch rules
-(``sketch.py``), evolution under the cost model (``evolution.py``, ``policy.py``), the task
-(``task.py``: ``SearchTask``) and the gradient task scheduler (``scheduler.py``)."""
+(``sketch.py``), realizing a sketch into a schedule (``realize.py``), evolution under the
+cost model (``evolution.py``, ``policy.py``), the task (``task.py``: ``SearchTask``) and the
+gradient task scheduler (``scheduler.py``)."""

@@ -59,15 +59,8 @@ from tvmlite.search.template_free.priors import (
     max_innermost,
     unroll_steps,
 )
-from tvmlite.search.template_free.sketch import (
-    CacheRead,
-    DotBlock,
-    FuseInto,
-    Sketch,
-    dot_decisions,
-    realize,
-    structure,
-)
+from tvmlite.search.template_free.realize import dot_decisions, realize
+from tvmlite.search.template_free.sketch import CacheRead, DotBlock, FuseInto, Sketch, structure
 from tvmlite.target.target import Target
 
 __all__ = ["blocked_decisions", "share_cores", "PANEL_SHARE", "ROWS_SHARE", "PARALLEL_SHARE"]

@@ -1,6 +1,6 @@
 """Evolutionary search over sketch decisions, guided by the cost model (Ansor's §5.2).
 
-A candidate is ``(sketch index, decisions)``; its schedule is ``sketch.realize`` of them.
+A candidate is ``(sketch index, decisions)``; its schedule is ``realize.realize`` of them.
 A generation scores every member with the cost model, picks parents with probability
 proportional to their score, and mutates a child with probability ``mutation_prob``
 (else copies it). Mutations follow Ansor's mix: tile sizes (a prime factor moves between
@@ -21,13 +21,8 @@ from tvmlite.search.measure.inputs import state_key
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.result import PhaseClock
 from tvmlite.search.template_free.loose import loose_choices
-from tvmlite.search.template_free.sketch import (
-    MAX_INNERMOST,
-    UNROLL_STEPS,
-    max_innermost,
-    realize,
-    unroll_steps,
-)
+from tvmlite.search.template_free.priors import MAX_INNERMOST, max_innermost, unroll_steps
+from tvmlite.search.template_free.realize import UNROLL_STEPS, realize
 from tvmlite.target.target import Target
 
 MUTATION_WEIGHTS = {"tile": 0.90, "at": 0.05, "unroll": 0.04, "parallel": 0.01}

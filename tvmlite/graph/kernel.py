@@ -41,7 +41,8 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free.blocking import blocked_decisions
-from tvmlite.search.template_free.sketch import generate_sketches, realize
+from tvmlite.search.template_free.realize import realize
+from tvmlite.search.template_free.sketch import generate_sketches
 from tvmlite.target.target import Target
 from tvmlite.te.bind import bind_sizes, free_sizes
 

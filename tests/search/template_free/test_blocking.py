@@ -21,7 +21,8 @@ from tvmlite.search.template_free.blocking import (
 )
 from tvmlite.search.template_free.policy import SketchPolicy
 from tvmlite.search.template_free.priors import fma_block_floor, max_innermost
-from tvmlite.search.template_free.sketch import generate_sketches, realize, symbolic_axes
+from tvmlite.search.template_free.realize import realize
+from tvmlite.search.template_free.sketch import generate_sketches, symbolic_axes
 from tvmlite.target.intrinsics import best_intrinsic
 from tvmlite.target.target import Target
 

@@ -17,7 +17,9 @@ from tvmlite.search.template_free.evolution import (
     mutate_tile,
 )
 from tvmlite.search.template_free.loose import LOOSE_COVER, loose_choices, loose_options
-from tvmlite.search.template_free.sketch import MAX_INNERMOST, UNROLL_STEPS, generate_sketches
+from tvmlite.search.template_free.priors import MAX_INNERMOST
+from tvmlite.search.template_free.realize import UNROLL_STEPS
+from tvmlite.search.template_free.sketch import generate_sketches
 from tvmlite.target.target import Target
 from tvmlite.testing import check_schedule
 

@@ -11,16 +11,8 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free import dag
-from tvmlite.search.template_free.sketch import (
-    RULES,
-    Rule,
-    Tile,
-    generate_sketches,
-    realize,
-    register_block,
-    sample_factors,
-    symbolic_axes,
-)
+from tvmlite.search.template_free.realize import realize, register_block, sample_factors
+from tvmlite.search.template_free.sketch import RULES, Rule, Tile, generate_sketches, symbolic_axes
 from tvmlite.target.target import Target
 from tvmlite.testing.check import check_schedule, evaluate_te, reduction_length, tolerance
 
@@ -304,13 +296,9 @@ def test_priors_read_the_target():
 
     from tvmlite.schedule.state import ScheduleError
     from tvmlite.search.records.workload import Workload
-    from tvmlite.search.template_free.sketch import (
-        fma_block_floor,
-        generate_sketches,
-        max_innermost,
-        realize,
-        unroll_steps,
-    )
+    from tvmlite.search.template_free.priors import fma_block_floor, max_innermost, unroll_steps
+    from tvmlite.search.template_free.realize import realize
+    from tvmlite.search.template_free.sketch import generate_sketches
     from tvmlite.target.target import Target
     assert max_innermost(16, 32) == 64 and max_innermost(8, 16) == 16
     assert max_innermost(4, 32) == 16
