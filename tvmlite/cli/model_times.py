@@ -4,6 +4,13 @@ timed as ``tvmlite run`` times it (whole ``<name>_run`` calls), beside onnxrunti
 installed: an optional peer; CPU provider, the same threads, all graph optimizations).
 Ours are taken in interleaved rounds, so the two share the machine's state; then
 onnxruntime's, on its own (its threads spin after a run and would slow the next).
+
+A model with a symbolic size (``Graph.sizes``) is built and exported once and timed at
+each of the sizes given (``time_models_at(..., [1, 23, 512])``: one ``ModelTimes`` per
+size, the libraries taking the size from the feeds' shapes), and onnxruntime runs the
+ONNX file at each size too: the frontend makes a range only of an axis the file leaves
+symbolic (``dim_param``), so the file takes feeds of every size in it, and of the sizes
+``--shape`` fixed.
 """
 from __future__ import annotations
 
@@ -11,18 +18,22 @@ import contextlib
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from tvmlite.graph.build import build_graph
-from tvmlite.graph.decisions import feeds_for
 from tvmlite.graph.ir import Graph
 from tvmlite.graph.library import ModelLibrary
+from tvmlite.graph.symbolic import shape_at
 from tvmlite.search.templated.task import apply_history_best
 from tvmlite.target.target import Target
 
-__all__ = ["ModelTimes", "ort_timer", "time_models", "times_lines", "format_latency",
+__all__ = ["ModelTimes", "ort_timer", "time_models", "time_models_at", "times_lines",
+           "format_latency", "runs_here", "feeds_at", "tuning_seconds",
            "REPEAT"]
 
 REPEAT = 25          # timed runs of each built model (and onnxruntime)
@@ -43,6 +54,29 @@ class ModelTimes:
     repeat: int
     tuned_min: float = 0.0
     untuned_min: float = 0.0
+    at: str = ""      # a symbolic model's size timed ("L=23"); "" for a fixed-size one
+
+
+def runs_here(target: Target) -> bool:
+    """Whether ``target``'s code runs on this machine (its arch, features it has): what
+    can be timed; a cross target's kernels were only checked under emulation."""
+    host = Target.host()
+    return target.arch == host.arch and set(target.features) <= set(host.features)
+
+
+def feeds_at(graph: Graph, sizes: dict[str, int] | None = None,
+             seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded feeds of the graph's input types (at ``sizes`` for a symbolic graph):
+    normal floats, zeros for integers and booleans (token ids, masks: index 0 is valid
+    for every gather)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in graph.inputs:
+        t = graph.types[name]
+        shape, dt = shape_at(t.shape, sizes or {}), np.dtype(t.dtype)
+        out[name] = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else \
+            np.zeros(shape, dt)
+    return out
 
 
 def _library(graph: Graph, target: Target, log: str | None, folder: Path) -> ModelLibrary:
@@ -86,26 +120,46 @@ def time_models(model: Path, graph: Graph, target: Target, log: str, threads: in
     """Build the model from ``log`` and untuned, export both as libraries, and time
     ``repeat`` (default ``REPEAT``) whole runs of each, in interleaved rounds, then as
     many of onnxruntime's."""
+    return time_models_at(model, graph, target, log, threads, [None], repeat)[0]
+
+
+def time_models_at(model: Path, graph: Graph, target: Target, log: str, threads: int,
+                   at: Sequence[int | None], repeat: int | None = None) -> list[ModelTimes]:
+    """``time_models`` at each size of ``at`` (the value of the graph's one symbolic size;
+    None for a fixed-size graph): the libraries are built and exported once, then each
+    size is timed in turn, ours interleaved and onnxruntime's after them."""
     repeat = REPEAT if repeat is None else repeat
-    feeds = feeds_for(graph)
+    per = max(1, -(-repeat // _ROUNDS))
+    out = []
     with tempfile.TemporaryDirectory(prefix="tvmlite-tune-") as tmp:
         tuned = _library(graph, target, log, Path(tmp) / "tuned")
         untuned = _library(graph, target, None, Path(tmp) / "untuned")
         for lib in (tuned, untuned):
             lib.set_num_threads(threads)
-        times: dict[str, list[float]] = {"tuned": [], "untuned": [], "ort": []}
-        per = max(1, -(-repeat // _ROUNDS))
-        for _ in range(_ROUNDS):
-            times["tuned"] += tuned.time_run(feeds, per)
-            times["untuned"] += untuned.time_run(feeds, per)
-        # after ours, not interleaved: onnxruntime's intra-op threads spin a while after
-        # each run (its default), which would slow the next runs of ours on a small CPU
-        ort, note = ort_timer(model, feeds, threads)
-        if ort is not None:
-            times["ort"] = ort(per * _ROUNDS)
-    return ModelTimes(statistics.median(times["tuned"]), statistics.median(times["untuned"]),
-                      statistics.median(times["ort"]) if ort is not None else None, note,
-                      threads, per * _ROUNDS, min(times["tuned"]), min(times["untuned"]))
+        for m in at:
+            sizes = {} if m is None else {graph.sizes[0][0]: m}
+            feeds = feeds_at(graph, sizes)
+            times: dict[str, list[float]] = {"tuned": [], "untuned": []}
+            for _ in range(_ROUNDS):
+                times["tuned"] += tuned.time_run(feeds, per)
+                times["untuned"] += untuned.time_run(feeds, per)
+            # after ours, not interleaved: onnxruntime's intra-op threads spin a while
+            # after each run (its default), which would slow the next runs of ours on a
+            # small CPU
+            ort, note = ort_timer(model, feeds, threads)
+            out.append(ModelTimes(
+                statistics.median(times["tuned"]), statistics.median(times["untuned"]),
+                statistics.median(ort(per * _ROUNDS)) if ort is not None else None, note,
+                threads, per * _ROUNDS, min(times["tuned"]), min(times["untuned"]),
+                "".join(f"{k}={v}" for k, v in sizes.items())))
+    return out
+
+
+def tuning_seconds(results: Sequence[Any]) -> str:
+    """Where a tuning's time went, over its tasks' TuneResults: ``1.2s searching + 3.4s
+    measuring``."""
+    return (f"{sum(r.search_seconds for r in results):.1f}s searching + "
+            f"{sum(r.measure_seconds for r in results):.1f}s measuring")
 
 
 def format_latency(seconds: float) -> str:
@@ -116,14 +170,15 @@ def format_latency(seconds: float) -> str:
 def times_lines(t: ModelTimes) -> list[str]:
     """The summary's latency lines: the tuned model against the untuned build and
     onnxruntime (speedups as their time over ours)."""
-    lines = [f"model:    {format_latency(t.tuned)} tuned (median of {t.repeat} runs of the "
-             f"library, {t.threads} thread(s); min {format_latency(t.tuned_min)})",
-             f"untuned:  {format_latency(t.untuned)} (min {format_latency(t.untuned_min)}; "
+    at = f"{t.at}: " if t.at else ""
+    lines = [f"model:    {at}{format_latency(t.tuned)} tuned (median of {t.repeat} runs of "
+             f"the library, {t.threads} thread(s); min {format_latency(t.tuned_min)})",
+             f"untuned:  {at}{format_latency(t.untuned)} (min {format_latency(t.untuned_min)}; "
              f"tuned is {_ratio(t.untuned / t.tuned)})"]
     if t.ort is None:
-        lines.append(f"onnxruntime: not compared: {t.ort_note}")
+        lines.append(f"onnxruntime: {at}not compared: {t.ort_note}")
     else:
-        lines.append(f"onnxruntime: {format_latency(t.ort)} (CPU provider, {t.threads} "
+        lines.append(f"onnxruntime: {at}{format_latency(t.ort)} (CPU provider, {t.threads} "
                      f"intra-op thread(s); tuned is {_ratio(t.ort / t.tuned)})")
     if t.tuned > t.untuned:
         lines.append("          (the log's bests lose to the default schedules: too few "

@@ -23,20 +23,25 @@ estimate · the command.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shlex
-import signal
 import sys
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tvmlite.cli.args import IDENTIFIER, UsageError, resolve_target, tuning_options, warn_if_busy
+from tvmlite.cli.interrupt import exit_code, sigterm_as_interrupt, stopped_how
 from tvmlite.cli.model import format_shape, precision_lines
 from tvmlite.cli.model_decisions import tune_decision_lines
 from tvmlite.cli.model_dynamic import cmd_model_tune_symbolic
-from tvmlite.cli.model_times import format_latency, time_models, times_lines
+from tvmlite.cli.model_times import (
+    format_latency,
+    runs_here,
+    time_models,
+    times_lines,
+    tuning_seconds,
+)
 from tvmlite.cli.progress import Progress
 from tvmlite.cli.tune import cmd_tune
 from tvmlite.frontend import from_onnx
@@ -209,27 +214,7 @@ class ModelEstimate:
         return f"{task}model ~{format_latency(known)}{more}"
 
 
-def _runs_here(target: Target) -> bool:
-    host = Target.host()
-    return target.arch == host.arch and set(target.features) <= set(host.features)
-
-
 # -- the command -------------------------------------------------------------------------------
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, handled as Ctrl-C (the runner's worker and temp folders are cleaned up)."""
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    def raise_terminated(signum: int, frame: Any) -> None:
-        raise _Terminated
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
 
 def _check_args(args: argparse.Namespace) -> None:
     """Options of the single-operator command that mean nothing for a model."""
@@ -343,12 +328,12 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     def on_trial(i: int, trial: Trial) -> None:
         progress(model.see(order[i], trial))
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             scheduler = TaskScheduler([tasks[i] for i in order], seed=args.seed)
             results = scheduler.tune(args.trials, args.log, options, on_trial)
     except KeyboardInterrupt as stop:
         progress.close()
-        how = "terminated" if isinstance(stop, _Terminated) else "interrupted"
+        how = stopped_how(stop)
         rows = task_rows(tasks, args.log, target)
         again = pin_layout(list(args.argv), decisions.layout) + ([] if args.resume else
                                                                ["--resume"])
@@ -356,7 +341,7 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
               f"timed was lost)\n{_model_line(args, graph, rows)}\n"
               f"{decisions.layout_line()}\n{summary_table(rows)}\n"
               f"resume:   {shlex.join(['tvmlite', *again])}", file=sys.stderr)
-        return 128 + signal.SIGTERM if isinstance(stop, _Terminated) else 130
+        return exit_code(stop)
     finally:
         progress.close()
     if getattr(args, "verbose", False):
@@ -367,10 +352,9 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     new = sum(r.measured for r in results)
     errors = sum(v for r in results for k, v in r.errors.items() if k != "NO_ERROR")
     lines = [_model_line(args, graph, rows) + f", {new} new ({errors} error(s)): "
-             f"{sum(r.search_seconds for r in results):.1f}s searching + "
-             f"{sum(r.measure_seconds for r in results):.1f}s measuring"]
+             + tuning_seconds(results)]
     lines += tune_decision_lines(decisions, tasks, args.log, target)
-    if _runs_here(target):
+    if runs_here(target):
         threads = options.n_threads or target.cores
         lines += times_lines(time_models(Path(args.op), fused, target, args.log, threads))
         if precision != "fp32":
