@@ -15,7 +15,7 @@ from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.best import best_record
 from tvmlite.search.records.record import load_records, make_record
-from tvmlite.search.templated import tuners
+from tvmlite.search.templated import tuners, xgb_tuner
 from tvmlite.search.templated.task import apply_history_best, create, template
 from tvmlite.search.templated.tuners import (
     GATuner,
@@ -149,8 +149,10 @@ def mean_fake_gflops(task, configs) -> float:
 
 @pytest.mark.parametrize("feature_type", ["knob", "itervar", "curve"])
 def test_xgb_plans_better_than_random(feature_type, monkeypatch):
-    monkeypatch.setattr(tuners, "SA_EVALUATIONS", {**tuners.SA_EVALUATIONS,
-                                                   "itervar": 400, "curve": 400})
+    # a smaller walk than a tuning's (the planner imported these names: patch its own)
+    monkeypatch.setattr(xgb_tuner, "SA_POINTS", 64)
+    monkeypatch.setattr(xgb_tuner, "SA_EVALUATIONS", {**tuners.SA_EVALUATIONS,
+                                                      "itervar": 640, "curve": 640})
     task = create(*MATMUL)
     tuner = XGBTuner(task, plan_size=16, feature_type=feature_type, seed=3)
     for _ in range(4):
