@@ -7,12 +7,14 @@ C = A @ B at size^3, ``--threads`` threads, each contender in its own fresh proc
 (bench/peers.py: OpenMP and the peers' thread pools start clean), the median of
 ``--repeat`` samples:
 
-* tvmlite int8, u8 x s8 -> s32, with this CPU's best dot-product intrinsic
-  (``Target.intrinsics``: vpdpbusd with VNNI), B pre-packed once (a constant, as a
+* tvmlite int8, u8 x s8 -> s32, with this CPU's AMX tile intrinsic (tdpbusd, a 2 x 2
+  block of 16 x 16 tiles: ``dot_block.tile_block``; skipped without AMX) and with its
+  best vector dot-product intrinsic (vpdpbusd with VNNI), B pre-packed once (a constant, as a
   model's weight is) in the intrinsic's layout; and the same for the named AVX2 target
   ``x86_64-avx2`` (Zen 3's code: no AVX-512, no VNNI, so vpmaddwd on a B the pack
   widened to int16), beside float32 on that target, the ratio Zen 3 would see;
-* tvmlite bf16 x bf16 -> f32 with vdpbf16ps where the CPU has AVX512-BF16;
+* tvmlite bf16 x bf16 -> f32 with AMX tdpbf16ps and with vdpbf16ps where the CPU has
+  AVX512-BF16;
 * tvmlite float32: the hand GEMM recipe (``schedules.recipes.gemm_packed``, the blocked
   default), the reference of the ratios (the AVX2 rows: of the AVX2 float32 row);
 * onnxruntime MatMulInteger (u8 x s8, B an initializer) and MatMul (float32);
@@ -39,7 +41,7 @@ _TVMLITE = """
 import numpy as np, tvmlite
 from bench.model_worker import median_time
 from tvmlite import ops
-from tvmlite.schedule.dot_block import block_sizes, gemm_dot
+from tvmlite.schedule.dot_block import block_sizes, gemm_dot, tile_block
 from tvmlite.schedules.dot import lowp_matmul
 from tvmlite.schedules.recipes import gemm_packed
 from tvmlite.target.intrinsics import best_intrinsic
@@ -53,16 +55,22 @@ if kind.startswith("fp32"):
     a, b = (rng.standard_normal((n, n)).astype("float32") for _ in range(2))
     used = "FMA (vector extensions, no intrinsic)"
 else:
-    dts = ("bfloat16", "bfloat16", "float32") if kind == "bf16" else ("uint8", "int8", "int32")
-    intr = best_intrinsic(target.arch, target.features, *dts)
+    bf16 = kind.startswith("bf16")
+    dts = ("bfloat16", "bfloat16", "float32") if bf16 else ("uint8", "int8", "int32")
+    vector_only = kind.endswith("-vector") or kind.endswith("-avx2")
+    intr = best_intrinsic(target.arch, target.features, *dts,
+                          shape=None if vector_only else (n, n, n))
     if intr is None:
         raise SystemExit(f"this CPU has no intrinsic for {dts}")
-    tensors = lowp_matmul(n, n, n) if kind == "bf16" else ops.qmatmul(n, n, n)
-    rows, vecs = block_sizes(n, n, intr.lanes, target.vector_registers,
-                             rows_first=not intr.broadcast_in_registers)
+    if not vector_only and not intr.is_tile:
+        raise SystemExit(f"this CPU has no tile intrinsic (AMX) for {dts}")
+    tensors = lowp_matmul(n, n, n) if bf16 else ops.qmatmul(n, n, n)
+    rows, vecs = tile_block(n, n, intr) if intr.is_tile else \
+        block_sizes(n, n, intr.lanes, target.vector_registers,
+                    rows_first=not intr.broadcast_in_registers)
     s = gemm_dot(tensors, intr.name, rows, vecs)
     used = f"{intr.name} ({rows}x{vecs} block): {intr.instruction}"
-    if kind == "bf16":
+    if bf16:
         a, b = (rng.standard_normal((n, n)).astype("bfloat16") for _ in range(2))
     else:
         a = rng.integers(0, 256, (n, n)).astype("uint8")
@@ -130,8 +138,10 @@ with torch.no_grad():
 # (label, worker, kind, dtypes) in the order they run: ours first, the peers (whose
 # thread pools spin after a call) in processes of their own after
 CONTENDERS = (
-    ("tvmlite int8", "tvmlite", "int8", "u8 x s8 -> s32"),
-    ("tvmlite bf16", "tvmlite", "bf16", "bf16 x bf16 -> f32"),
+    ("tvmlite int8 AMX", "tvmlite", "int8", "u8 x s8 -> s32"),
+    ("tvmlite int8 vector (VNNI)", "tvmlite", "int8-vector", "u8 x s8 -> s32"),
+    ("tvmlite bf16 AMX", "tvmlite", "bf16", "bf16 x bf16 -> f32"),
+    ("tvmlite bf16 vector (vdpbf16ps)", "tvmlite", "bf16-vector", "bf16 x bf16 -> f32"),
     ("tvmlite fp32 (blocked recipe)", "tvmlite", "fp32", "f32"),
     ("tvmlite int8, AVX2 target (Zen 3 code)", "tvmlite", "int8-avx2", "u8 x s8 -> s32"),
     ("tvmlite fp32, AVX2 target (Zen 3 code)", "tvmlite", "fp32-avx2", "f32"),

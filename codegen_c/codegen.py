@@ -21,7 +21,15 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from tvmlite.codegen_c.intrinsics import helper_name, helper_source, include_line
+from tvmlite.codegen_c.intrinsics import (
+    AMX_DENIED,
+    amx_permit_source,
+    helper_name,
+    helper_source,
+    include_line,
+    tile_helper_name,
+    tile_helper_source,
+)
 from tvmlite.codegen_c.lowp import conversion_name, legalize
 from tvmlite.codegen_c.preamble import MASK_OF, SHORT, helper_lines, typedef_lines
 from tvmlite.codegen_c.signature import params, timer_lines
@@ -113,6 +121,7 @@ class CodeGen:
         self.promoted: dict = {}      # buffer name -> lanes: held in vector variables
         self.fallbacks: list = []     # LaneFallback, line relative to the kernel body
         self.intrinsics: dict = {}    # helper name -> (intrinsic, a, b, acc vector type)
+        self.tiles: dict = {}   # tile helper name -> (intrinsic, a, b, acc, row/col tiles)
 
     # -- types -------------------------------------------------------------------
     def vt(self, dtype: str, lanes: int, unaligned: bool = False) -> str:
@@ -269,6 +278,9 @@ class CodeGen:
 
     def intrinsic(self, s: TensorIntrinsic, depth: int) -> None:
         """``out[o:o+lanes] = helper(out[o:o+lanes], a + ai, b + bi)`` (codegen_c/intrinsics)."""
+        if s.tile:
+            self.tile_intrinsic(s, depth)
+            return
         lanes = get_intrinsic(s.name).lanes
         acc_vt = self.vt(s.out.dtype, lanes)
         fn = helper_name(s.name, s.a.dtype, s.b.dtype)
@@ -282,6 +294,17 @@ class CodeGen:
             acc = f"(({acc_vt}){dst})"
         self.emit(f"{dst} = {fn}({acc}, {s.a.name} + {self.expr(s.a_index)}, "
                   f"{s.b.name} + {self.expr(s.b_index)});", depth)
+
+    def tile_intrinsic(self, s: TensorIntrinsic, depth: int) -> None:
+        """A tile block's helper call (codegen_c/intrinsics: tile_helper_source)."""
+        intr = get_intrinsic(s.name)
+        rows, lanes, groups, ldc, lda, ldb = s.tile
+        rt, ct = rows // intr.tile_rows, lanes // intr.lanes
+        fn = tile_helper_name(s.name, s.a.dtype, s.b.dtype, rt, ct)
+        self.tiles[fn] = (s.name, s.a.dtype, s.b.dtype, s.out.dtype, rt, ct)
+        self.emit(f"{fn}({s.out.name} + {self.expr(s.out_index)}, {ldc}, {s.a.name} + "
+                  f"{self.expr(s.a_index)}, {lda}, {s.b.name} + {self.expr(s.b_index)}, "
+                  f"{ldb}, {groups // intr.kgroups});", depth)
 
     def store(self, s: Store, depth: int) -> None:
         idx, buf = s.indices[0], s.buffer.name
@@ -366,8 +389,8 @@ def promotable(s: Allocate) -> int:
     for st in walk_stmts(s.body):
         exprs = []
         if isinstance(st, TensorIntrinsic):
-            if b.name in (st.a.name, st.b.name):
-                return 0
+            if b.name in (st.a.name, st.b.name) or st.tile and st.out.name == b.name:
+                return 0   # a tile block reads its accumulators from memory
             if st.out.name == b.name:
                 idx.append(Ramp(st.out_index, 1, get_intrinsic(st.name).lanes))
         elif isinstance(st, Store):
@@ -414,6 +437,8 @@ def _emit_body(g: CodeGen, func: LoweredFunc) -> list:
     if sizes:  # symbolic sizes come from C callers too: refuse what no array can have
         g.emit(f"if ({' || '.join(f'{n} < 1' for n in sizes)}) return -2;", 1)
     g.emit("int32_t tvmlite_status = 0;", 1)
+    if any(isinstance(st, TensorIntrinsic) and st.tile for st in walk_stmts(func.body)):
+        g.emit(f"if (tvmlite_amx_permit() != 0) return {AMX_DENIED};", 1)
     for b in func.allocs:
         ct = CTYPE[b.dtype]
         g.emit(f"{ct}* restrict {b.name} = ({ct}*)aligned_alloc({ALIGNMENT}, {g.nbytes(b)});", 1)
@@ -451,7 +476,12 @@ def generate(func: LoweredFunc, outputs: Iterable[str], openmp: bool = True,
     helpers = helper_lines(g.helpers, g.vt)   # first: they may use mask types of their own
     intrinsic_lines = [line for fn, (name, a, b, acc) in sorted(g.intrinsics.items())
                        for line in helper_source(name, a, b, acc)]
-    includes = sorted({include_line(name) for name, *_ in g.intrinsics.values()})
+    intrinsic_lines += [line for fn, t in sorted(g.tiles.items())
+                        for line in tile_helper_source(*t)]
+    if g.tiles:
+        intrinsic_lines = amx_permit_source() + intrinsic_lines
+    includes = sorted({include_line(t[0]) for t in (*g.intrinsics.values(),
+                                                      *g.tiles.values())})
     src[1:1] = includes
     src += typedef_lines(g.vtypes) + helpers + intrinsic_lines + [""]
     src.append(f"int32_t {n}({params(func, outputs)}) {{")

@@ -9,16 +9,34 @@ cast to the vendor type is a free reinterpretation, the same 64 bytes) and readi
 The 4-byte broadcast goes through ``__builtin_memcpy``: any alignment, no aliasing
 assumption. Only fixed text and names from the registry reach the C.
 
+A tile intrinsic (AMX) is a helper per block of tiles, ``tvmlite_<name>_<a><b>_<R>x<C>``
+(R, C tiles of 16: 1 or 2 each) returning nothing,
+
+    (T* c, int64_t ldc, const A* a, int64_t lda, const B* b, int64_t ldb, int64_t steps)
+
+that configures the tiles (``ldtilecfg``: tile config is per thread, so each call loads
+it; its cost is nothing beside one block's ``steps`` tile steps), loads the R x C tiles
+of C, and for each step loads R tiles of A (16 rows of 64 bytes, row stride lda), C tiles
+of B (16 k groups of 64 bytes, stride ldb) and issues R x C ``tdpbusd``/``tdpbf16ps``,
+then stores C. The helpers carry their own ``target`` attribute, so the kernel compiles
+whatever the flags; they run only after ``amx_permit_source``'s once-per-process
+``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`` succeeded (the kernel returns
+``AMX_DENIED`` otherwise, never an illegal instruction).
+
 Map: ``helper_name`` · ``include_line`` · ``helper_source`` (per intrinsic: the VNNI and
 BF16 one-instruction forms, vpmaddwd on a B the pack widened to int16, the exact AVX2 and
-NEON widening fallbacks, sdot/udot).
+NEON widening fallbacks, sdot/udot) · ``tile_helper_name``, ``tile_helper_source``,
+``amx_permit_source``, ``AMX_DENIED``.
 """
 from __future__ import annotations
 
-from tvmlite.ir.dtypes import CTYPE, DTYPE_INFO
+from tvmlite.ir.dtypes import CTYPE, DTYPE_INFO, ITEMSIZE
 from tvmlite.target.intrinsics import get_intrinsic
 
-__all__ = ["helper_name", "include_line", "helper_source"]
+__all__ = ["helper_name", "include_line", "helper_source", "tile_helper_name",
+           "tile_helper_source", "amx_permit_source", "AMX_DENIED"]
+
+AMX_DENIED = -3   # the kernel's status when Linux refuses the tile data permission
 
 
 def helper_name(name: str, a: str, b: str) -> str:
@@ -114,3 +132,77 @@ def helper_source(name: str, a: str, b: str, acc_type: str) -> list:
     head = (f"static inline {acc_type} {helper_name(name, a, b)}({acc_type} acc, "
             f"const {CTYPE[a]}* restrict a, const {CTYPE[b]}* restrict b) {{")
     return [head] + ["  " + line for line in _body(name, a, b)] + ["}"]
+
+
+def tile_helper_name(name: str, a: str, b: str, row_tiles: int, col_tiles: int) -> str:
+    return f"{helper_name(name, a, b)}_{row_tiles}x{col_tiles}"
+
+
+_TILE_OP = {"tdpbusd_amx": ("_tile_dpbusd", "amx-tile,amx-int8"),
+            "tdpbf16ps_amx": ("_tile_dpbf16ps", "amx-tile,amx-bf16")}
+
+
+def tile_helper_source(name: str, a: str, b: str, acc: str, row_tiles: int,
+                       col_tiles: int) -> list:
+    """The C lines of one tile block's helper (module doc); tiles 0..R*C-1 hold C, the
+    next R hold A and the last C hold B (at most 8 tiles)."""
+    if name not in _TILE_OP or row_tiles not in (1, 2) or col_tiles not in (1, 2):
+        raise ValueError(f"codegen: no C for tile intrinsic {name!r} {row_tiles}x{col_tiles}")
+    op, feats = _TILE_OP[name]
+    intr = get_intrinsic(name)
+    ct, at, bt = CTYPE[acc], CTYPE[a], CTYPE[b]
+    rows, cols = intr.tile_rows, intr.lanes
+    kstep = intr.kgroups * intr.group   # elements of k in one tile step (64 bytes of A)
+    ntiles = row_tiles * col_tiles + row_tiles + col_tiles
+    lines = [f'__attribute__((target("{feats}")))',
+             f"static void {tile_helper_name(name, a, b, row_tiles, col_tiles)}({ct}* c, "
+             f"int64_t ldc, const {at}* a, int64_t lda, const {bt}* b, int64_t ldb, "
+             "int64_t steps) {",
+             "  struct { uint8_t palette, start; uint8_t pad[14]; uint16_t colsb[16]; "
+             "uint8_t rows[16]; } __attribute__((aligned(64))) cfg;",
+             "  __builtin_memset(&cfg, 0, sizeof cfg);",
+             "  cfg.palette = 1;",
+             f"  for (int t = 0; t < {ntiles}; ++t) {{ cfg.colsb[t] = 64; "
+             f"cfg.rows[t] = {rows}; }}",
+             "  _tile_loadconfig(&cfg);"]
+    ctile = [(r, q, r * col_tiles + q) for r in range(row_tiles) for q in range(col_tiles)]
+    at0, bt0 = row_tiles * col_tiles, row_tiles * col_tiles + row_tiles
+    for r, q, t in ctile:
+        lines.append(f"  _tile_loadd({t}, c + {r * rows} * ldc + {q * cols}, "
+                     f"ldc * {ITEMSIZE[acc]});")
+    lines.append("  for (int64_t s = 0; s < steps; ++s) {")
+    for r in range(row_tiles):
+        lines.append(f"    _tile_loadd({at0 + r}, a + {r * rows} * lda + s * {kstep}, "
+                     f"lda * {ITEMSIZE[a]});")
+    for q in range(col_tiles):
+        lines.append(f"    _tile_loadd({bt0 + q}, b + s * {intr.kgroups} * ldb + "
+                     f"{q * cols * intr.group}, ldb * {ITEMSIZE[b]});")
+    for r, q, t in ctile:
+        lines.append(f"    {op}({t}, {at0 + r}, {bt0 + q});")
+    lines.append("  }")
+    for r, q, t in ctile:
+        lines.append(f"  _tile_stored({t}, c + {r * rows} * ldc + {q * cols}, "
+                     f"ldc * {ITEMSIZE[acc]});")
+    lines += ["  _tile_release();", "}"]
+    return lines
+
+
+def amx_permit_source() -> list:
+    """``tvmlite_amx_permit()``: 0 once Linux lets this process use tile data, else
+    ``AMX_DENIED``. The request is made once per process; threads racing to make it make
+    the same idempotent system call, so a relaxed flag is enough."""
+    return ["#include <sys/syscall.h>", "#include <unistd.h>",
+            "static int32_t tvmlite_amx_permit(void) {",
+            "  static int tvmlite_amx_state = 0;   /* 0 unknown, 1 granted, -1 refused */",
+            "  int s = __atomic_load_n(&tvmlite_amx_state, __ATOMIC_ACQUIRE);",
+            "  if (s == 0) {",
+            "#ifdef SYS_arch_prctl",
+            "    s = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,",
+            "                18 /* XFEATURE_XTILEDATA */) == 0 ? 1 : -1;",
+            "#else",
+            "    s = -1;",
+            "#endif",
+            "    __atomic_store_n(&tvmlite_amx_state, s, __ATOMIC_RELEASE);",
+            "  }",
+            f"  return s == 1 ? 0 : {AMX_DENIED};",
+            "}"]

@@ -17,7 +17,8 @@ The schedule is BLAS's register block with the intrinsic inside:
 (any ``C[i, j] = sum_k acc(A[i, k]) * acc(B[k, j])`` with M, N, K multiples of the block;
 a ScheduleError says which is not). The template
 ``qmatmul`` (ONNX MatMulInteger, ``tvmlite.ops.qmatmul``) has a knob ``tensorize``: the
-target's best intrinsic for the dtypes, or "none" (the same block vectorized without
+target's AMX tile intrinsic where M, N, K fit it, its best vector intrinsic for the dtypes,
+or "none" (the same block vectorized without
 it), so the search decides; the intrinsic needs zero points of 0 (the product of
 centered values is not a dot of the stored bytes) and B constant (pre-packed).
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from tvmlite import ops, te
-from tvmlite.schedule.dot_block import block_sizes, gemm_dot
+from tvmlite.schedule.dot_block import block_sizes, gemm_dot, tile_block
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.templated.task import template
@@ -55,20 +56,26 @@ def qmatmul(cfg: Any, M: int, N: int, K: int, dtype: str = "uint8",
             weight_dtype: str = "int8", data_zp: int = 0,
             weight_zp: int = 0) -> tuple[Schedule, list]:
     """MatMulInteger (``tvmlite.ops.qmatmul``): the register block of ``gemm_dot``, with
-    knob ``tensorize`` (the target's best dot-product intrinsic for the dtypes, or
-    "none"), and the block's rows and vectors as knobs among the sizes that divide."""
+    knob ``tensorize`` (the target's AMX tile intrinsic where the shape fits, its best
+    vector dot-product intrinsic for the dtypes, or "none"), and the block's rows and
+    vectors as knobs among the sizes that divide (a tile block is ``tile_block``'s)."""
     tensors = ops.qmatmul(M, N, K, dtype, weight_dtype, data_zp, weight_zp)
     target: Target = cfg.target
-    intr = best_intrinsic(target.arch, target.features, dtype, weight_dtype, "int32")
     choices = ["none"]
-    if intr is not None and data_zp == 0 and weight_zp == 0 and K % intr.group == 0 \
-            and "B" in cfg.constants:
-        choices.insert(0, intr.name)
+    if data_zp == 0 and weight_zp == 0 and "B" in cfg.constants:
+        for shape in ((M, N, K), None):   # a tile intrinsic (AMX) where it fits, a vector one
+            intr = best_intrinsic(target.arch, target.features, dtype, weight_dtype, "int32",
+                                  shape)
+            if intr is not None and intr.fits(M, N, K) and intr.name not in choices:
+                choices.insert(-1, intr.name)
     cfg.define_knob("tensorize", choices)
     lanes = target.vector_lanes("int32")
     cfg.define_knob("rows", [r for r in (1, 2, 4, 6, 8) if M % r == 0])
     cfg.define_knob("vectors", [v for v in (1, 2, 3, 4) if N % (v * lanes) == 0] or [1])
     name = cfg["tensorize"].val
+    if name != "none" and get_intrinsic(name).is_tile:
+        rt, ct = tile_block(M, N, get_intrinsic(name))
+        return gemm_dot(tensors, name, rt, ct), tensors
     if name != "none":
         lanes = get_intrinsic(name).lanes
     rows, vectors = cfg["rows"].val, cfg["vectors"].val

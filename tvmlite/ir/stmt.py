@@ -83,7 +83,10 @@ class Allocate(Stmt):
 class TensorIntrinsic(Stmt):
     """One dot-product intrinsic (``tvmlite.target.intrinsics``) where a tensorized
     loop nest was: ``out[o + x] += sum(a[ai + r] * b[bi + x * group + r] for r)`` for
-    each of its lanes ``x``, on flat indices ``o``, ``ai``, ``bi`` (``passes.tensorize``)."""
+    each of its lanes ``x``, on flat indices ``o``, ``ai``, ``bi`` (``passes.tensorize``).
+    A tile intrinsic's ``tile`` is (rows, lanes, kgroups, ldc, lda, ldb): the block's
+    extents and the row strides, in elements, of out, a and b's k groups (empty for a
+    vector intrinsic)."""
     name: str
     out: Buffer
     out_index: Expr
@@ -91,6 +94,7 @@ class TensorIntrinsic(Stmt):
     a_index: Expr
     b: Buffer
     b_index: Expr
+    tile: tuple[int, ...] = ()
 
 
 def seq(*stmts: Stmt | None) -> Stmt:
@@ -153,6 +157,6 @@ def map_exprs(s: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
             x = IfThenElse(fn(x.cond), x.then, x.other)
         if isinstance(x, TensorIntrinsic):
             return TensorIntrinsic(x.name, x.out, fn(x.out_index), x.a, fn(x.a_index), x.b,
-                                   fn(x.b_index))
+                                   fn(x.b_index), x.tile)
         return map_stmt(x, go)
     return go(s)

@@ -14,7 +14,14 @@ groups -- the [N/lanes][K/group][lanes][group] layout a packing stage gives the 
 which condition fails; one that is becomes a ``TensorIntrinsic`` at ``(o, ai, bi)``.
 Whether the target has the instruction is ``check_target``'s question, at code generation.
 
-Map: ``tensorize`` (the pass) · ``check_target`` · the match (``_match``, ``_strides``).
+A tile intrinsic (AMX, ``Intrinsic.is_tile``) is matched on its four loops (rows i, lanes
+x, k groups g, group r; the rows loop is a plain loop, so the accumulators' zeroing
+stays rows of vectors): the same update with out strides (ldc, 1, 0, 0), a (lda, 0,
+group, 1) and b (0, group, lanes * group, 1) along (i, x, g, r), the rows and lanes whole
+tiles (16 or 32), g a multiple of the tile step, every stride a constant.
+
+Map: ``tensorize`` (the pass) · ``check_target`` · the match (``_match``, ``_match_tile``,
+``_strides``).
 """
 from __future__ import annotations
 
@@ -37,13 +44,18 @@ def tensorize(s: Stmt, marked: dict, vector: str = "") -> Stmt:
     if isinstance(s, For) and s.kind == "vectorize":
         vector = s.var.name
     s = map_stmt(s, lambda c: tensorize(c, marked, vector))
-    if isinstance(s, For) and s.kind == "tensorize" and s.var.name in marked:
+    if isinstance(s, For) and s.var.name in marked:
         stage, name = marked[s.var.name]
+        tile = get_intrinsic(name).is_tile
+        if s.kind != "tensorize" and not tile:
+            return s
+        if tile and isinstance(s.body, For) and s.body.kind == "vectorize":
+            return s   # the accumulators' zeroing: the same rows loop, vectors of lanes
         if vector:
             raise ScheduleError(f"stage {stage}: tensorize {s.var.name} with {name}: it is "
                                 f"inside the vectorized loop {vector}; an intrinsic is "
                                 f"already a vector instruction (vectorize no loop around it)")
-        return _match(s, stage, name)
+        return _match_tile(s, stage, name) if tile else _match(s, stage, name)
     return s
 
 
@@ -113,6 +125,88 @@ def _match(loop: For, stage: str, name: str) -> Stmt:
                             f"{a.dtype} x {b.dtype} -> {acc} ({a.buffer.name} x "
                             f"{b.buffer.name})")
     return TensorIntrinsic(name, store.buffer, out_idx[0], a.buffer, sa[0], b.buffer, sb[0])
+
+
+def _match_tile(loop: For, stage: str, name: str) -> Stmt:
+    intr = get_intrinsic(name)
+    where = f"stage {stage}: tensorize {loop.var.name} with {name}"
+    loops = [loop]
+    while len(loops) < 4:
+        inner = loops[-1].body
+        if not (isinstance(inner, For) and inner.kind == "tensorize"):
+            raise ScheduleError(f"{where}: a tile is four perfectly nested loops (rows, "
+                                f"lanes, k groups, group) around the update; found "
+                                f"{_first_line(inner)}")
+        loops.append(inner)
+    store = loops[-1].body
+    if not isinstance(store, Store):
+        raise ScheduleError(f"{where}: the group loop must hold exactly the update (no "
+                            f"guard: split by factors that divide the extents): "
+                            f"{_first_line(store)}")
+    rows, lanes, groups, group = (lp.extent for lp in loops)
+    step = intr.kgroups
+    if not (all(isinstance(e, int) for e in (rows, lanes, groups, group))
+            and rows in (intr.tile_rows, 2 * intr.tile_rows)
+            and lanes in (intr.lanes, 2 * intr.lanes) and group == intr.group
+            and groups % step == 0 and groups > 0):
+        raise ScheduleError(f"{where}: the loops must be rows x lanes x k groups x group = "
+                            f"{intr.tile_rows} or {2 * intr.tile_rows} x {intr.lanes} or "
+                            f"{2 * intr.lanes} x a multiple of {step} x {intr.group} (whole "
+                            f"tiles), got {rows} x {lanes} x {groups} x {group}")
+    names = [lp.var.name for lp in loops]
+    value = store.value
+    if not (isinstance(value, BinOp) and value.op == "+" and isinstance(value.a, Load)
+            and value.a.buffer is store.buffer and isinstance(value.b, BinOp)
+            and value.b.op == "*"):
+        raise ScheduleError(f"{where}: the update must be a sum of products, "
+                            f"out += a * b; got {value}")
+    acc = store.buffer.dtype
+    operands = [_operand(t, acc, where) for t in (value.b.a, value.b.b)]
+    out_idx = _tile_strides(store.indices[0], names, where, store.buffer.name)
+    if _tile_strides(value.a.indices[0], names, where, store.buffer.name) != out_idx:
+        raise ScheduleError(f"{where}: the update reads another element than it writes")
+    ldc = out_idx[1]
+    if out_idx[2:] != (1, 0, 0) or not isinstance(ldc, int) or ldc < lanes:
+        raise ScheduleError(f"{where}: the output {store.buffer.name} must be rows of "
+                            f"{lanes} consecutive elements (strides (ldc >= {lanes}, 1, 0, 0) "
+                            f"along (rows, lanes, k groups, group)); its strides are "
+                            f"{out_idx[1:]}")
+    strides = [_tile_strides(ld.indices[0], names, where, ld.buffer.name) for ld in operands]
+    order = sorted(range(2), key=lambda n: strides[n][2:] != (0, group, 1))
+    (a, sa), (b, sb) = [(operands[n], strides[n]) for n in order]
+    if sa[2:] != (0, group, 1) or not isinstance(sa[1], int) or sa[1] < groups * group:
+        raise ScheduleError(f"{where}: A must be read in place, rows with a constant "
+                            f"stride of at least the reduction (strides (lda, 0, {group}, 1)"
+                            f" along (rows, lanes, k groups, group)); the strides are "
+                            f"{[st[1:] for st in strides]}")
+    if sb[1:] != (0, group, lanes * group, 1):
+        raise ScheduleError(f"{where}: {b.buffer.name} must be packed in panels as wide as "
+                            f"the block, [N/{lanes}][K/{group}][{lanes}][{group}] (strides "
+                            f"(0, {group}, {lanes * group}, 1)), each k group's row the B "
+                            f"tile's; its strides are {sb[1:]}")
+    if not intr.reads(a.dtype, b.dtype, acc):
+        raise ScheduleError(f"{where}: it computes {_dtypes(intr.dtypes)}, not "
+                            f"{a.dtype} x {b.dtype} -> {acc} ({a.buffer.name} x "
+                            f"{b.buffer.name})")
+    return TensorIntrinsic(name, store.buffer, out_idx[0], a.buffer, sa[0], b.buffer, sb[0],
+                           (rows, lanes, groups, ldc, sa[1], lanes * group))
+
+
+def _tile_strides(idx: Expr, names: list, where: str, buf: str) -> tuple:
+    """(the index at the nest's origin, its strides along each of ``names``)."""
+    terms, c = linear(idx)
+    steps = dict.fromkeys(names, 0)
+    rest = {}
+    for atom, k in terms.items():
+        if isinstance(atom, Var) and atom.name in steps:
+            steps[atom.name] = k
+        elif set(names) & free_vars(atom):
+            raise ScheduleError(f"{where}: the index of {buf} is not affine in the "
+                                f"tensorized loops ({idx}): the data layout is not what "
+                                f"the intrinsic reads")
+        else:
+            rest[atom] = k
+    return (from_linear(rest, c, idx.dtype), *steps.values())
 
 
 def _operand(e: Expr, acc: str, where: str) -> Load:

@@ -23,8 +23,9 @@ from tvmlite.checks import check_int
 from tvmlite.codegen_c import compile_shared, load_library
 from tvmlite.codegen_c.codegen import generate
 from tvmlite.codegen_c.header import header, pack_doc, size_doc  # their old home: re-exported
+from tvmlite.codegen_c.intrinsics import AMX_DENIED
 from tvmlite.codegen_c.signature import cdecl
-from tvmlite.errors import TvmliteWarning
+from tvmlite.errors import TvmliteError, TvmliteWarning
 from tvmlite.explain.report import explain_schedule
 from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, numpy_dtype
 from tvmlite.ir.symbolic import bind_extent, is_static
@@ -40,6 +41,10 @@ CPTR = {d: f"{CTYPE[d]} *" for d in BUFFER_DTYPES}
 
 class MisalignedWarning(TvmliteWarning):
     """An array timed by ``time_evaluator`` does not start on a cache line."""
+
+
+class AmxDeniedError(TvmliteError, RuntimeError):
+    """A kernel with AMX tile intrinsics could not get the OS's tile data permission."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,11 @@ class Module:
         rc = self._kernel(*ptrs)
         if rc == -2:
             raise ValueError(f"kernel {self.name}: a symbolic size is < 1")
+        if rc == AMX_DENIED:
+            raise AmxDeniedError(f"kernel {self.name} uses AMX tiles, and the OS refused this "
+                                 f"process the tile data permission (Linux arch_prctl "
+                                 f"ARCH_REQ_XCOMP_PERM, kernel 5.16+): build it without a "
+                                 f"tile intrinsic (a target without amx_tile)")
         if rc != 0:
             raise MemoryError(f"kernel {self.name} could not allocate its buffers")
 

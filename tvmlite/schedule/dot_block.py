@@ -15,11 +15,17 @@ searches: for ``C[i, j] = sum_k acc(A[i, k]) * acc(B[k, j])``
 * the column and row blocks are fused into one parallel loop; C is copied out in
   vectors of the intrinsic's lanes (so the accumulators stay registers).
 
+With a tile intrinsic (AMX, ``Intrinsic.is_tile``) the block is ``rows x vectors`` *tiles*
+(each 1 or 2: ``tile_block``; 2 x 2 is 4 C tiles fed by 2 A and 2 B tile loads a step):
+the accumulation block is memory the tiles load once and store once (tile registers hold
+it over the whole reduction), A is read in place, and the rows loop, the block's columns
+and k (in groups) are the intrinsic's nest (``passes.tensorize``).
+
 Without an intrinsic the same block is plain vector code over B packed in panels (or
 read in place when it is not constant). M, N and K must be multiples of the block.
 
-Map: ``dot_operands`` · ``block_sizes`` · ``schedule_dot`` (on a schedule) · ``gemm_dot``
-(a new schedule of [A, B, C]).
+Map: ``dot_operands`` · ``block_sizes`` · ``tile_block`` · ``schedule_dot`` (on a
+schedule) · ``gemm_dot`` (a new schedule of [A, B, C]).
 """
 from __future__ import annotations
 
@@ -27,9 +33,9 @@ from tvmlite import te
 from tvmlite.ir.expr import BinOp, Cast, Reduce, TensorRead, Var, walk
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
-from tvmlite.target.intrinsics import get_intrinsic
+from tvmlite.target.intrinsics import Intrinsic, get_intrinsic
 
-__all__ = ["dot_operands", "block_sizes", "schedule_dot", "gemm_dot"]
+__all__ = ["dot_operands", "block_sizes", "tile_block", "schedule_dot", "gemm_dot"]
 
 
 def dot_operands(state: State, stage: str) -> tuple[str, str] | None:
@@ -99,13 +105,65 @@ def block_sizes(M: int, N: int, lanes: int, registers: int,
     return best
 
 
+def tile_block(M: int, N: int, intr: Intrinsic) -> tuple[int, int]:
+    """(row tiles, column tiles) of a tile intrinsic's block: 2 x 2 where M and N allow
+    (each tile load feeds two products), else the largest that divides."""
+    rows = 2 if M % (2 * intr.tile_rows) == 0 else 1
+    cols = 2 if N % (2 * intr.lanes) == 0 else 1
+    return rows, cols
+
+
+def _schedule_tile(s: Schedule, stage: str, intr: Intrinsic, rows: int, vectors: int,
+                   b_name: str) -> tuple[str, ...]:
+    """The tile block (module doc): ``rows`` x ``vectors`` tiles of C."""
+    op = s.state.stage(stage).op
+    (M, N), K = op.shape, op.reduce_axis[0].extent
+    R, W = rows * intr.tile_rows, vectors * intr.lanes
+    step = intr.kgroups * intr.group
+    if rows not in (1, 2) or vectors not in (1, 2):
+        raise ScheduleError(f"stage {stage}: {intr.name} blocks 1 or 2 tiles each way, got "
+                            f"{rows} x {vectors}")
+    if M % R or N % W or K % step:
+        raise ScheduleError(f"stage {stage}: M={M}, N={N}, K={K} must be multiples of the "
+                            f"tile block {R} x {W} and of the tile step {step} of k "
+                            f"({intr.name})")
+    C = s.tensor(stage)
+    BB = s.cache_read(s.tensor(b_name), "global", [C])
+    BP = s.prepack(BB, dim=1, factor=W, group_dim=0, group=intr.group)
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=R)
+    jo, ji = s[C].split(j, factor=W)
+    jv, jl = s[C].split(ji, factor=intr.lanes)
+    s[C].reorder(jo, io, ii, jv, jl)
+    par = s[C].fuse(jo, io)
+    s[C].parallel(par)
+    s[C].unroll(jv)
+    s[C].vectorize(jl)
+    s[CL].compute_at(s[C], par)
+    ci, cj = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    ko, kin = s[CL].split(k, factor=K)   # one reduce loop outside: the zeroing before it
+    kg, ki = s[CL].split(kin, factor=intr.group)
+    s[CL].reorder(ko, ci, cj, kg, ki)
+    s[CL].tensorize(ci, intr.name)
+    s[BP].parallel(s[BP].op.axis[0])
+    return C.name, CL.name, BP.name
+
+
 def schedule_dot(s: Schedule, stage: str, intrinsic: str | None, rows: int, vectors: int,
                  lanes: int | None = None, prepack: bool = True) -> tuple[str, ...]:
     """Apply the block (module doc) to ``stage`` of ``s`` (at root, untouched, a
     ``dot_operands`` stage) with ``intrinsic``, or as plain vectors of ``lanes`` when it
-    is None; ``prepack``: B constant, packed at load time. Returns the stages it placed
+    is None; ``prepack``: B constant, packed at load time. For a tile intrinsic ``rows`` and
+    ``vectors`` count tiles (``tile_block``). Returns the stages it placed
     (C, its accumulator stage, B's copy)."""
     b_name = _b_input(s.state, stage)
+    if intrinsic is not None and get_intrinsic(intrinsic).is_tile:
+        if not prepack:
+            raise ScheduleError(f"stage {stage}: {intrinsic} reads B packed as its tiles' "
+                                f"rows, a layout only a pre-packed (constant) B has here")
+        return _schedule_tile(s, stage, get_intrinsic(intrinsic), rows, vectors, b_name)
     if intrinsic is not None:
         intr = get_intrinsic(intrinsic)
         lanes, group = intr.lanes, intr.group

@@ -24,7 +24,8 @@ __all__ = ["TensorizeStep", "check_dot"]
 class TensorizeStep(Step):
     """Compute the two innermost loops, ``iter`` (spatial: the intrinsic's lanes) and the
     reduce loop after it (its group), with one dot-product instruction of the target
-    (``tvmlite.target.intrinsics``). Checked here: the loops, their extents and the
+    (``tvmlite.target.intrinsics``); for a tile intrinsic (AMX) the four innermost,
+    ``iter`` the rows loop. Checked here: the loops, their extents and the
     stage's compute (a sum of products of the intrinsic's dtypes); when lowered
     (after bound inference: the lanes' extent);
     (``passes.tensorize``): the strides of every access, i.e. the data layout; when the
@@ -43,6 +44,8 @@ class TensorizeStep(Step):
         except ValueError as e:
             raise ScheduleError(f"stage {self.stage}: tensorize: {e}") from None
         pos = st.leaf_index(self.iter)
+        if intr.is_tile:
+            return _apply_tile(state, st, pos, intr, where), None
         if pos != len(st.leaves) - 2:
             raise ScheduleError(f"{where}: it must be the second innermost loop, the reduce "
                                 f"loop of the group innermost; the loops are "
@@ -67,6 +70,31 @@ class TensorizeStep(Step):
 
     def __str__(self) -> str:
         return self._call("tensorize", f'"{self.iter}"', f'"{self.intrinsic}"')
+
+
+def _apply_tile(state: State, st: Any, pos: int, intr: Any, where: str) -> State:
+    """A tile intrinsic's four loops (rows, lanes, k groups, group: ``passes.tensorize``):
+    the rows loop carries the intrinsic and stays a plain loop (the accumulators' zeroing
+    before the reduction is then rows of vectors), the other three are tensorize loops."""
+    if pos != len(st.leaves) - 4:
+        raise ScheduleError(f"{where}: a tile intrinsic tensorizes the four innermost loops "
+                            f"(rows, lanes, k groups, group) from the rows loop; the loops "
+                            f"are {[i.name for i in st.leaves]}")
+    nest = st.leaves[pos:]
+    kinds = tuple(it.kind for it in nest)
+    if kinds != ("spatial", "spatial", "reduce", "reduce"):
+        raise ScheduleError(f"{where}: the loops must be spatial, spatial, reduce, reduce "
+                            f"(rows, lanes, k groups, group); they are {kinds}")
+    if nest[-1].extent != intr.group:
+        raise ScheduleError(f"{where}: the reduce loop {nest[-1].name} must be the group, "
+                            f"{intr.group} (split by {intr.group}), got {nest[-1].extent}")
+    if any(it.annotation != "none" for it in nest):
+        raise ScheduleError(f"{where}: {', '.join(it.name for it in nest)} must not be "
+                            f"annotated")
+    check_dot(st.op, intr, where)
+    leaves = st.leaves[:pos] + (replace(nest[0], intrinsic=intr.name),) + tuple(
+        replace(it, annotation="tensorize") for it in nest[1:])
+    return state.with_stage(replace(st, leaves=leaves))
 
 
 def check_dot(op: ComputeOp, intr: Any, where: str) -> None:

@@ -31,6 +31,23 @@ An intrinsic with ``b_storage`` reads B stored as that dtype (the pack converts 
 exactly), so the loads it is matched against are (a's dtype, ``b_storage``):
 ``Intrinsic.reads``; ``Intrinsic.takes`` names what it computes, the compute's dtypes.
 
+**Tile intrinsics** (``Intrinsic.rows`` > 1: AMX ``tdpbusd``, ``tdpbf16ps``) compute a
+four-loop nest, a block of C tiles over a whole reduction
+
+    for i in range(rows):             # spatial: C's rows (``tile_rows`` per tile)
+        for x in range(lanes):        # spatial: C's columns, contiguous
+            for g in range(kgroups):  # reduce: groups of k (a multiple of ``kgroups``)
+                for r in range(group):
+                    out[i * ldc + x] += acc(a[i * lda + g * group + r])
+                                        * acc(b[g * ldb + x * group + r])
+
+with rows and lanes each 1 or 2 tiles of 16 (a 2 x 2 block: 4 C tiles fed by 2 A and 2
+B tile loads per step). ``b`` is the VNNI packing above (a panel as wide as the block:
+ldb = lanes * group), each k group's row 64 bytes, exactly the B tile's row; ``a`` is
+read in place with its row stride, ``out`` is the accumulation block with its own.
+They need the OS's permission for tile data (Linux ``arch_prctl``), which the generated
+kernel asks once per process; refused, the kernel returns an error status.
+
 Map: ``Intrinsic`` · ``INTRINSICS`` (preference order: faster first) · ``available``,
 ``best_intrinsic``, ``get_intrinsic``, ``missing_features``.
 """
@@ -54,7 +71,9 @@ class Intrinsic:
     pack stores B as (the instruction reads B widened: ``reads``);
     ``broadcast_in_registers``: A's group reaches every lane through several register
     instructions, not one broadcast load (so a register block of fewer rows is
-    cheaper: ``schedule.dot_block.block_sizes``)."""
+    cheaper: ``schedule.dot_block.block_sizes``); ``tile_rows`` (a tile intrinsic: the
+    rows of one C tile, 0 for a vector one) and ``kgroups``, the k groups of one tile
+    step (module doc)."""
     name: str
     arch: str
     features: tuple[str, ...]
@@ -64,6 +83,22 @@ class Intrinsic:
     instruction: str
     b_storage: str = ""
     broadcast_in_registers: bool = False
+    tile_rows: int = 0
+    kgroups: int = 1
+
+    @property
+    def is_tile(self) -> bool:
+        """A tile intrinsic (AMX): a 4-loop nest of whole tiles (module doc)."""
+        return self.tile_rows > 0
+
+    def fits(self, M: int, N: int, K: int) -> bool:
+        """Whether a GEMM of M x N x K splits into this intrinsic's nests: whole tiles of
+        C (M, N multiples of the tile) and whole tile steps of k; any size for a vector
+        intrinsic whose group divides K."""
+        if self.is_tile:
+            return M % self.tile_rows == 0 and N % self.lanes == 0 \
+                and K % (self.kgroups * self.group) == 0
+        return K % self.group == 0
 
     def takes(self, a: str, b: str, acc: str) -> bool:
         """Whether it computes ``a`` x ``b`` -> ``acc`` (the compute's dtypes)."""
@@ -79,6 +114,11 @@ class Intrinsic:
 
 
 INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
+    Intrinsic("tdpbusd_amx", "x86_64", ("amx_tile", "amx_int8"), 16, 4, _U8S8,
+              "tdpbusd tiles (AMX-INT8, _tile_dpbusd)", tile_rows=16, kgroups=16),
+    Intrinsic("tdpbf16ps_amx", "x86_64", ("amx_tile", "amx_bf16"), 16, 2,
+              (("bfloat16", "bfloat16", "float32"),),
+              "tdpbf16ps tiles (AMX-BF16, _tile_dpbf16ps)", tile_rows=16, kgroups=16),
     Intrinsic("vpdpbusd_avx512", "x86_64", ("avx512f", "avx512vnni"), 16, 4, _U8S8,
               "vpdpbusd zmm (AVX512-VNNI, _mm512_dpbusd_epi32)"),
     Intrinsic("vpdpbusd_avxvnni", "x86_64", ("avx2", "avxvnni"), 8, 4, _U8S8,
@@ -124,10 +164,15 @@ def available(arch: str, features: tuple) -> tuple[str, ...]:
     return tuple(n for n, i in INTRINSICS.items() if not missing_features(i, arch, features))
 
 
-def best_intrinsic(arch: str, features: tuple, a: str, b: str, acc: str) -> Intrinsic | None:
+def best_intrinsic(arch: str, features: tuple, a: str, b: str, acc: str,
+                   shape: tuple[int, int, int] | None = None) -> Intrinsic | None:
     """The fastest intrinsic a CPU of ``arch`` and ``features`` has for ``a`` x ``b`` ->
-    ``acc`` (a fallback where the CPU lacks the dot-product instruction), or None."""
+    ``acc`` (a fallback where the CPU lacks the dot-product instruction), or None. A tile
+    intrinsic only for a GEMM ``shape`` (M, N, K) it fits (``Intrinsic.fits``): callers
+    that schedule vectors of one row give no shape and never get one."""
     for name in available(arch, features):
-        if INTRINSICS[name].takes(a, b, acc):
-            return INTRINSICS[name]
+        intr = INTRINSICS[name]
+        if intr.takes(a, b, acc) and (not intr.is_tile
+                                      or (shape is not None and intr.fits(*shape))):
+            return intr
     return None
