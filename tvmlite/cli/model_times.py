@@ -2,8 +2,9 @@
 from a log and untuned, each exported as the library ``tvmlite compile`` writes and
 timed as ``tvmlite run`` times it (whole ``<name>_run`` calls), beside onnxruntime (when
 installed: an optional peer; CPU provider, the same threads, all graph optimizations).
-Ours are taken in interleaved rounds, so the two share the machine's state; then
-onnxruntime's, on its own (its threads spin after a run and would slow the next).
+Each is timed in a fresh process, not the tuning's: ours in one, in interleaved rounds,
+so the two share the machine's state; then onnxruntime's in another (its threads spin
+after a run and would slow the next).
 
 A model with a symbolic size (``Graph.sizes``) is built and exported once and timed at
 each of the sizes given (``time_models_at(..., [1, 23, 512])``: one ``ModelTimes`` per
@@ -15,7 +16,10 @@ symbolic (``dim_param``), so the file takes feeds of every size in it, and of th
 from __future__ import annotations
 
 import contextlib
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tvmlite.errors import TvmliteError
 from tvmlite.graph.build import build_graph
 from tvmlite.graph.ir import Graph
 from tvmlite.graph.library import ModelLibrary
@@ -34,7 +39,7 @@ from tvmlite.target.target import Target
 
 __all__ = ["ModelTimes", "ort_timer", "time_models", "time_models_at", "times_lines",
            "format_latency", "runs_here", "feeds_at", "tuning_seconds",
-           "REPEAT"]
+           "time_here", "main", "REPEAT"]
 
 REPEAT = 25          # timed runs of each built model (and onnxruntime)
 _ROUNDS = 5          # ... taken in this many interleaved rounds
@@ -79,12 +84,11 @@ def feeds_at(graph: Graph, sizes: dict[str, int] | None = None,
     return out
 
 
-def _library(graph: Graph, target: Target, log: str | None, folder: Path) -> ModelLibrary:
+def _export(graph: Graph, target: Target, log: str | None, folder: Path) -> None:
     ctx = apply_history_best(log) if log else contextlib.nullcontext()
     with ctx:
         mod = build_graph(graph, target, quiet=True)
     mod.export_library(folder, name="model")
-    return ModelLibrary(folder)
 
 
 def ort_timer(model: Path, feeds: dict, threads: int) -> tuple[Callable[[int], list[float]]
@@ -126,33 +130,80 @@ def time_models(model: Path, graph: Graph, target: Target, log: str, threads: in
 def time_models_at(model: Path, graph: Graph, target: Target, log: str, threads: int,
                    at: Sequence[int | None], repeat: int | None = None) -> list[ModelTimes]:
     """``time_models`` at each size of ``at`` (the value of the graph's one symbolic size;
-    None for a fixed-size graph): the libraries are built and exported once, then each
-    size is timed in turn, ours interleaved and onnxruntime's after them."""
+    None for a fixed-size graph): the libraries are built and exported once here, then
+    timed in a fresh process (at each size in turn, tuned and untuned interleaved), and
+    onnxruntime after them in another: not in this one, whose tuning threads and caches
+    would slow what it times (``/work/shared/PEERS.md``: ~2.7x)."""
     repeat = REPEAT if repeat is None else repeat
     per = max(1, -(-repeat // _ROUNDS))
-    out = []
+    sizes = [{} if m is None else {graph.sizes[0][0]: m} for m in at]
     with tempfile.TemporaryDirectory(prefix="tvmlite-tune-") as tmp:
-        tuned = _library(graph, target, log, Path(tmp) / "tuned")
-        untuned = _library(graph, target, None, Path(tmp) / "untuned")
-        for lib in (tuned, untuned):
-            lib.set_num_threads(threads)
-        for m in at:
-            sizes = {} if m is None else {graph.sizes[0][0]: m}
-            feeds = feeds_at(graph, sizes)
-            times: dict[str, list[float]] = {"tuned": [], "untuned": []}
-            for _ in range(_ROUNDS):
-                times["tuned"] += tuned.time_run(feeds, per)
-                times["untuned"] += untuned.time_run(feeds, per)
-            # after ours, not interleaved: onnxruntime's intra-op threads spin a while
-            # after each run (its default), which would slow the next runs of ours on a
-            # small CPU
-            ort, note = ort_timer(model, feeds, threads)
-            out.append(ModelTimes(
-                statistics.median(times["tuned"]), statistics.median(times["untuned"]),
-                statistics.median(ort(per * _ROUNDS)) if ort is not None else None, note,
-                threads, per * _ROUNDS, min(times["tuned"]), min(times["untuned"]),
-                "".join(f"{k}={v}" for k, v in sizes.items())))
+        folder = Path(tmp)
+        for kind, from_log in (("tuned", log), ("untuned", None)):
+            _export(graph, target, from_log, folder / kind)
+        for i, s in enumerate(sizes):
+            np.savez(folder / f"feeds{i}.npz", *feeds_at(graph, s).values())
+        spec = {"folder": tmp, "names": list(graph.inputs), "sizes": len(sizes),
+                "threads": threads, "per": per, "rounds": _ROUNDS, "model": str(model)}
+        ours = _in_fresh_process({**spec, "what": "ours"})
+        # after ours, not interleaved: onnxruntime's intra-op threads spin a while after
+        # each run (its default), which would slow the next runs of ours on a small CPU
+        peer = _in_fresh_process({**spec, "what": "ort"})
+    out = []
+    for i, s in enumerate(sizes):
+        tuned, untuned, ort = ours["tuned"][i], ours["untuned"][i], peer["ort"][i]
+        out.append(ModelTimes(statistics.median(tuned), statistics.median(untuned),
+                              statistics.median(ort) if ort is not None else None,
+                              peer["notes"][i], threads, per * _ROUNDS, min(tuned),
+                              min(untuned), "".join(f"{k}={v}" for k, v in s.items())))
     return out
+
+
+def _in_fresh_process(spec: dict) -> dict:
+    path = Path(spec["folder"]) / f"{spec['what']}.json"
+    path.write_text(json.dumps(spec))
+    code = f"from tvmlite.cli.model_times import main; main([{str(path)!r}])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise TvmliteError(f"timing the built model ({spec['what']}) in a fresh process "
+                           f"failed (exit {done.returncode}):\n{tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def time_here(spec: dict) -> dict:
+    """What the fresh process times (``spec`` from ``time_models_at``): ``ours`` -- the
+    exported libraries, ``rounds`` rounds of ``per`` runs of each at each size, tuned and
+    untuned in turn -- or ``ort``: ``per * rounds`` onnxruntime runs at each size (None
+    and why not, when it cannot)."""
+    folder = Path(spec["folder"])
+    feeds = []
+    for i in range(spec["sizes"]):
+        with np.load(folder / f"feeds{i}.npz") as data:
+            feeds.append({n: data[f"arr_{j}"] for j, n in enumerate(spec["names"])})
+    per, rounds = spec["per"], spec["rounds"]
+    if spec["what"] == "ours":
+        libs = {k: ModelLibrary(folder / k) for k in ("tuned", "untuned")}
+        times: dict[str, list[list[float]]] = {k: [[] for _ in feeds] for k in libs}
+        for lib in libs.values():
+            lib.set_num_threads(spec["threads"])
+        for i, f in enumerate(feeds):
+            for _ in range(rounds):
+                for k, lib in libs.items():
+                    times[k][i] += lib.time_run(f, per)
+        return times
+    out: dict[str, list[Any]] = {"ort": [], "notes": []}
+    for f in feeds:
+        timer, note = ort_timer(Path(spec["model"]), f, spec["threads"])
+        out["ort"].append(timer(per * rounds) if timer is not None else None)
+        out["notes"].append(note)
+    return out
+
+
+def main(argv: Sequence[str]) -> None:
+    """The fresh process's entry: time what the spec file names, print the JSON."""
+    print(json.dumps(time_here(json.loads(Path(argv[0]).read_text()))))
 
 
 def tuning_seconds(results: Sequence[Any]) -> str:

@@ -22,3 +22,11 @@ def test_latency_lines_word_speedups_and_a_missing_peer(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)     # import fails: not installed
     timer, note = model_times.ort_timer(tmp_path / "m.onnx", {}, 2)
     assert timer is None and "pip install onnxruntime" in note
+
+
+def test_latency_lines_of_a_symbolic_model_name_the_size():
+    lines = times_lines(ModelTimes(1e-3, 2e-3, None, "onnxruntime is not installed", 2, 25,
+                                   at="L=23"))
+    assert lines[0].startswith("model:    L=23: 1 ms tuned (median of 25 runs")
+    assert lines[1].startswith("untuned:  L=23: 2 ms (")
+    assert lines[2] == "onnxruntime: L=23: not compared: onnxruntime is not installed"
