@@ -60,7 +60,14 @@ from tvmlite.search.template_free.priors import (
     unroll_steps,
 )
 from tvmlite.search.template_free.realize import dot_decisions, realize
-from tvmlite.search.template_free.sketch import CacheRead, DotBlock, FuseInto, Sketch, structure
+from tvmlite.search.template_free.sketch import (
+    CacheRead,
+    DotBlock,
+    FuseInto,
+    Sketch,
+    row_operand,
+    structure,
+)
 from tvmlite.target.target import Target
 
 __all__ = ["blocked_decisions", "share_cores", "PANEL_SHARE", "ROWS_SHARE", "PARALLEL_SHARE"]
@@ -83,7 +90,7 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
     dot = next((a for a in sketch.actions if isinstance(a, DotBlock)), None)
     if dot is not None:      # the register block around a dot-product intrinsic
         return dot_decisions(workload, dot.stage, target, constants)
-    read = next((a for a in sketch.actions if isinstance(a, CacheRead)), None)
+    reads = [a for a in sketch.actions if isinstance(a, CacheRead)]
     fuse = next((a for a in sketch.actions if isinstance(a, FuseInto)), None)
     if fuse is None:         # no register block fused into an output's tiles
         return None
@@ -150,23 +157,24 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
     decisions: dict[str, Any] = {f"tile:{fuse.stage}.{name}": f for name, f in tiles.items()}
     decisions.update({f"fuse:{fuse.stage}": 2, f"unroll:{fuse.stage}": steps[1],
                       f"unroll:{fuse.consumer}": steps[2], f"parallel:{fuse.consumer}": 0})
-    copy = None
-    if read is not None:       # the packed panel of the operand read along the vector
+    copies = []          # the packed panel of the operand read along the vector (B), and
+    for read in reads:   # the rows of A the panel meets (``pack-a-panels``), at one loop
         copy = next(c.name for c in s.state.stages if c.scope == "local"
                     and [t.name for t in c.op.input_tensors] == [read.tensor]
                     and fuse.stage in s.state.consumers(c.name))
         decisions.update({f"unroll:{copy}": steps[1], f"at:{copy}": 0})
-        if read.tensor in constants:    # packed inside, per panel; or once, at load time
-            decisions[f"prepack:{read.tensor}"] = nr if prepack else 0
+        if read.tensor in constants:    # B packed inside, per panel; or once, at load time
+            once = prepack and read.tensor != row_operand(workload.schedule().state, read.stage)
+            decisions[f"prepack:{read.tensor}"] = nr if once else 0
+        if not decisions.get(f"prepack:{read.tensor}"):  # else a stage of its own, not placed
+            copies.append(copy)
     try:
         placed, drawn = realize(workload, sketch, decisions, random.Random(0), target,
                                 constants, loose)
         # the consumer's outermost loops are one per spatial axis (``_apply_fuse``)
         panel = [it for it in st.roots if it.kind == "spatial"].index(vec)
-        if copy is not None and read is not None and decisions.get(f"prepack:{read.tensor}"):
-            copy = None          # packed once at load time: a stage of its own, not placed
-        if copy is not None:
-            loop = placed.state.stage(fuse.consumer).leaves[panel].name
+        loop = placed.state.stage(fuse.consumer).leaves[panel].name
+        for copy in copies:
             decisions[f"at:{copy}"] = location_candidates(placed.state, copy).index(
                 (fuse.consumer, loop))
         decisions[f"parallel:{fuse.consumer}"] = panel + 1

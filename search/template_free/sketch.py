@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tvmlite.checks import is_int  # decisions come from logs a user may edit
+from tvmlite.ir.expr import TensorRead, Var, walk
 from tvmlite.schedule.dot_block import dot_operands
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import State
@@ -26,6 +27,7 @@ from tvmlite.search.records.workload import Workload
 from tvmlite.search.template_free import dag
 from tvmlite.search.template_free.priors import MAX_INNERMOST, decide, divisors
 from tvmlite.target.intrinsics import INTRINSICS
+from tvmlite.te.tensor import PlaceholderOp
 
 # -- actions ----------------------------------------------------------------------------
 
@@ -109,6 +111,32 @@ def _dot_rule(state: State, name: str) -> bool:
     return any(i.takes(a, b, acc) for i in INTRINSICS.values())
 
 
+def row_operand(state: State, name: str) -> str | None:
+    """The input a GEMM-like stage reads as A[i, k] (matmul, dense, batch_matmul): read
+    with plain loop variables only (no window, so no convolution), a reduce axis in its
+    last index, another spatial axis but not the innermost one (the vectorized axis,
+    along which A is broadcast). None unless every input of the stage is still a
+    placeholder, so the walk packs A before B and a sketch is not found twice (A then B,
+    B then A)."""
+    if state.stage(name).scope == "local" or not dag.has_data_reuse(state, name):
+        return None
+    op = state.stage(name).op
+    spatial = [iv.name for iv in op.axis if iv.extent > 1]
+    reduce = {iv.name for iv in op.reduce_axis}
+    if len(spatial) < 2 or not reduce or not all(
+            isinstance(t.op, PlaceholderOp) for t in op.input_tensors):
+        return None
+    reads = [n for n in walk(op.body) if isinstance(n, TensorRead)]
+    if not all(isinstance(i, Var) for r in reads for i in r.indices):
+        return None
+    for r in reads:
+        used = {i.name for i in r.indices}  # type: ignore[attr-defined]
+        if (r.indices[-1].name in reduce and spatial[-1] not in used  # type: ignore[attr-defined]
+                and used & set(spatial[:-1])):
+            return r.tensor.name
+    return None
+
+
 RULES: tuple = (
     Rule("always-inline", dag.strictly_inlinable, lambda s, n: [[Inline(n)]], exclusive=True),
     # not exclusive: the search weighs the intrinsic's block against the tilings below
@@ -118,6 +146,10 @@ RULES: tuple = (
     Rule("add-cache-read",
          lambda s, n: s.stage(n).scope != "local" and bool(dag.packable_inputs(s, n)),
          lambda s, n: [[CacheRead(n, t)] for t in dag.packable_inputs(s, n)]),
+    # A's rows packed inside the kernel as a BLAS packs its mc x kc block; with the rule
+    # above on the revisit, a sketch packs A, B, both or neither and the search decides
+    Rule("pack-a-panels", lambda s, n: row_operand(s, n) is not None,
+         lambda s, n: [[CacheRead(n, row_operand(s, n))]]),
     Rule("multi-level-tiling-with-fusion",
          lambda s, n: dag.has_data_reuse(s, n) and dag.fusible_consumer(s, n) is not None,
          _tile_with_fusion, exclusive=True),
@@ -239,5 +271,5 @@ def apply_rfactor(s: Schedule, stage: str, decisions: dict, rng: random.Random,
 
 
 __all__ = ["Sketch", "Rule", "RULES", "generate_sketches", "symbolic_axes", "structure",
-           "apply_structural", "apply_rfactor",
+           "apply_structural", "apply_rfactor", "row_operand",
            "Inline", "CacheRead", "CacheWrite", "Rfactor", "DotBlock", "Tile", "FuseInto"]

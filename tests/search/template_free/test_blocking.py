@@ -94,7 +94,10 @@ def test_only_sketches_whose_tiles_fuse_into_an_output_are_blocked():
             d = blocked_decisions(wl, sk, Target.host())
             assert (d is not None) == ("multi-level-tiling-with-fusion" in str(sk)), str(sk)
             blocked += [str(sk)] if d is not None else []
-    assert blocked == [PACKED, "add-cache-write(C); multi-level-tiling-with-fusion(C_local)"]
+    assert blocked == [   # B packed, A and B, A (``pack-a-panels``), neither
+        PACKED, "pack-a-panels(C); " + PACKED,
+        "pack-a-panels(C); add-cache-write(C); multi-level-tiling-with-fusion(C_local)",
+        "add-cache-write(C); multi-level-tiling-with-fusion(C_local)"]
 
 
 def test_a_small_output_is_still_shared_by_every_core():
@@ -174,11 +177,11 @@ def test_policy_offers_its_blocked_candidate_until_it_is_measured():
     wl = Workload.from_op("matmul", 64, 64, 64)
     policy = SketchPolicy(wl, Target.host(), XGBModel(seed=0), TuningOptions(population=16))
     first = policy.blocked()
-    assert len(first) == 2 and first[0].decisions["sketch_desc"] == PACKED
+    assert len(first) == 4 and first[0].decisions["sketch_desc"] == PACKED
     assert [inp.key for inp in policy.blocked()] == [inp.key for inp in first]
     policy.update(first[:1], [MeasureResult(costs=(1e-3,))], train=False)
-    assert [inp.key for inp in policy.blocked()] == [first[1].key]
-    policy.update(first[1:], [MeasureResult(costs=(1e-3,))], train=False)
+    assert [inp.key for inp in policy.blocked()] == [inp.key for inp in first[1:]]
+    policy.update(first[1:], [MeasureResult(costs=(1e-3,))] * 3, train=False)
     assert policy.blocked() == []
 
 

@@ -77,6 +77,11 @@ def test_matmul_sketches_are_ansors():
     assert descs == [
         "add-cache-read(C); add-cache-write(C); multi-level-tiling-with-fusion(C_local)",
         "add-cache-read(C); multi-level-tiling(C)",
+        "pack-a-panels(C); add-cache-read(C); add-cache-write(C); "
+        "multi-level-tiling-with-fusion(C_local)",
+        "pack-a-panels(C); add-cache-read(C); multi-level-tiling(C)",
+        "pack-a-panels(C); add-cache-write(C); multi-level-tiling-with-fusion(C_local)",
+        "pack-a-panels(C); multi-level-tiling(C)",
         "add-cache-write(C); multi-level-tiling-with-fusion(C_local)",
         "multi-level-tiling(C)"]
     assert dag.packable_inputs(wl.schedule().state, "C") == ["B"]
@@ -103,8 +108,9 @@ def test_conv_tiles_and_leaves_padding_to_a_location_decision():
 
 def test_dense_bias_relu_fuses_through_the_inlined_bias():
     wl = _workload("dense", (4, 32, 24), {"bias": True, "relu": True})
-    (sk,) = generate_sketches(wl)
-    assert str(sk) == "always-inline(bias_add); multi-level-tiling-with-fusion(dense)"
+    assert [str(sk) for sk in generate_sketches(wl)] == [
+        "always-inline(bias_add); pack-a-panels(dense); multi-level-tiling-with-fusion(dense)",
+        "always-inline(bias_add); multi-level-tiling-with-fusion(dense)"]
 
 
 def test_norm_gets_an_rfactor_sketch():
@@ -172,7 +178,8 @@ def test_symbolic_axes_are_those_of_the_symbolic_size():
     bound = wl.at({"M": 21}).bound()
     for sk in generate_sketches(bound):
         axes = symbolic_axes(wl, sk)
-        assert ("C", "i") in axes and all(ax == "i" for _, ax in axes)
+        assert ("C", "i") in axes and all(
+            ax == "i" or st == "A_local" for st, ax in axes)   # A's copy: its rows
         if "cache-write" in str(sk):
             assert ("C_local", "i") in axes
     assert not any(symbolic_axes(bound, sk) for sk in generate_sketches(bound))
@@ -326,7 +333,7 @@ def test_priors_read_the_target():
 def test_a_low_precision_dot_gets_the_tensorize_sketch_and_float_does_not():
     wl = _workload("qmatmul", (8, 64, 16), {})
     descs = [str(s) for s in generate_sketches(wl)]
-    assert descs[0] == "tensorize-dot(C)" and len(descs) == 5   # besides Ansor's four
+    assert descs[0] == "tensorize-dot(C)" and len(descs) == 9   # besides A, B, both, neither packed
     assert not any("tensorize" in str(s) for s in
                    generate_sketches(_workload("matmul", (64, 64, 64), {})))
 
