@@ -36,7 +36,8 @@ from typing import Any
 
 from tvmlite import te
 from tvmlite.ir.expr import BinOp, Cast, Reduce, TensorRead, Var
-from tvmlite.schedule.dot_block import block_sizes
+from tvmlite.passes.pipeline import lower
+from tvmlite.schedule.dot_block import block_sizes, tile_block
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.target.intrinsics import INTRINSICS, Intrinsic, best_intrinsic
@@ -92,10 +93,17 @@ def dot_anchor(op: Any, constants: tuple[str, ...]) -> DotAnchor | None:
     return None
 
 
-def dot_intrinsic(anchor: DotAnchor, target: Target) -> Intrinsic | None:
-    """The target's best intrinsic for the anchor, when its shape lets it apply."""
+def dot_intrinsic(anchor: DotAnchor, target: Target, tiles: bool = True) -> Intrinsic | None:
+    """The target's best intrinsic for the anchor, when its shape lets it apply: a tile
+    intrinsic (AMX) where ``tiles`` and the rows (the output's next-to-last axis: output
+    pixels along a row for a conv), the output channels and the innermost reduce axis
+    are whole tiles, else a vector one."""
+    rows, co, k = anchor.op.shape[-2], anchor.op.axis[-1].extent, \
+        anchor.op.reduce_axis[-1].extent
+    shape = (rows, co, k) if tiles and all(isinstance(x, int) for x in (rows, co, k)) \
+        else None
     intr = best_intrinsic(target.arch, target.features, anchor.a.dtype, anchor.b.dtype,
-                          anchor.op.dtype)
+                          anchor.op.dtype, shape)
     if intr is None or not anchor.a_contiguous:
         return None
     co, k = anchor.op.axis[-1].extent, anchor.op.reduce_axis[-1].extent
@@ -127,15 +135,26 @@ def dot_schedule(kc: Any, target: Target) -> Schedule | None:
     anchor = dot_anchor(reductions[0].op, tuple(kc.constants))
     if anchor is None or tuple(anchor.op.shape) != tuple(out.shape):
         return None
+    intr = dot_intrinsic(anchor, target)
+    if intr is not None and intr.is_tile:
+        try:
+            tiled = _block(te.create_schedule(out.op), kc, anchor, target, intr)
+            if tiled is not None:
+                lower(tiled, list(kc.tensors))   # the tile's strides are checked there
+            return tiled
+        except ScheduleError:       # A's rows not at a constant stride, say: vectors
+            intr = dot_intrinsic(anchor, target, tiles=False)
     try:
-        return _block(s, kc, anchor, target)
+        return _block(s, kc, anchor, target, intr)
     except ScheduleError:
         return None
 
 
-def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target) -> Schedule | None:
+def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target,
+           intr: Intrinsic | None) -> Schedule | None:
     op = anchor.op
-    intr = dot_intrinsic(anchor, target)
+    if intr is not None and intr.is_tile:
+        return _tile_block(s, kc, anchor, intr)
     lanes = intr.lanes if intr is not None else _plain_lanes(target, op.dtype, op.shape[-1])
     if lanes is None:
         return None
@@ -144,28 +163,7 @@ def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target) -> Schedule 
                                 rows_first=not (intr is not None
                                                 and intr.broadcast_in_registers))
     out = kc.output
-    a_name = anchor.a.tensor.name
-    placeholders = {t.name for t in kc.tensors[:-1]}
-    for st in s.stages:
-        if st.name in (out.op.name, op.name):
-            continue
-        if st.name == a_name:      # the padded / transposed activations: once, at the root
-            axes = list(st.op.axis)
-            st.parallel(st.fuse(*axes[:2]) if len(axes) > 2 else axes[0])
-        else:
-            st.compute_inline()
-    anchor_t = s.tensor(op.name)
-    if op.name == out.op.name:
-        local = s.cache_write(anchor_t, "local")
-    else:
-        local = s.cache_write(anchor_t, "local")
-        s[anchor_t].compute_inline()
-    if anchor.b.tensor.name in placeholders:
-        copy = s.cache_read(s.tensor(anchor.b.tensor.name), "global", [local])
-        packed = s.prepack(copy, dim=anchor.b_lanes_dim, factor=lanes,
-                           group_dim=anchor.b_group_dim, group=group,
-                           dtype=intr.b_storage if intr is not None else "")
-        s[packed].parallel(s[packed].op.axis[0])
+    local, _ = _operands(s, kc, anchor, lanes, group, intr)
     o = s[out]
     *others, r_ax, f_ax = o.op.axis
     fo, fi = o.split(f_ax, factor=vectors * lanes)
@@ -192,4 +190,63 @@ def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target) -> Schedule 
         cl.tensorize(cfi, intr.name)
     else:
         cl.vectorize(cfi)
+    return s
+
+
+def _operands(s: Schedule, kc: Any, anchor: DotAnchor, factor: int, group: int,
+              intr: Intrinsic | None) -> tuple[Any, Any]:
+    """A's producers once at the root (in parallel), everything else inlined, the
+    anchor's local block, and B pre-packed in panels of ``factor`` output channels with
+    the reduce axis in groups: (the local block, the packed B or None)."""
+    out, op = kc.output, anchor.op
+    a_name = anchor.a.tensor.name
+    placeholders = {t.name for t in kc.tensors[:-1]}
+    for st in s.stages:
+        if st.name in (out.op.name, op.name):
+            continue
+        if st.name == a_name:      # the padded / transposed activations: once, at the root
+            axes = list(st.op.axis)
+            st.parallel(st.fuse(*axes[:2]) if len(axes) > 2 else axes[0])
+        else:
+            st.compute_inline()
+    anchor_t = s.tensor(op.name)
+    local = s.cache_write(anchor_t, "local")
+    if op.name != out.op.name:
+        s[anchor_t].compute_inline()
+    packed = None
+    if anchor.b.tensor.name in placeholders:
+        copy = s.cache_read(s.tensor(anchor.b.tensor.name), "global", [local])
+        packed = s.prepack(copy, dim=anchor.b_lanes_dim, factor=factor,
+                           group_dim=anchor.b_group_dim, group=group,
+                           dtype=intr.b_storage if intr is not None else "")
+        s[packed].parallel(s[packed].op.axis[0])
+    return local, packed
+
+
+def _tile_block(s: Schedule, kc: Any, anchor: DotAnchor, intr: Intrinsic) -> Schedule:
+    """The AMX block (``dot_block.tile_block``): ``rows x cols`` tiles of output pixels
+    by output channels, B packed in panels as wide as the block, the local block's rows,
+    channels and innermost reduce axis (in groups) the tile nest, the other reduce axes
+    (a conv's window) around it."""
+    op, out = anchor.op, kc.output
+    rt, ct = tile_block(op.shape[-2], op.shape[-1], intr)
+    R, W = rt * intr.tile_rows, ct * intr.lanes
+    local, _ = _operands(s, kc, anchor, W, intr.group, intr)
+    o = s[out]
+    *others, r_ax, f_ax = o.op.axis
+    fo, fi = o.split(f_ax, factor=W)
+    fv, fl = o.split(fi, factor=intr.lanes)
+    ro, ri = o.split(r_ax, factor=R)
+    o.reorder(fo, *others, ro, ri, fv, fl)
+    par = o.fuse(fo, *others, ro)
+    o.parallel(par)
+    o.unroll(fv)
+    o.vectorize(fl)
+    s[local].compute_at(o, par)
+    cl = s[local]
+    sp, red = list(cl.op.axis), list(cl.op.reduce_axis)
+    ko, kin = cl.split(red[-1], factor=op.reduce_axis[-1].extent)   # the zeroing before it
+    kg, ki = cl.split(kin, factor=intr.group)
+    cl.reorder(*red[:-1], ko, *sp, kg, ki)
+    cl.tensorize(sp[-2], intr.name)
     return s
