@@ -12,7 +12,6 @@ import inspect
 import os
 import re
 import shlex
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from tvmlite.cli.args import (
     tuning_options,
     warn_if_busy,
 )
+from tvmlite.cli.interrupt import Terminated, exit_code, sigterm_as_interrupt
 from tvmlite.cli.progress import Progress
 from tvmlite.ops import OPS
 from tvmlite.search.compare import make_tuner, templated_task
@@ -169,14 +169,6 @@ def logged_count(log: str, workload: Workload, target: Target) -> int | None:
                    and not is_retiming(r) for _, r in iter_records(log))
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, handled as Ctrl-C: the runner's worker and temp folders are cleaned up."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated
-
-
 def _trace_trials(progress: Any) -> Any:
     """``TVMLITE_TRACE_TRIALS=1``: one ``trial <index> <error>`` line on stderr per
     measured candidate, after its record is in the log (for tests and scripts that watch
@@ -201,19 +193,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
     progress = Progress(args.trials, sys.stderr, "quiet" if args.quiet else None,
                         label=workload.name)
     callback = _trace_trials(progress)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        if tuner is not None:
-            res = tuner.tune(args.trials, args.log, options, callback)
-        else:
-            res = task.tune(args.trials, args.log, options, callback)
+        with sigterm_as_interrupt():
+            if tuner is not None:
+                res = tuner.tune(args.trials, args.log, options, callback)
+            else:
+                res = task.tune(args.trials, args.log, options, callback)
     except KeyboardInterrupt as stop:
         progress.close()
         print(interrupt_message(args, workload, task.target, progress.measured,
-                                isinstance(stop, _Terminated)), file=sys.stderr)
-        return 130 if not isinstance(stop, _Terminated) else 128 + signal.SIGTERM
+                                isinstance(stop, Terminated)), file=sys.stderr)
+        return exit_code(stop)
     finally:
-        signal.signal(signal.SIGTERM, previous)
         progress.close()
     if workload.is_dynamic:
         print(dynamic_summary(res, workload, args.log))
