@@ -17,7 +17,7 @@
  * Usage:
  *   harness --lib LIB.so --kernel NAME --arg DTYPE:in|out:COUNT ... [--seed S]
  *           [--inputs DIR] [--outputs DIR] [--number N] [--repeat R] [--min-repeat-ms MS]
- *           [--threads T] [--slow-seconds S] [--pack FN:ARG:DTYPE:COUNT ...]
+ *           [--threads T] [--slow-seconds S] [--pack FN:ARG:DTYPE:COUNT ...] [--size N ...]
  * One --arg per kernel argument, in call order (DTYPE: f32 f64 i32 i64 i8 u8 i16 f16 bf16,
  * the last two raw 16-bit floats, generated rounded to nearest even); a pre-packed
  * input's --arg describes the original input (what is filled and read from DIR). One --pack
@@ -85,7 +85,7 @@ static int usage(const char* why) {
   fprintf(stderr, "harness: %s\nusage: harness --lib LIB --kernel NAME --arg DTYPE:in|out:COUNT"
           " ... [--seed S] [--inputs DIR] [--outputs DIR] [--number N] [--repeat R]"
           " [--min-repeat-ms MS] [--threads T] [--slow-seconds S]"
-          " [--pack FN:ARG:DTYPE:COUNT ...]\n", why);
+          " [--pack FN:ARG:DTYPE:COUNT ...] [--size N ...]\n", why);
   return 2;
 }
 
@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   const char *lib = NULL, *kernel = NULL, *inputs = NULL, *outputs = NULL;
   harness_arg args[TVMLITE_NARGS];
   harness_pack packs[TVMLITE_NPACKS + 1];   /* + 1: no zero-length array */
-  int nargs = 0, npacks = 0, threads = 0;
+  int nargs = 0, npacks = 0, nsizes = 0, threads = 0;
   long long number = 1, repeat = 1;
   double min_repeat_ms = 0.0, slow_seconds = INFINITY;
   uint64_t seed = 0;
@@ -187,6 +187,13 @@ int main(int argc, char** argv) {
     else if (!strcmp(opt, "--threads")) threads = atoi(val);
     else if (!strcmp(opt, "--min-repeat-ms")) min_repeat_ms = atof(val);
     else if (!strcmp(opt, "--slow-seconds")) slow_seconds = atof(val);
+    else if (!strcmp(opt, "--size")) {   /* a dynamic kernel's leading sizes, in order */
+      if (nsizes >= TVMLITE_NSIZES) return usage("more --size than the kernel has sizes");
+      char* end = NULL;
+      long long v = strtoll(val, &end, 10);
+      if (end == val || *end != '\0' || v < 0) return usage("--size is a count, e.g. 8");
+      tvmlite_sizes[nsizes++] = (int64_t)v;
+    }
     else if (!strcmp(opt, "--arg")) {
       char dt[8], role[8];
       long long count = 0;
@@ -225,6 +232,7 @@ int main(int argc, char** argv) {
   if (lib == NULL || kernel == NULL) return usage("--lib and --kernel are required");
   if (nargs != TVMLITE_NARGS) return usage("give one --arg per kernel argument");
   if (npacks != TVMLITE_NPACKS) return usage("give one --pack per pack function");
+  if (nsizes != TVMLITE_NSIZES) return usage("give one --size per size the kernel takes");
   for (int j = 0; j < npacks; ++j)
     if (packs[j].arg >= nargs || args[packs[j].arg].is_output)
       return usage("--pack ARG must be the index of an input --arg");

@@ -168,11 +168,13 @@ class QemuRunner(KernelRunner):
     def _harness(self, build: BuildResult) -> str:
         packs = tuple(build.packs)
         sig = (tuple((a.dtype, a.is_output) for a in build.args),
-               tuple((s.arg, s.dtype) for s in pack_slots(build.args, packs)))
+               tuple((s.arg, s.dtype) for s in pack_slots(build.args, packs)),
+               len(build.sizes))
         with self._lock:
             hit = self._harnesses.get(sig)
         if hit is None:
-            hit = str(build_harness(build.args, self._checked_target(), packs=packs))
+            hit = str(build_harness(build.args, self._checked_target(), packs=packs,
+                                    nsizes=len(build.sizes)))
             with self._lock:
                 self._harnesses[sig] = hit
         return hit
@@ -184,7 +186,7 @@ class QemuRunner(KernelRunner):
                            number=self.number, repeat=repeat,
                            min_repeat_ms=self.min_repeat_ms, threads=self.n_threads,
                            slow_seconds=self.config.slow_seconds, timeout=timeout,
-                           packs=tuple(build.packs))
+                           packs=tuple(build.packs), sizes=tuple(build.sizes))
 
     def prepare_reference(self, workload: Workload, ref: BuildResult) -> tuple:
         """(expected outputs, tolerances), computed under the emulator; Verdict if the

@@ -260,3 +260,17 @@ int main(void) {
     run = subprocess.run([*emulator_prefix("aarch64"), str(exe)], capture_output=True,
                          text=True, env={"LD_LIBRARY_PATH": str(dist)}, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+def test_a_size_range_tunes_under_qemu(tmp_path: Path, capsys) -> None:
+    """A dynamic kernel takes its sizes first: the harness passes them (``--size``), so
+    the reference and the candidates run at each measured size, not at garbage ones."""
+    log = tmp_path / "dyn.jsonl"
+    rc = main(["tune", "matmul", "M=1..8", "N=8", "K=8", "--target", "aarch64-neon",
+               "--runner", "qemu", "--trials", "4", "--population", "8", "--log", str(log),
+               "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "dispatch:" in out, out
+    records = [r for r in load_records(log) if r.workload.sizes]    # not the table's
+    assert records and all(r.result.ok for r in records), [r.result for r in records]
+    assert {r.workload.sizes["M"] for r in records} <= set(range(1, 9))
