@@ -12,7 +12,7 @@ import pytest
 import tvmlite
 from tvmlite import ScheduleError, ops
 from tvmlite.codegen_c.intrinsics import AMX_DENIED
-from tvmlite.runtime.module import generate_c
+from tvmlite.runtime.module import AmxDeniedError, generate_c
 from tvmlite.schedule.dot_block import tile_block
 from tvmlite.schedules.dot import gemm_dot, lowp_matmul
 from tvmlite.search import templated
@@ -146,3 +146,15 @@ def test_the_template_knob_offers_amx_where_it_fits_and_builds_it():
     c = tvmlite.nd.empty((32, 32), "int32")
     mod(a, b, c)
     np.testing.assert_array_equal(c.numpy(), a.astype(np.int32) @ b.astype(np.int32))
+
+
+@needs("amx_tile", "amx_int8")
+def test_a_refused_tile_permission_is_a_clear_error(monkeypatch):
+    """The kernel's status when Linux refuses the permission (simulated: this VM grants
+    it) becomes AmxDeniedError naming the fix, not a crash."""
+    tensors = ops.qmatmul(32, 32, 64)
+    mod = tvmlite.build(gemm_dot(tensors, "tdpbusd_amx", 2, 2), tensors)
+    monkeypatch.setattr(mod, "_kernel", lambda *ptrs: AMX_DENIED)
+    a, b = np.zeros((32, 64), np.uint8), np.zeros((64, 32), np.int8)
+    with pytest.raises(AmxDeniedError, match="refused this process the tile data"):
+        mod(a, b, tvmlite.nd.empty((32, 32), "int32"))
