@@ -239,7 +239,7 @@ def test_candidates_are_measured_outward_from_their_size(tmp_path):
     bound = task.workload.at({"M": 40}).bound()
     blocked = [d for sk in generate_sketches(bound) for d in [blocked_decisions(
         bound, sk, task.target, loose=symbolic_axes(task.workload, sk))] if d]
-    # (B packed first, then A and B, A, neither)
+    # (B packed first, then neither, A and B, A)
     assert len(blocked) == 4 and sized[0].workload.sizes == {"M": 40}
     assert sized[0].decisions["decisions"] == blocked[0]
     for at in by_steps.values():
