@@ -3,7 +3,7 @@
 A schedule tuned at one size of a symbolic ``M`` is deployed for a range of sizes, so
 the tiles of ``M`` should not be chosen for the size tuned at alone (DietCode's point:
 tiles of a dynamic axis are shape-independent and the edge is guarded; Ansor's perfect
-tiles fit one size). ``sketch._apply_tile`` draws the tiles of the axes
+tiles fit one size). ``realize._apply_tile`` draws the tiles of the axes
 ``sketch.symbolic_axes`` names with ``sample_loose_factors``, and
 ``evolution.mutate_loose_tile`` moves within ``loose_choices``.
 """
