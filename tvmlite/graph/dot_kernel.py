@@ -37,7 +37,7 @@ from typing import Any
 from tvmlite import te
 from tvmlite.ir.expr import BinOp, Cast, Reduce, TensorRead, Var
 from tvmlite.passes.pipeline import lower
-from tvmlite.schedule.dot_block import block_sizes, tile_block
+from tvmlite.schedule.dot_block import block_sizes, output_block, tile_block
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.target.intrinsics import INTRINSICS, Intrinsic, best_intrinsic
@@ -164,18 +164,7 @@ def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target,
                                                 and intr.broadcast_in_registers))
     out = kc.output
     local, _ = _operands(s, kc, anchor, lanes, group, intr)
-    o = s[out]
-    *others, r_ax, f_ax = o.op.axis
-    fo, fi = o.split(f_ax, factor=vectors * lanes)
-    fv, fl = o.split(fi, factor=lanes)
-    ro, ri = o.split(r_ax, factor=rows)
-    o.reorder(fo, *others, ro, ri, fv, fl)
-    par = o.fuse(fo, *others, ro)
-    o.parallel(par)
-    o.unroll(ri)
-    o.unroll(fv)
-    o.vectorize(fl)
-    s[local].compute_at(o, par)
+    output_block(s, out, local, rows, vectors * lanes, lanes)
     cl = s[local]
     sp, red = list(cl.op.axis), list(cl.op.reduce_axis)
     cfo, cfi = cl.split(sp[-1], factor=lanes)
@@ -232,17 +221,7 @@ def _tile_block(s: Schedule, kc: Any, anchor: DotAnchor, intr: Intrinsic) -> Sch
     rt, ct = tile_block(op.shape[-2], op.shape[-1], intr)
     R, W = rt * intr.tile_rows, ct * intr.lanes
     local, _ = _operands(s, kc, anchor, W, intr.group, intr)
-    o = s[out]
-    *others, r_ax, f_ax = o.op.axis
-    fo, fi = o.split(f_ax, factor=W)
-    fv, fl = o.split(fi, factor=intr.lanes)
-    ro, ri = o.split(r_ax, factor=R)
-    o.reorder(fo, *others, ro, ri, fv, fl)
-    par = o.fuse(fo, *others, ro)
-    o.parallel(par)
-    o.unroll(fv)
-    o.vectorize(fl)
-    s[local].compute_at(o, par)
+    output_block(s, out, local, R, W, intr.lanes, unroll_rows=False)
     cl = s[local]
     sp, red = list(cl.op.axis), list(cl.op.reduce_axis)
     ko, kin = cl.split(red[-1], factor=op.reduce_axis[-1].extent)   # the zeroing before it

@@ -29,13 +29,16 @@ schedule) · ``gemm_dot`` (a new schedule of [A, B, C]).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from tvmlite import te
 from tvmlite.ir.expr import BinOp, Cast, Reduce, TensorRead, Var, walk
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError, State
 from tvmlite.target.intrinsics import Intrinsic, get_intrinsic
 
-__all__ = ["dot_operands", "block_sizes", "tile_block", "schedule_dot", "gemm_dot"]
+__all__ = ["dot_operands", "block_sizes", "tile_block", "output_block", "schedule_dot",
+           "gemm_dot"]
 
 
 def dot_operands(state: State, stage: str) -> tuple[str, str] | None:
@@ -113,6 +116,30 @@ def tile_block(M: int, N: int, intr: Intrinsic) -> tuple[int, int]:
     return rows, cols
 
 
+def output_block(s: Schedule, out: Any, local: Any, rows: int, width: int, lanes: int,
+                 unroll_rows: bool = True) -> Any:
+    """Tile ``out`` (``[..., rows axis, columns axis]``) in blocks of ``rows x width``,
+    copied out of the ``local`` block in vectors of ``lanes`` (the intrinsic's): the
+    column panels outermost, then the other axes, then the row blocks, fused into one
+    parallel loop (each task walks one panel of B over its rows), the local block computed
+    there. Every dot block (a GEMM's, a model kernel's, vectors or AMX tiles) shares this
+    outer structure; the returned parallel loop is where ``local`` is computed."""
+    o = s[out]
+    *others, r_ax, f_ax = o.op.axis
+    fo, fi = o.split(f_ax, factor=width)
+    fv, fl = o.split(fi, factor=lanes)
+    ro, ri = o.split(r_ax, factor=rows)
+    o.reorder(fo, *others, ro, ri, fv, fl)
+    par = o.fuse(fo, *others, ro)
+    o.parallel(par)
+    if unroll_rows:
+        o.unroll(ri)
+    o.unroll(fv)
+    o.vectorize(fl)
+    s[local].compute_at(o, par)
+    return par
+
+
 def _schedule_tile(s: Schedule, stage: str, intr: Intrinsic, rows: int, vectors: int,
                    b_name: str) -> tuple[str, ...]:
     """The tile block (module doc): ``rows`` x ``vectors`` tiles of C."""
@@ -131,16 +158,7 @@ def _schedule_tile(s: Schedule, stage: str, intr: Intrinsic, rows: int, vectors:
     BB = s.cache_read(s.tensor(b_name), "global", [C])
     BP = s.prepack(BB, dim=1, factor=W, group_dim=0, group=intr.group)
     CL = s.cache_write(C, "local")
-    i, j = s[C].op.axis
-    io, ii = s[C].split(i, factor=R)
-    jo, ji = s[C].split(j, factor=W)
-    jv, jl = s[C].split(ji, factor=intr.lanes)
-    s[C].reorder(jo, io, ii, jv, jl)
-    par = s[C].fuse(jo, io)
-    s[C].parallel(par)
-    s[C].unroll(jv)
-    s[C].vectorize(jl)
-    s[CL].compute_at(s[C], par)
+    output_block(s, C, CL, R, W, intr.lanes, unroll_rows=False)
     ci, cj = s[CL].op.axis
     (k,) = s[CL].op.reduce_axis
     ko, kin = s[CL].split(k, factor=K)   # one reduce loop outside: the zeroing before it
@@ -186,17 +204,7 @@ def schedule_dot(s: Schedule, stage: str, intrinsic: str | None, rows: int, vect
                    dtype=widen) \
         if prepack else BB
     CL = s.cache_write(C, "local")
-    i, j = s[C].op.axis
-    io, ii = s[C].split(i, factor=rows)
-    jo, ji = s[C].split(j, factor=vectors * lanes)
-    jv, jl = s[C].split(ji, factor=lanes)   # copied out in the intrinsic's vectors
-    s[C].reorder(jo, io, ii, jv, jl)
-    par = s[C].fuse(jo, io)
-    s[C].parallel(par)
-    s[C].unroll(ii)
-    s[C].unroll(jv)
-    s[C].vectorize(jl)
-    s[CL].compute_at(s[C], par)
+    output_block(s, C, CL, rows, vectors * lanes, lanes)
     ci, cj = s[CL].op.axis
     (k,) = s[CL].op.reduce_axis
     cjo, cji = s[CL].split(cj, factor=lanes)
