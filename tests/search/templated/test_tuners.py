@@ -152,7 +152,7 @@ def test_xgb_plans_better_than_random(feature_type, monkeypatch):
     # a smaller walk than a tuning's (the planner imported these names: patch its own)
     monkeypatch.setattr(xgb_tuner, "SA_POINTS", 64)
     monkeypatch.setattr(xgb_tuner, "SA_EVALUATIONS", {**tuners.SA_EVALUATIONS,
-                                                      "itervar": 640, "curve": 640})
+                                                      "itervar": 320, "curve": 320})
     task = create(*MATMUL)
     tuner = XGBTuner(task, plan_size=16, feature_type=feature_type, seed=3)
     for _ in range(4):
