@@ -32,7 +32,8 @@ def test_the_design_example_runs(tmp_path):
     mod.export_library(str(tmp_path / "matmul.so"))
     assert (tmp_path / "matmul.h").is_file()
 
-    quick = search.TuningOptions(population=32, measures_per_round=4, min_repeat_ms=1)
+    quick = search.TuningOptions(population=16, generations=1, measures_per_round=4,
+                                 min_repeat_ms=1)
     task = search.SearchTask(func=tvmlite.ops.matmul, args=(M, N, K, "float32"))
     task.tune(trials=4, log_file=str(tmp_path / "matmul.jsonl"), options=quick)
     s, args = task.apply_best(str(tmp_path / "matmul.jsonl"))
