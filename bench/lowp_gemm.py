@@ -1,7 +1,7 @@
 """Low-precision GEMM (issue 32, "Measure and report"): int8 and bf16 against float32.
 
     python -m bench lowp-gemm [--size 1024] [--threads 2] [--repeat 25] [--out DIR]
-        [--torch-python PATH] [--quick]
+        [--torch-python PATH] [--quick] [--only int8,int8-vector]
 
 C = A @ B at size^3, ``--threads`` threads, each contender in its own fresh process
 (bench/peers.py: OpenMP and the peers' thread pools start clean), the median of
@@ -169,6 +169,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=peers.REPEAT)
     p.add_argument("--torch-python", default=None)
     p.add_argument("--quick", action="store_true", help="smoke run: size 128, 3 repeats")
+    p.add_argument("--only", default=None,
+                   help="run only the contenders whose kind is one of these, comma-separated "
+                        "(int8, int8-vector, bf16, bf16-vector, fp32, int8-avx2, fp32-avx2)")
     p.add_argument("--out", type=Path, default=results.ROOT / "bench" / "results")
     a = p.parse_args(argv)
     if a.quick:
@@ -181,7 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     torch_py = torch_python(a.torch_python)
     payload = {"size": a.size, "threads": a.threads, "repeat": a.repeat}
     rows, fp32, fp32_avx2 = [], None, None
+    only = set(a.only.split(",")) if a.only else None
     for label, worker, kind, dtypes in CONTENDERS:
+        if only is not None and kind not in only:
+            continue
         if worker == "torch" and torch_py is None:
             rows.append((label, dtypes, "", None, None, None, "skipped: no torch venv"))
             continue
@@ -217,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                f"pre-packed (tvmlite) or an initializer (onnxruntime); the AVX2-target rows are "
                f"the named target x86_64-avx2 (-march=haswell: Zen 3's ISA) run on this "
                f"CPU, their ratio against float32 on that target",))
-    stem = f"lowp-gemm{'-quick' if a.quick else ''}-{peers.cpu_slug()}"
+    part = f"-{a.only.replace(',', '+')}" if a.only else ""
+    stem = f"lowp-gemm{'-quick' if a.quick else ''}{part}-{peers.cpu_slug()}"
     md, _ = results.write(a.out / stem, "Low-precision GEMM against float32", [table],
                           name="lowp_gemm", argv=sys.argv[1:] if argv is None else argv)
     print(md)

@@ -14,8 +14,11 @@ A tile intrinsic (AMX) is a helper per block of tiles, ``tvmlite_<name>_<a><b>_<
 
     (T* c, int64_t ldc, const A* a, int64_t lda, const B* b, int64_t ldb, int64_t steps)
 
-that configures the tiles (``ldtilecfg``: tile config is per thread, so each call loads
-it; its cost is nothing beside one block's ``steps`` tile steps), loads the R x C tiles
+that configures the tiles only when the thread's config is not already ours (tile config
+is per thread: ``sttilecfg`` reads the one in use and ``ldtilecfg``, which costs about
+what a block's steps do at 1024^3, runs only when it differs, e.g. on a thread's first
+call or after another library's tiles; every helper configures all 8 tiles alike, so
+block shapes never evict each other, and none releases them), loads the R x C tiles
 of C, and for each step loads R tiles of A (16 rows of 64 bytes, row stride lda), C tiles
 of B (16 k groups of 64 bytes, stride ldb) and issues R x C ``tdpbusd``/``tdpbf16ps``,
 then stores C. The helpers carry their own ``target`` attribute, so the kernel compiles
@@ -138,6 +141,7 @@ def tile_helper_name(name: str, a: str, b: str, row_tiles: int, col_tiles: int) 
     return f"{helper_name(name, a, b)}_{row_tiles}x{col_tiles}"
 
 
+_TILES = 8   # every helper configures all 8 tiles alike: one config for any block shape
 _TILE_OP = {"tdpbusd_amx": ("_tile_dpbusd", "amx-tile,amx-int8"),
             "tdpbf16ps_amx": ("_tile_dpbf16ps", "amx-tile,amx-bf16")}
 
@@ -153,18 +157,17 @@ def tile_helper_source(name: str, a: str, b: str, acc: str, row_tiles: int,
     ct, at, bt = CTYPE[acc], CTYPE[a], CTYPE[b]
     rows, cols = intr.tile_rows, intr.lanes
     kstep = intr.kgroups * intr.group   # elements of k in one tile step (64 bytes of A)
-    ntiles = row_tiles * col_tiles + row_tiles + col_tiles
+    cfg = [1] + [0] * 15 + [64, 0] * _TILES + [0, 0] * (16 - _TILES) + [rows] * _TILES \
+        + [0] * (16 - _TILES)
     lines = [f'__attribute__((target("{feats}")))',
              f"static void {tile_helper_name(name, a, b, row_tiles, col_tiles)}({ct}* c, "
              f"int64_t ldc, const {at}* a, int64_t lda, const {bt}* b, int64_t ldb, "
              "int64_t steps) {",
-             "  struct { uint8_t palette, start; uint8_t pad[14]; uint16_t colsb[16]; "
-             "uint8_t rows[16]; } __attribute__((aligned(64))) cfg;",
-             "  __builtin_memset(&cfg, 0, sizeof cfg);",
-             "  cfg.palette = 1;",
-             f"  for (int t = 0; t < {ntiles}; ++t) {{ cfg.colsb[t] = 64; "
-             f"cfg.rows[t] = {rows}; }}",
-             "  _tile_loadconfig(&cfg);"]
+             "  static const uint8_t want[64] __attribute__((aligned(64))) = {"
+             + ", ".join(map(str, cfg)) + "};",
+             "  uint8_t cur[64] __attribute__((aligned(64)));",
+             "  _tile_storeconfig(cur);",
+             "  if (__builtin_memcmp(cur, want, 64) != 0) _tile_loadconfig(want);"]
     ctile = [(r, q, r * col_tiles + q) for r in range(row_tiles) for q in range(col_tiles)]
     at0, bt0 = row_tiles * col_tiles, row_tiles * col_tiles + row_tiles
     for r, q, t in ctile:
@@ -183,7 +186,7 @@ def tile_helper_source(name: str, a: str, b: str, acc: str, row_tiles: int,
     for r, q, t in ctile:
         lines.append(f"  _tile_stored({t}, c + {r * rows} * ldc + {q * cols}, "
                      f"ldc * {ITEMSIZE[acc]});")
-    lines += ["  _tile_release();", "}"]
+    lines.append("}")
     return lines
 
 

@@ -53,6 +53,36 @@ def test_tdpbusd_is_numpys_integer_matmul_bit_for_bit(M, N, K):
     assert "_tile_dpbusd" in mod.get_source()
 
 
+@needs("amx_tile", "amx_int8", "amx_bf16")
+def test_kernels_of_other_block_shapes_and_dtypes_alternating_on_a_thread_stay_exact():
+    """The helpers skip ldtilecfg when the thread's config is already theirs: a 1x1 and a
+    2x2 int8 block and a bf16 block, called in turn, must each still be exact."""
+    rng = np.random.default_rng(7)
+    runs = []
+    for name, (M, N), dts in (("tdpbusd_amx", (16, 16), ("uint8", "int8")),
+                              ("tdpbusd_amx", (32, 32), ("uint8", "int8")),
+                              ("tdpbf16ps_amx", (32, 32), None)):
+        intr = INTRINSICS[name]
+        tensors = ops.qmatmul(M, N, 128, *dts) if dts else lowp_matmul(M, N, 128)
+        mod = tvmlite.build(gemm_dot(tensors, name, *tile_block(M, N, intr)), tensors)
+        if dts:
+            a, b = full_range("uint8", (M, 128), rng), full_range("int8", (128, N), rng)
+            want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+        else:
+            a, b = (rng.standard_normal(s).astype("bfloat16") for s in ((M, 128), (128, N)))
+            want = a.astype(np.float32) @ b.astype(np.float32)
+        runs.append((mod, a, b, want, tensors[2].dtype))
+    assert "_tile_storeconfig" in runs[0][0].get_source()
+    for _ in range(2):
+        for mod, a, b, want, dtype in runs:
+            c = tvmlite.nd.empty(want.shape, dtype)
+            mod(a, b, c)
+            if dtype == "int32":
+                np.testing.assert_array_equal(c.numpy(), want)
+            else:
+                np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-4)
+
+
 @needs("amx_tile", "amx_bf16")
 @pytest.mark.parametrize("M, N, K", [(16, 16, 32), (32, 32, 96)])
 def test_tdpbf16ps_is_float32_of_the_bf16_inputs(M, N, K):
