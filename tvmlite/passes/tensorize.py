@@ -90,14 +90,8 @@ def _match(loop: For, stage: str, name: str) -> Stmt:
         raise ScheduleError(f"{where}: the loops must be {intr.lanes} x {intr.group} "
                             f"(lanes x group), got {loop.extent} x {inner.extent}")
     x, r = loop.var.name, inner.var.name
-    value = store.value
-    if not (isinstance(value, BinOp) and value.op == "+" and isinstance(value.a, Load)
-            and value.a.buffer is store.buffer and isinstance(value.b, BinOp)
-            and value.b.op == "*"):
-        raise ScheduleError(f"{where}: the update must be a sum of products, "
-                            f"out += a * b; got {value}")
+    value, operands = _update(store, where)
     acc = store.buffer.dtype
-    operands = [_operand(t, acc, where) for t in (value.b.a, value.b.b)]
     out_idx = _strides(store.indices[0], x, r, where, store.buffer.name)
     if _strides(value.a.indices[0], x, r, where, store.buffer.name) != out_idx:
         raise ScheduleError(f"{where}: the update reads another element than it writes")
@@ -154,14 +148,8 @@ def _match_tile(loop: For, stage: str, name: str) -> Stmt:
                             f"{2 * intr.lanes} x a multiple of {step} x {intr.group} (whole "
                             f"tiles), got {rows} x {lanes} x {groups} x {group}")
     names = [lp.var.name for lp in loops]
-    value = store.value
-    if not (isinstance(value, BinOp) and value.op == "+" and isinstance(value.a, Load)
-            and value.a.buffer is store.buffer and isinstance(value.b, BinOp)
-            and value.b.op == "*"):
-        raise ScheduleError(f"{where}: the update must be a sum of products, "
-                            f"out += a * b; got {value}")
+    value, operands = _update(store, where)
     acc = store.buffer.dtype
-    operands = [_operand(t, acc, where) for t in (value.b.a, value.b.b)]
     out_idx = _tile_strides(store.indices[0], names, where, store.buffer.name)
     if _tile_strides(value.a.indices[0], names, where, store.buffer.name) != out_idx:
         raise ScheduleError(f"{where}: the update reads another element than it writes")
@@ -207,6 +195,19 @@ def _tile_strides(idx: Expr, names: list, where: str, buf: str) -> tuple:
         else:
             rest[atom] = k
     return (from_linear(rest, c, idx.dtype), *steps.values())
+
+
+def _update(store: Store, where: str) -> tuple[BinOp, list[Load]]:
+    """The store's value, ``out + a * b``, and its two factors' loads (each maybe cast to
+    the accumulator's dtype); a ScheduleError when the store is not that update."""
+    value = store.value
+    if not (isinstance(value, BinOp) and value.op == "+" and isinstance(value.a, Load)
+            and value.a.buffer is store.buffer and isinstance(value.b, BinOp)
+            and value.b.op == "*"):
+        raise ScheduleError(f"{where}: the update must be a sum of products, "
+                            f"out += a * b; got {value}")
+    acc = store.buffer.dtype
+    return value, [_operand(t, acc, where) for t in (value.b.a, value.b.b)]
 
 
 def _operand(e: Expr, acc: str, where: str) -> Load:
