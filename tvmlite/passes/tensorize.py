@@ -90,10 +90,10 @@ def _match(loop: For, stage: str, name: str) -> Stmt:
         raise ScheduleError(f"{where}: the loops must be {intr.lanes} x {intr.group} "
                             f"(lanes x group), got {loop.extent} x {inner.extent}")
     x, r = loop.var.name, inner.var.name
-    value, operands = _update(store, where)
+    read, operands = _update(store, where)
     acc = store.buffer.dtype
     out_idx = _strides(store.indices[0], x, r, where, store.buffer.name)
-    if _strides(value.a.indices[0], x, r, where, store.buffer.name) != out_idx:
+    if _strides(read.indices[0], x, r, where, store.buffer.name) != out_idx:
         raise ScheduleError(f"{where}: the update reads another element than it writes")
     if out_idx[1:] != (1, 0):
         raise ScheduleError(f"{where}: the output {store.buffer.name} must be {intr.lanes} "
@@ -148,10 +148,10 @@ def _match_tile(loop: For, stage: str, name: str) -> Stmt:
                             f"{2 * intr.lanes} x a multiple of {step} x {intr.group} (whole "
                             f"tiles), got {rows} x {lanes} x {groups} x {group}")
     names = [lp.var.name for lp in loops]
-    value, operands = _update(store, where)
+    read, operands = _update(store, where)
     acc = store.buffer.dtype
     out_idx = _tile_strides(store.indices[0], names, where, store.buffer.name)
-    if _tile_strides(value.a.indices[0], names, where, store.buffer.name) != out_idx:
+    if _tile_strides(read.indices[0], names, where, store.buffer.name) != out_idx:
         raise ScheduleError(f"{where}: the update reads another element than it writes")
     ldc = out_idx[1]
     if out_idx[2:] != (1, 0, 0) or not isinstance(ldc, int) or ldc < lanes:
@@ -197,9 +197,10 @@ def _tile_strides(idx: Expr, names: list, where: str, buf: str) -> tuple:
     return (from_linear(rest, c, idx.dtype), *steps.values())
 
 
-def _update(store: Store, where: str) -> tuple[BinOp, list[Load]]:
-    """The store's value, ``out + a * b``, and its two factors' loads (each maybe cast to
-    the accumulator's dtype); a ScheduleError when the store is not that update."""
+def _update(store: Store, where: str) -> tuple[Load, list[Load]]:
+    """Of the store's value ``out + a * b``: the load of ``out`` and its two factors'
+    loads (each maybe cast to the accumulator's dtype); a ScheduleError when the store is
+    not that update."""
     value = store.value
     if not (isinstance(value, BinOp) and value.op == "+" and isinstance(value.a, Load)
             and value.a.buffer is store.buffer and isinstance(value.b, BinOp)
@@ -207,7 +208,7 @@ def _update(store: Store, where: str) -> tuple[BinOp, list[Load]]:
         raise ScheduleError(f"{where}: the update must be a sum of products, "
                             f"out += a * b; got {value}")
     acc = store.buffer.dtype
-    return value, [_operand(t, acc, where) for t in (value.b.a, value.b.b)]
+    return value.a, [_operand(t, acc, where) for t in (value.b.a, value.b.b)]
 
 
 def _operand(e: Expr, acc: str, where: str) -> Load:
