@@ -49,7 +49,8 @@ class Tuning:
                    TVMLITE_WORKER_TRACE=str(self.trace), OMP_NUM_THREADS="1")
         self.proc = subprocess.Popen(
             [sys.executable, *TUNE, "--trials", str(trials), "--log", str(self.log), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            preexec_fn=_as_in_a_terminal)
         self.err: list[str] = []
         self.out = ""
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -78,7 +79,13 @@ class Tuning:
             time.sleep(0.05)
 
     def finish(self) -> int:
-        rc = self.proc.wait(timeout=WAIT)
+        try:
+            rc = self.proc.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self._reader.join(timeout=10)
+            pytest.fail(f"the tuning did not end {WAIT:.0f} s after its signal; its stderr:\n"
+                        + "".join(self.err)[-3000:])
         self.out = self.proc.stdout.read()  # type: ignore[union-attr]
         self._reader.join(timeout=10)
         return rc
@@ -99,6 +106,13 @@ class Tuning:
         executed = sum(r.result.error_no not in BUILD_ERRORS for r in recs)
         printed = sum(line.startswith("trial ") for line in self.err)
         return len(self.timed()), len(recs), executed, printed
+
+
+def _as_in_a_terminal() -> None:
+    """Ctrl-C reaches the tuning as it would in a terminal: a shell runs background jobs
+    with SIGINT ignored, and a child inherits that (CI started with ``&`` did), so Python
+    would install no KeyboardInterrupt handler and the SIGINT test would wait forever."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _alive(pid: int) -> bool:
