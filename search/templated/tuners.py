@@ -45,6 +45,8 @@ MIN_HISTORY = 64           # records below which a transferred history is called
 EPS_GREEDY = 0.05          # share of an XGBTuner batch picked at random
 SA_POINTS = 128            # parallel walkers of simulated annealing
 SA_EVALUATIONS = {"knob": 12_800, "itervar": 2_000, "curve": 2_000}  # model queries per plan
+SA_FULL_PLAN = 64          # configs in a plan that gets the whole walk (TVM's plan_size) ...
+SA_MIN_POINTS = 16         # ... a shorter plan a share of it, walkers never fewer than this
 SA_EARLY_STOP = 30         # annealing steps without a new top config before stopping
 
 
@@ -67,6 +69,7 @@ class Tuner(Proposer):
         self.seed = check_int(seed, f"{type(self).__name__}(seed=...)", 0)
         self.rng = random.Random(seed)
         self.visited: set[int] = set()          # indices proposed or measured
+        self.budget: int | None = None          # n_trial of the running tune(), if any
         self.throughput: dict[int, float] = {}  # index -> GFLOP/s measured (0 = failed)
 
     # -- ask / tell -----------------------------------------------------------------------
@@ -193,6 +196,7 @@ class Tuner(Proposer):
         stop = options.early_stopping if early_stopping is None else \
             check_int(early_stopping, "tune(early_stopping=...)", 1)
         self._prepare(options)
+        self.budget = n_trial
         start = time.perf_counter()
         with options.measurer(log_file, self.task.target, self.name) as measurer:
             self._warn_stale(measurer.known.values())

@@ -3,8 +3,10 @@
 The model ranks configs (knob values, loop-nest features or intensity-curve features);
 simulated annealing over the space finds the best-predicted unmeasured ones; a plan is
 thinned for diversity and topped up with random picks, and replanned every
-``plan_size`` measurements. The ask/tell loop, resume and records are ``Tuner``'s
-(tuners.py).
+``plan_size`` measurements. A plan is never longer than the trials left, and with loop-nest
+features (each config scored is a lowering) a short plan gets a walk as much shorter: a
+4-trial tuning used to lower about 850 configs to pick 4. The ask/tell loop, resume and
+records are ``Tuner``'s (tuners.py).
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from tvmlite.search.templated.tuners import (
     EPS_GREEDY,
     SA_EARLY_STOP,
     SA_EVALUATIONS,
+    SA_FULL_PLAN,
+    SA_MIN_POINTS,
     SA_POINTS,
     Tuner,
 )
@@ -134,7 +138,9 @@ class XGBTuner(Tuner):
             return self._random_unvisited(n)
         if self._since_plan >= self.plan_size or \
                 sum(c.index not in self.visited for c in self._plan) < n:
-            self._plan = self._anneal(max(self.plan_size, n))
+            left = self.plan_size if self.budget is None else \
+                self.budget - len(self.throughput)
+            self._plan = self._anneal(max(min(self.plan_size, left), n))
             self._since_plan = 0
         out: dict[int, Config] = {}
         for _ in range(n):
@@ -164,16 +170,26 @@ class XGBTuner(Tuner):
         choices[k] = (choices[k] + self.rng.randrange(1, sizes[k])) % sizes[k]
         return self.space.from_choices(choices)
 
+    def _walk(self, n: int) -> tuple[int, int]:
+        """(walkers, model queries) of the walk planning ``n`` configs: the full walk for
+        knob features (a query is a vector) or a plan of ``SA_FULL_PLAN``; with loop-nest
+        features a shorter plan's share of it (a query is a lowering)."""
+        walkers, queries = SA_POINTS, SA_EVALUATIONS[self.feature_type]
+        if self.feature_type != "knob" and n < SA_FULL_PLAN:
+            walkers = max(SA_MIN_POINTS, walkers * n // SA_FULL_PLAN)
+            queries = queries * n // SA_FULL_PLAN
+        return min(walkers, len(self.space)), queries
+
     def _anneal(self, n: int) -> list[Config]:
         """The ``n`` best-predicted unmeasured configs seen by a simulated-annealing walk
         (temperature falling linearly to 0, scaled by the spread of the scores)."""
         keep = int(math.ceil(n * self.diversity)) if self.diversity else n
-        points = [self.space.random_config(self.rng) for _ in range(min(SA_POINTS,
-                                                                         len(self.space)))]
+        walkers, queries = self._walk(n)
+        points = [self.space.random_config(self.rng) for _ in range(walkers)]
         scores = self.predict(points)
         top: list[tuple[float, int, Config]] = []      # min-heap of (score, index, config)
         self._keep(top, points, scores, keep)
-        steps = max(4, SA_EVALUATIONS[self.feature_type] // len(points))
+        steps = max(4, queries // len(points))
         rng = np.random.default_rng(self.rng.randrange(2**32))
         stale = 0
         for step in range(steps):

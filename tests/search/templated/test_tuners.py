@@ -12,10 +12,11 @@ import pytest
 from tvmlite import te
 from tvmlite.ops import OPS
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
+from tvmlite.search.model.features import schedule_features
 from tvmlite.search.options import TuningOptions
 from tvmlite.search.records.best import best_record
 from tvmlite.search.records.record import load_records, make_record
-from tvmlite.search.templated import tuners, xgb_tuner
+from tvmlite.search.templated import xgb_tuner
 from tvmlite.search.templated.task import apply_history_best, create, template
 from tvmlite.search.templated.tuners import (
     GATuner,
@@ -143,16 +144,31 @@ def test_update_skips_failures_and_known_configs():
     assert tuner.throughput[batch[0].index] == 0.0
 
 
+def test_a_plan_is_sized_to_the_trials_left(monkeypatch):
+    """With loop-nest features every config the walk scores is a lowering: a tuning with
+    4 trials left plans 4 and walks a sixteenth of a full plan's walk (it lowered about
+    850 configs to pick 4)."""
+    lowerings = []
+    monkeypatch.setattr(xgb_tuner, "schedule_features",
+                        lambda *a: lowerings.append(1) or schedule_features(*a))
+    task = create(*MATMUL)
+    tuner = XGBTuner(task, plan_size=64, feature_type="itervar", seed=3)
+    tuner.budget = 12
+    batch = tuner.next_batch(8)          # the model knows nothing yet: random picks
+    tuner.update(batch, fake_results(batch))
+    before = len(lowerings)
+    planned = tuner.next_batch(4)
+    assert len(planned) == 4 and len({c.index for c in planned}) == 4
+    assert len(lowerings) - before <= 16 * 8     # 16 walkers, 7 steps and their start
+
+
 def mean_fake_gflops(task, configs) -> float:
     return statistics.mean(task.workload.flops / fake_cost(c) / 1e9 for c in configs)
 
 
 @pytest.mark.parametrize("feature_type", ["knob", "itervar", "curve"])
-def test_xgb_plans_better_than_random(feature_type, monkeypatch):
-    # a smaller walk than a tuning's (the planner imported these names: patch its own)
-    monkeypatch.setattr(xgb_tuner, "SA_POINTS", 64)
-    monkeypatch.setattr(xgb_tuner, "SA_EVALUATIONS", {**tuners.SA_EVALUATIONS,
-                                                      "itervar": 320, "curve": 320})
+def test_xgb_plans_better_than_random(feature_type):
+    # a plan of 16 walks a quarter of a full plan's walk with loop-nest features
     task = create(*MATMUL)
     tuner = XGBTuner(task, plan_size=16, feature_type=feature_type, seed=3)
     for _ in range(4):
