@@ -38,6 +38,9 @@ from tvmlite.target.target import Target
 
 INIT_MIN = 64          # random samples seeding each round's evolution, at least ...
 INIT_FRACTION = 4      # ... or a quarter of the population (generations fill it by mutation)
+SAMPLES_PER_PICK = 4   # ... but no more than this many per candidate the round measures:
+                       # each sample is lowered for its features, and a round of 8 spent
+                       # two thirds of a small tuning lowering 64 random samples
 
 
 class SketchPolicy(Proposer):
@@ -117,7 +120,8 @@ class SketchPolicy(Proposer):
             fresh = self.search.sample(2 * n)
             picks = []
         else:
-            fresh = self.search.sample(max(self.init_min, opts.population // INIT_FRACTION))
+            fresh = self.search.sample(max(min(self.init_min, SAMPLES_PER_PICK * n),
+                                           opts.population // INIT_FRACTION))
             n_random = min(n - len(first), max(int(round(n * opts.eps_greedy)), 0))
             taken = measured | {c.key for c in first}
             picks = self.search.evolve(fresh + self.best_seeds + first, taken,

@@ -11,6 +11,7 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureResult
 from tvmlite.search.model.cost_model import XGBModel
 from tvmlite.search.options import TuningOptions
+from tvmlite.search.template_free.policy import SAMPLES_PER_PICK
 from tvmlite.search.template_free.task import SearchTask
 from tvmlite.testing import check_schedule
 
@@ -89,3 +90,18 @@ def test_records_of_another_run_are_learnt_and_not_proposed_again():
         batch = policy.next_batch(8)
         assert not {inp.key for inp in batch} & set(policy.measured)
         policy.update(batch, _results(batch))
+
+
+def test_a_small_round_lowers_few_random_samples():
+    """Each random sample is lowered for its features: a round measuring 2 samples 4
+    per candidate (SAMPLES_PER_PICK), not INIT_MIN's 64, besides evolving the population."""
+    policy = _policy(seed=2)
+    while not policy.model.trained:              # the first rounds measure random picks
+        batch = policy.next_batch(8)
+        policy.update(batch, _results(batch))
+    lowered = []
+    featurize = policy.search.featurize
+    policy.search.featurize = lambda s: lowered.append(1) or featurize(s)
+    assert len(policy.next_batch(2)) == 2
+    assert len(lowered) <= SAMPLES_PER_PICK * 2 + OPTIONS.population * OPTIONS.generations
+    # (it lowered 79 with 64 samples)
