@@ -1,7 +1,9 @@
 """tvmlite: a TVM-style compute/schedule autotuner for CPUs that generates C."""
 from __future__ import annotations
 
+import importlib
 import os as _os
+from typing import TYPE_CHECKING, Any
 
 # In a source checkout the subpackages codegen_c/, schedules/ and search/ sit beside this
 # folder (pyproject maps them into tvmlite.* on install). When Python imports tvmlite
@@ -11,17 +13,31 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codegen_c")) an
         _os.path.isfile(_os.path.join(_root, "codegen_c", "codegen.py")):
     __path__.append(_root)  # type: ignore[name-defined]
 
-# After the path set-up above: tvmlite.runtime imports tvmlite.codegen_c, found through it.
-from tvmlite import ops, te  # noqa: E402
-from tvmlite.entry import build  # noqa: E402
-from tvmlite.errors import TvmliteError, TvmliteWarning  # noqa: E402
-from tvmlite.passes.pipeline import lower  # noqa: E402
-from tvmlite.runtime.arrays import asaligned, empty  # noqa: E402
-from tvmlite.runtime.device import Device, cpu  # noqa: E402
-from tvmlite.runtime.module import Module, TimeResult  # noqa: E402
-from tvmlite.schedule.schedule import Schedule  # noqa: E402
-from tvmlite.schedule.state import ScheduleError  # noqa: E402
-from tvmlite.target.target import CompilerNotFoundError, Target  # noqa: E402
+# Names are imported on first use (PEP 562), after the path set-up above: the measuring
+# worker -- a process per tuning, started again after every crash -- imports tvmlite for
+# its arrays and loader only, and importing the operators, the compiler pipeline and the
+# graph layer as well cost it half a second per start.
+_EXPORTS = {
+    "ops": None, "te": None, "search": None, "schedules": None, "nd": None, "topi": None,
+    "autotvm": None, "build": "entry", "TvmliteError": "errors", "TvmliteWarning": "errors",
+    "lower": "passes.pipeline", "asaligned": "runtime.arrays", "empty": "runtime.arrays",
+    "Device": "runtime.device", "cpu": "runtime.device", "Module": "runtime.module",
+    "TimeResult": "runtime.module", "Schedule": "schedule.schedule",
+    "ScheduleError": "schedule.state", "CompilerNotFoundError": "target.target",
+    "Target": "target.target",
+}
+
+if TYPE_CHECKING:
+    from tvmlite import ops, te
+    from tvmlite.entry import build
+    from tvmlite.errors import TvmliteError, TvmliteWarning
+    from tvmlite.passes.pipeline import lower
+    from tvmlite.runtime.arrays import asaligned, empty
+    from tvmlite.runtime.device import Device, cpu
+    from tvmlite.runtime.module import Module, TimeResult
+    from tvmlite.schedule.schedule import Schedule
+    from tvmlite.schedule.state import ScheduleError
+    from tvmlite.target.target import CompilerNotFoundError, Target
 
 __all__ = ["te", "ops", "empty", "asaligned", "lower", "build", "Module", "TimeResult", "Schedule",
            "ScheduleError", "Target", "CompilerNotFoundError", "TvmliteError", "TvmliteWarning",
@@ -29,11 +45,12 @@ __all__ = ["te", "ops", "empty", "asaligned", "lower", "build", "Module", "TimeR
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
-    """``tvmlite.search``, ``tvmlite.schedules`` and the TVM-named modules (``nd``,
-    ``topi``, ``autotvm``: aliases of ours) on first use (PEP 562): the measuring worker
-    imports tvmlite and should not pay for the searches."""
-    if name in ("search", "schedules", "nd", "topi", "autotvm"):
-        import importlib
+def __getattr__(name: str) -> Any:
+    """A sub-package (``tvmlite.te``, ``tvmlite.search``, the TVM-named aliases ``nd``,
+    ``topi``, ``autotvm``) or a name of ``_EXPORTS``, imported on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'tvmlite' has no attribute {name!r}")
+    module = _EXPORTS[name]
+    if module is None:
         return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'tvmlite' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)

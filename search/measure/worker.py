@@ -43,7 +43,7 @@ from tvmlite.ir.dtypes import BUFFER_DTYPES, CTYPE, numpy_dtype
 from tvmlite.runtime.arrays import full
 
 # the comparison, the inputs and the sentinel of the tests' checks (light to import)
-from tvmlite.testing.check import INT_SENTINEL, blank_value, mismatch, seeded_arrays
+from tvmlite.testing.compare import INT_SENTINEL, blank_value, mismatch, seeded_arrays
 
 __all__ = ["make_inputs", "blank_outputs", "mismatch", "measure", "reference", "handle",
            "INT_SENTINEL"]

@@ -1,9 +1,24 @@
 """What runs a kernel from Python: ``build`` and ``Module`` (``module.py``: C through the
 compiler, loaded with cffi, argument checks, timing, export) and 64-byte-aligned arrays
-(``arrays.py``)."""
+(``arrays.py``). Names are imported on first use (PEP 562): the measuring worker uses
+``arrays.py`` alone and must not load the compiler pipeline ``module.py`` brings."""
 from __future__ import annotations
 
-from tvmlite.runtime.arrays import asaligned, empty
-from tvmlite.runtime.module import Module, TimeResult, build
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["build", "Module", "TimeResult", "empty", "asaligned"]
+_EXPORTS = {"build": "module", "Module": "module", "TimeResult": "module",
+            "empty": "arrays", "asaligned": "arrays"}
+
+if TYPE_CHECKING:
+    from tvmlite.runtime.arrays import asaligned, empty
+    from tvmlite.runtime.module import Module, TimeResult, build
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["build", "Module", "TimeResult", "empty", "asaligned"]   # _EXPORTS' names

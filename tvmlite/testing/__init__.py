@@ -1,32 +1,47 @@
 """The reference check that tests, the schedule fuzzer and measurement share: numpy
 references of the operator library (``references.py``), an interpreter of any compute
-(``interpreter.py``), ``check_schedule`` / tolerances (``check.py``), and the small
-workloads many tests build alike (``workloads.py``)."""
+(``interpreter.py``), ``check_schedule`` / tolerances (``check.py``), the comparison and
+inputs measurement uses (``compare.py``), and the small workloads many tests build alike
+(``workloads.py``).
+
+Names are imported on first use (PEP 562): the measuring worker imports
+``tvmlite.testing.compare``, which must not load the checks' compiler pipeline, nor the
+interpreter's scipy.
+"""
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tvmlite.testing.check import (
-    assert_allclose,
-    check_module,
-    check_schedule,
-    random_inputs,
-    reduction_length,
-    reference,
-    tolerance,
-)
-from tvmlite.testing.references import REFERENCES
-from tvmlite.testing.workloads import ODD_MNK, matmul_reference, tiled_matmul, two_stage
+_EXPORTS = {
+    "assert_allclose": "check", "check_module": "check", "check_schedule": "check",
+    "random_inputs": "check", "reduction_length": "check", "reference": "check",
+    "tolerance": "check", "evaluate_te": "interpreter", "REFERENCES": "references",
+    "ODD_MNK": "workloads", "matmul_reference": "workloads", "tiled_matmul": "workloads",
+    "two_stage": "workloads",
+}
+
+if TYPE_CHECKING:
+    from tvmlite.testing.check import (
+        assert_allclose,
+        check_module,
+        check_schedule,
+        random_inputs,
+        reduction_length,
+        reference,
+        tolerance,
+    )
+    from tvmlite.testing.interpreter import evaluate_te
+    from tvmlite.testing.references import REFERENCES
+    from tvmlite.testing.workloads import ODD_MNK, matmul_reference, tiled_matmul, two_stage
 
 
 def __getattr__(name: str) -> Any:
-    """``evaluate_te`` on first use (PEP 562): the interpreter imports scipy, and the
-    measuring worker, which imports ``check.mismatch``, must start without it."""
-    if name == "evaluate_te":
-        return importlib.import_module("tvmlite.testing.interpreter").evaluate_te
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["assert_allclose", "check_module", "check_schedule", "random_inputs",
            "reduction_length", "reference", "tolerance", "evaluate_te", "REFERENCES",
-           "ODD_MNK", "matmul_reference", "tiled_matmul", "two_stage"]
+           "ODD_MNK", "matmul_reference", "tiled_matmul", "two_stage"]   # _EXPORTS' names

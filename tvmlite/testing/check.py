@@ -8,16 +8,16 @@ measurement (a mismatch there is a WRONG_ANSWER record, not a crash).
 - ``check_module`` / ``check_schedule``: run a kernel on seeded inputs against a numpy
   function; outputs start as NaN so unwritten elements fail.
 - ``random_inputs``, ``reduction_length``, ``tolerance``, ``assert_allclose``.
-- ``mismatch`` / ``mismatches``: the output comparison (NaN matches only NaN, an infinity
-  only the same infinity) -- the one measurement uses: the measuring worker imports this
-  module, so it loads nothing heavy (``evaluate_te`` and its scipy come on first use).
+- ``mismatch`` / ``mismatches``, ``seeded_arrays``, ``blank_value``: the comparison and
+  inputs measurement uses too, from ``compare.py`` (light: the measuring worker imports
+  that module, not this one).
 """
 from __future__ import annotations
 
 import importlib
 import inspect
 import math
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -25,30 +25,23 @@ from tvmlite import te
 from tvmlite.ir.dtypes import (
     INT_DTYPES,
     STORAGE_FLOATS,
-    UNSIGNED_DTYPES,
-    is_float_dtype,
     numpy_dtype,
 )
 from tvmlite.ops import OPS
-from tvmlite.runtime.arrays import asaligned, full
+from tvmlite.runtime.arrays import full
 from tvmlite.runtime.module import build
+from tvmlite.testing.compare import (
+    INT_SENTINEL,
+    blank_value,
+    mismatch,
+    mismatches,
+    seeded_arrays,
+)
 from tvmlite.testing.references import REFERENCES
 
 __all__ = ["reference", "random_inputs", "seeded_arrays", "check_module",
            "check_schedule", "reduction_length", "tolerance", "assert_allclose",
            "mismatch", "mismatches", "INT_SENTINEL", "blank_value"]
-
-INT_SENTINEL = -123456   # what an integer output holds before the kernel writes it
-
-
-def blank_value(dtype: str) -> float | int:
-    """What an output of ``dtype`` holds before the kernel writes it: NaN for floats, else
-    ``INT_SENTINEL`` wrapped to the dtype (-64 in int8, 192 in uint8), as C's cast wraps it
-    in the harness."""
-    if is_float_dtype(dtype):
-        return float("nan")
-    return int(np.array(INT_SENTINEL, np.int64).astype(numpy_dtype(dtype)))
-
 
 def __getattr__(name: str) -> Any:
     """``evaluate_te`` on first use (PEP 562): the interpreter imports scipy, which the
@@ -94,24 +87,6 @@ def random_inputs(tensors: Sequence[te.Tensor], seed: int = 0, low: float = -1.0
     floats uniform in [low, high), integers uniform in [-8, 8); 64-byte aligned."""
     return seeded_arrays([(t.shape, t.dtype) for t in tensors
                           if isinstance(t.op, te.PlaceholderOp)], seed, low, high)
-
-
-def seeded_arrays(specs: Iterable[tuple[Sequence[int], str]], seed: int = 0,
-                  low: float = -1.0, high: float = 1.0) -> list[np.ndarray]:
-    """One seeded random array per ``(shape, dtype)``, in order, from one generator:
-    floats uniform in [low, high), integers uniform in [-8, 8) (unsigned: [0, 16)); 64-byte
-    aligned. The inputs of every check, in the tests and in measurement alike."""
-    rng = np.random.default_rng(seed)
-    arrays = []
-    for shape, dtype in specs:
-        shape = tuple(shape)
-        if is_float_dtype(dtype):
-            arrays.append(asaligned(rng.uniform(low, high, shape), numpy_dtype(dtype)))
-        elif dtype in UNSIGNED_DTYPES:
-            arrays.append(asaligned(rng.integers(0, 16, shape, dtype=dtype)))
-        else:
-            arrays.append(asaligned(rng.integers(-8, 8, shape, dtype=dtype)))
-    return arrays
 
 
 def check_module(mod: Any, tensors: Sequence[te.Tensor], ref_fn: Callable[..., Any], *,
@@ -205,36 +180,3 @@ def assert_allclose(actual: np.ndarray, desired: np.ndarray, dtype: str | None =
         f"actual {actual[idx]!r}, desired {desired[idx]!r}")
 
 
-def mismatches(actual: np.ndarray, desired: np.ndarray, rtol: float,
-               atol: float) -> np.ndarray:
-    """Where ``actual`` does not match ``desired`` (a boolean array of their shape):
-    ``|actual - desired| > atol + rtol * |desired|``, compared in float64; NaN matches
-    only NaN (so a NaN left in an unwritten output fails), an infinity only the same
-    infinity. The one comparison of every check."""
-    a = np.asarray(actual).astype(np.float64)
-    d = np.asarray(desired).astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        bad = ~(np.abs(a - d) <= atol + rtol * np.abs(d))
-    bad &= ~(np.isnan(a) & np.isnan(d))
-    # an expected infinity makes the bound infinite: only the same infinity matches it
-    bad = np.where(np.isinf(d), a != d, bad)
-    return bad
-
-
-def mismatch(name: str, got: np.ndarray, want: np.ndarray, rtol: float,
-             atol: float) -> str | None:
-    """None if output ``name`` matches (``mismatches``); else how many elements differ,
-    how many are NaN (unwritten) and the largest finite error: a WRONG_ANSWER message."""
-    bad = mismatches(got, want, rtol, atol)
-    n_bad = int(bad.sum())
-    if not n_bad:
-        return None
-    g, w = np.asarray(got).astype(np.float64), np.asarray(want).astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(g - w)
-    n_nan = int((np.isnan(g) & ~np.isnan(w)).sum())
-    finite = err[bad & np.isfinite(err)]
-    worst = f", max abs error {finite.max():.6g}" if finite.size else ""
-    nan = f" ({n_nan} NaN/unwritten)" if n_nan else ""
-    return (f"output {name}: {n_bad} of {bad.size} elements wrong{nan}{worst} "
-            f"(rtol={rtol:g}, atol={atol:g})")

@@ -55,9 +55,12 @@ def test_seeded_arrays_are_the_inputs_of_the_tests_and_of_the_worker() -> None:
 
 
 def test_the_measuring_worker_does_not_import_the_interpreter_or_scipy() -> None:
+    """Nor the operators, the compiler pipeline or the checks built on them: a worker
+    starts per tuning and after every crash (0.7 s with them, 0.2 s without)."""
+    heavy = ("scipy", "tvmlite.testing.interpreter", "tvmlite.te", "tvmlite.ops",
+             "tvmlite.passes.pipeline", "tvmlite.testing.check", "tvmlite.graph")
     code = ("import sys, tvmlite.search.measure.worker; "
-            "print(sorted(m for m in ('scipy', 'tvmlite.testing.interpreter') "
-            "if m in sys.modules))")
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
