@@ -298,13 +298,13 @@ class CodeGen:
     def tile_intrinsic(self, s: TensorIntrinsic, depth: int) -> None:
         """A tile block's helper call (codegen_c/intrinsics: tile_helper_source)."""
         intr = get_intrinsic(s.name)
-        rows, lanes, groups, ldc, lda, ldb = s.tile
+        rows, lanes, groups, ldc, lda, ldb, fresh = s.tile
         rt, ct = rows // intr.tile_rows, lanes // intr.lanes
         fn = tile_helper_name(s.name, s.a.dtype, s.b.dtype, rt, ct)
         self.tiles[fn] = (s.name, s.a.dtype, s.b.dtype, s.out.dtype, rt, ct)
         self.emit(f"{fn}({s.out.name} + {self.expr(s.out_index)}, {ldc}, {s.a.name} + "
                   f"{self.expr(s.a_index)}, {lda}, {s.b.name} + {self.expr(s.b_index)}, "
-                  f"{ldb}, {groups // intr.kgroups});", depth)
+                  f"{ldb}, {groups // intr.kgroups}, {fresh});", depth)
 
     def store(self, s: Store, depth: int) -> None:
         idx, buf = s.indices[0], s.buffer.name

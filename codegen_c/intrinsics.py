@@ -12,19 +12,22 @@ assumption. Only fixed text and names from the registry reach the C.
 A tile intrinsic (AMX) is a helper per block of tiles, ``tvmlite_<name>_<a><b>_<R>x<C>``
 (R, C tiles of 16: 1 or 2 each) returning nothing,
 
-    (T* c, int64_t ldc, const A* a, int64_t lda, const B* b, int64_t ldb, int64_t steps)
+    (T* c, int64_t ldc, const A* a, int64_t lda, const B* b, int64_t ldb, int64_t steps,
+     int32_t fresh)
 
 that configures the tiles only when the thread's config is not already ours (tile config
 is per thread: ``sttilecfg`` reads the one in use and ``ldtilecfg``, which costs about
 what a block's steps do at 1024^3, runs only when it differs, e.g. on a thread's first
 call or after another library's tiles; every helper configures all 8 tiles alike, so
-block shapes never evict each other, and none releases them), loads the R x C tiles
-of C, and for each step loads R tiles of A (16 rows of 64 bytes, row stride lda), C tiles
-of B (16 k groups of 64 bytes, stride ldb) and issues R x C ``tdpbusd``/``tdpbf16ps``,
-then stores C. The helpers carry their own ``target`` attribute, so the kernel compiles
-whatever the flags; they run only after ``amx_permit_source``'s once-per-process
-``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`` succeeded (the kernel returns
-``AMX_DENIED`` otherwise, never an illegal instruction).
+block shapes never evict each other, and none releases them), loads the R x C tiles of C
+(or, when ``fresh``, zeroes them with ``tilezero``: the sum starts there, which the
+tensorize pass proved from the zeroing it removed), and for each step loads R tiles of A
+(16 rows of 64 bytes, row stride lda), C tiles of B (16 k groups of 64 bytes, stride
+ldb) and issues R x C ``tdpbusd``/``tdpbf16ps``, then stores C. The helpers carry their
+own ``target`` attribute, so the kernel compiles whatever the flags; they run only after
+``amx_permit_source``'s once-per-process ``arch_prctl(ARCH_REQ_XCOMP_PERM,
+XFEATURE_XTILEDATA)`` succeeded (the kernel returns ``AMX_DENIED`` otherwise, never an
+illegal instruction).
 
 Map: ``helper_name`` · ``include_line`` · ``helper_source`` (per intrinsic: the VNNI and
 BF16 one-instruction forms, vpmaddwd on a B the pack widened to int16, the exact AVX2 and
@@ -162,7 +165,7 @@ def tile_helper_source(name: str, a: str, b: str, acc: str, row_tiles: int,
     lines = [f'__attribute__((target("{feats}")))',
              f"static void {tile_helper_name(name, a, b, row_tiles, col_tiles)}({ct}* c, "
              f"int64_t ldc, const {at}* a, int64_t lda, const {bt}* b, int64_t ldb, "
-             "int64_t steps) {",
+             "int64_t steps, int32_t fresh) {",
              "  static const uint8_t want[64] __attribute__((aligned(64))) = {"
              + ", ".join(map(str, cfg)) + "};",
              "  uint8_t cur[64] __attribute__((aligned(64)));",
@@ -170,9 +173,13 @@ def tile_helper_source(name: str, a: str, b: str, acc: str, row_tiles: int,
              "  if (__builtin_memcmp(cur, want, 64) != 0) _tile_loadconfig(want);"]
     ctile = [(r, q, r * col_tiles + q) for r in range(row_tiles) for q in range(col_tiles)]
     at0, bt0 = row_tiles * col_tiles, row_tiles * col_tiles + row_tiles
+    lines.append("  if (fresh) {")
+    lines += [f"    _tile_zero({t});" for _, _, t in ctile]
+    lines.append("  } else {")
     for r, q, t in ctile:
-        lines.append(f"  _tile_loadd({t}, c + {r * rows} * ldc + {q * cols}, "
+        lines.append(f"    _tile_loadd({t}, c + {r * rows} * ldc + {q * cols}, "
                      f"ldc * {ITEMSIZE[acc]});")
+    lines.append("  }")
     lines.append("  for (int64_t s = 0; s < steps; ++s) {")
     for r in range(row_tiles):
         lines.append(f"    _tile_loadd({at0 + r}, a + {r * rows} * lda + s * {kstep}, "

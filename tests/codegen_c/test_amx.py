@@ -188,3 +188,74 @@ def test_a_refused_tile_permission_is_a_clear_error(monkeypatch):
     a, b = np.zeros((32, 64), np.uint8), np.zeros((64, 32), np.int8)
     with pytest.raises(AmxDeniedError, match="refused this process the tile data"):
         mod(a, b, tvmlite.nd.empty((32, 32), "int32"))
+
+
+def _split_k_tile(M: int, N: int, K: int, chunks: int):
+    """A 2x2 tile nest over K / chunks, the reduction's other loop around it: the sum of
+    each nest but the first goes on from the last, so only the zeroing sits before the
+    outer loop, not before the tile."""
+    tensors = ops.qmatmul(M, N, K)
+    C = tensors[2]
+    s = tvmlite.te.create_schedule(C.op)
+    BP = s.prepack(s.cache_read(s.tensor("B"), "global", [C]), dim=1, factor=32,
+                   group_dim=0, group=4)
+    o = s[C]
+    i, j = o.op.axis
+    (k,) = o.op.reduce_axis
+    io, ii = o.split(i, factor=32)
+    jo, ji = o.split(j, factor=32)
+    ko, kin = o.split(k, factor=K // chunks)
+    kg, ki = o.split(kin, factor=4)
+    o.reorder(io, jo, ko, ii, ji, kg, ki)
+    o.tensorize(ii, "tdpbusd_amx")
+    s[BP].parallel(s[BP].op.axis[0])
+    return s, tensors
+
+
+def test_a_fresh_tile_takes_the_zeroing_in_and_a_continued_sum_keeps_loading_c():
+    """Lowering only (no AMX needed): the GEMM block's tiles start at zero (tilezero, the
+    zeroing dropped), written straight into C; a K split keeps the zeroing and the loads."""
+    tensors = ops.qmatmul(64, 64, 128)
+    fresh = str(tvmlite.lower(gemm_dot(tensors, "tdpbusd_amx", 2, 2), tensors))
+    assert "C[" in fresh and "] = tdpbusd_amx(" in fresh and "x16(0)" not in fresh
+    assert "local" not in fresh
+    s, tensors = _split_k_tile(64, 64, 128, 2)
+    going_on = str(tvmlite.lower(s, tensors))
+    assert "] += tdpbusd_amx(" in going_on and "x16(0)" in going_on
+
+
+def test_a_zeroing_of_a_wider_block_is_not_taken_in():
+    """The zeroing of all of C's columns sits before the loop over the column blocks, not
+    right before one tile: each tile keeps loading C."""
+    tensors = ops.qmatmul(32, 64, 64)
+    C = tensors[2]
+    s = tvmlite.te.create_schedule(C.op)
+    BP = s.prepack(s.cache_read(s.tensor("B"), "global", [C]), dim=1, factor=32,
+                   group_dim=0, group=4)
+    o = s[C]
+    i, j = o.op.axis
+    (k,) = o.op.reduce_axis
+    jo, ji = o.split(j, factor=32)
+    ko, kin = o.split(k, factor=64)
+    kg, ki = o.split(kin, factor=4)
+    o.reorder(ko, jo, i, ji, kg, ki)
+    o.tensorize(i, "tdpbusd_amx")
+    s[BP].parallel(s[BP].op.axis[0])
+    text = str(tvmlite.lower(s, tensors))
+    assert "] += tdpbusd_amx(" in text and "x16(0)" in text
+
+
+@needs("amx_tile", "amx_int8")
+def test_fresh_and_continued_tiles_are_bit_exact():
+    rng = np.random.default_rng(5)
+    a, b = full_range("uint8", (64, 256), rng), full_range("int8", (256, 64), rng)
+    want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+    s, tensors = _split_k_tile(64, 64, 256, 4)
+    for sched, ts in ((gemm_dot(ops.qmatmul(64, 64, 256), "tdpbusd_amx", 2, 2), None),
+                      (s, tensors)):
+        ts = ts or ops.qmatmul(64, 64, 256)
+        mod = tvmlite.build(sched, ts)
+        c = tvmlite.nd.empty((64, 64), "int32")
+        mod(a, b, c)
+        np.testing.assert_array_equal(c.numpy(), want)
+    assert "_tile_zero(" in mod.get_source()

@@ -89,7 +89,8 @@ def _emit(s: Stmt, depth: int, out: list[str]) -> None:
         out.append(f"{pad}allocate {s.buffer.name}[{s.buffer.dtype} * {shape}]")
         _emit(s.body, depth, out)
     elif isinstance(s, TensorIntrinsic):
-        out.append(f"{pad}{s.out.name}[{expr_str(s.out_index)}:] += {s.name}("
+        op = "=" if s.tile and s.tile[-1] else "+="   # a fresh tile: its sum starts here
+        out.append(f"{pad}{s.out.name}[{expr_str(s.out_index)}:] {op} {s.name}("
                    f"{s.a.name}[{expr_str(s.a_index)}:], {s.b.name}[{expr_str(s.b_index)}:])")
     else:
         out.append(f"{pad}{s!r}")

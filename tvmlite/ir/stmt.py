@@ -84,9 +84,10 @@ class TensorIntrinsic(Stmt):
     """One dot-product intrinsic (``tvmlite.target.intrinsics``) where a tensorized
     loop nest was: ``out[o + x] += sum(a[ai + r] * b[bi + x * group + r] for r)`` for
     each of its lanes ``x``, on flat indices ``o``, ``ai``, ``bi`` (``passes.tensorize``).
-    A tile intrinsic's ``tile`` is (rows, lanes, kgroups, ldc, lda, ldb): the block's
-    extents and the row strides, in elements, of out, a and b's k groups (empty for a
-    vector intrinsic)."""
+    A tile intrinsic's ``tile`` is (rows, lanes, kgroups, ldc, lda, ldb, fresh): the
+    block's extents, the row strides, in elements, of out, a and b's k groups, and 1 when
+    the sum starts at zero there (the zeroing it replaced: ``tilezero``, out not read),
+    else 0 (empty for a vector intrinsic)."""
     name: str
     out: Buffer
     out_index: Expr

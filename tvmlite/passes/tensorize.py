@@ -18,16 +18,25 @@ A tile intrinsic (AMX, ``Intrinsic.is_tile``) is matched on its four loops (rows
 x, k groups g, group r; the rows loop is a plain loop, so the accumulators' zeroing
 stays rows of vectors): the same update with out strides (ldc, 1, 0, 0), a (lda, 0,
 group, 1) and b (0, group, lanes * group, 1) along (i, x, g, r), the rows and lanes whole
-tiles (16 or 32), g a multiple of the tile step, every stride a constant.
+tiles (16 or 32), g a multiple of the tile step, every stride a constant. A tile whose
+sum starts right there -- the statement before it in its sequence stores 0 to exactly
+its block of out (rows x lanes at its origin and ldc) and nothing else, as a reduction's
+init does when the whole reduction is one tile nest -- takes that zeroing in: the
+intrinsic is marked fresh (``tilezero``, out not read) and the zeroing is dropped. A sum
+that goes on from an earlier one (a conv's window around the tile, K split) keeps
+loading out.
 
 Map: ``tensorize`` (the pass) · ``check_target`` · the match (``_match``, ``_match_tile``,
-``_strides``).
+``_strides``) · the fresh tiles (``_fresh_tiles``, ``_zeroes``).
 """
 from __future__ import annotations
 
-from tvmlite.ir.expr import BinOp, Cast, Expr, Load, Var, free_vars
+import dataclasses
+import math
+
+from tvmlite.ir.expr import BinOp, Cast, Const, Expr, Load, Var, free_vars, same
 from tvmlite.ir.simplify import from_linear, linear
-from tvmlite.ir.stmt import For, Stmt, Store, TensorIntrinsic, map_stmt, walk_stmts
+from tvmlite.ir.stmt import For, Seq, Stmt, Store, TensorIntrinsic, map_stmt, walk_stmts
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.target.intrinsics import available, get_intrinsic, missing_features
 
@@ -44,6 +53,8 @@ def tensorize(s: Stmt, marked: dict, vector: str = "") -> Stmt:
     if isinstance(s, For) and s.kind == "vectorize":
         vector = s.var.name
     s = map_stmt(s, lambda c: tensorize(c, marked, vector))
+    if isinstance(s, Seq):
+        return _fresh_tiles(s)
     if isinstance(s, For) and s.var.name in marked:
         stage, name = marked[s.var.name]
         tile = get_intrinsic(name).is_tile
@@ -177,7 +188,40 @@ def _match_tile(loop: For, stage: str, name: str) -> Stmt:
                             f"{a.dtype} x {b.dtype} -> {acc} ({a.buffer.name} x "
                             f"{b.buffer.name})")
     return TensorIntrinsic(name, store.buffer, out_idx[0], a.buffer, sa[0], b.buffer, sb[0],
-                           (rows, lanes, groups, ldc, sa[1], lanes * group))
+                           (rows, lanes, groups, ldc, sa[1], lanes * group, 0))
+
+
+def _fresh_tiles(s: Seq) -> Stmt:
+    """``s`` with each tile intrinsic that a zeroing of its block precedes (``_zeroes``)
+    marked fresh, that zeroing dropped (module doc)."""
+    out: list[Stmt] = []
+    for st in s.stmts:
+        if isinstance(st, TensorIntrinsic) and st.tile and not st.tile[6] and out \
+                and _zeroes(out[-1], st):
+            out[-1] = dataclasses.replace(st, tile=st.tile[:6] + (1,))
+        else:
+            out.append(st)
+    return s if len(out) == len(s.stmts) else (out[0] if len(out) == 1 else Seq(tuple(out)))
+
+
+def _zeroes(s: Stmt, tile: TensorIntrinsic) -> bool:
+    """Whether ``s`` is a rows loop around a vectorized lanes loop storing +0 to exactly
+    ``tile``'s block of its output (its origin, row stride and extents), nothing else."""
+    rows, lanes, _, ldc = tile.tile[:4]
+    if not (isinstance(s, For) and s.extent == rows and isinstance(s.body, For)
+            and s.body.kind == "vectorize" and s.body.extent == lanes
+            and isinstance(s.body.body, Store)):
+        return False
+    store = s.body.body
+    v = store.value
+    if store.buffer.name != tile.out.name or not (isinstance(v, Const) and v.value == 0
+                                                 and math.copysign(1.0, v.value) > 0):
+        return False
+    try:
+        idx = _tile_strides(store.indices[0], [s.var.name, s.body.var.name], "", "")
+    except ScheduleError:
+        return False
+    return idx[1:] == (ldc, 1) and same(idx[0], tile.out_index)
 
 
 def _tile_strides(idx: Expr, names: list, where: str, buf: str) -> tuple:
