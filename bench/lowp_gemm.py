@@ -1,11 +1,14 @@
 """Low-precision GEMM (issue 32, "Measure and report"): int8 and bf16 against float32.
 
     python -m bench lowp-gemm [--size 1024] [--threads 2] [--repeat 25] [--out DIR]
-        [--torch-python PATH] [--quick] [--only int8,int8-vector]
+        [--torch-python PATH] [--quick] [--only int8,int8-vector] [--rounds N]
 
 C = A @ B at size^3, ``--threads`` threads, each contender in its own fresh process
 (bench/peers.py: OpenMP and the peers' thread pools start clean), the median of
-``--repeat`` samples:
+``--repeat`` samples; ``--rounds N`` runs the whole list N times in turn and reports the
+median over the rounds and, for our int8 and fp32 rows, the median of the per-round
+ratios against onnxruntime (on a shared VM the speed drifts between minutes, so a ratio
+of two runs minutes apart says little):
 
 * tvmlite int8, u8 x s8 -> s32, with this CPU's AMX tile intrinsic (tdpbusd, a 2 x 2
   block of 16 x 16 tiles: ``dot_block.tile_block``; skipped without AMX) and with its
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -167,6 +171,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=peers.REPEAT)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run every contender this many times, in turn (ratios per round)")
     p.add_argument("--torch-python", default=None)
     p.add_argument("--quick", action="store_true", help="smoke run: size 128, 3 repeats")
     p.add_argument("--only", default=None,
@@ -179,51 +185,82 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
+# the onnxruntime row each kind's per-round ratio is taken against
+ORT_OF = {"int8": "onnxruntime MatMulInteger", "int8-vector": "onnxruntime MatMulInteger",
+          "fp32": "onnxruntime MatMul"}
+
+
+def run_once(label: str, worker: str, kind: str, payload: dict, threads: int,
+             torch_py: str | None) -> dict:
+    """One contender in its fresh process: {"seconds", ...} or {"error"}."""
+    if worker == "torch" and torch_py is None:
+        return {"error": "skipped: no torch venv"}
+    python = torch_py if worker == "torch" else sys.executable
+    code = {"tvmlite": _TVMLITE, "ort": _ORT, "torch": _TORCH}[worker]
+    env = peers.kernel_env(threads) | ({"OMP_PROC_BIND": "false"}
+                                       if worker != "tvmlite" else {})
+    r = peers.run_worker(python, code, dict(payload, kind=kind), env)
+    if "error" in r:
+        print(f"{label}: {r['error']}", file=sys.stderr)
+    else:
+        gops = 2 * payload["size"] ** 3 / r["seconds"] / 1e9
+        print(f"{label}: {r['seconds'] * 1e3:.3f} ms, {gops:.1f} GOP/s", file=sys.stderr)
+    return r
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     torch_py = torch_python(a.torch_python)
     payload = {"size": a.size, "threads": a.threads, "repeat": a.repeat}
-    rows, fp32, fp32_avx2 = [], None, None
     only = set(a.only.split(",")) if a.only else None
-    for label, worker, kind, dtypes in CONTENDERS:
-        if only is not None and kind not in only:
+    chosen = [c for c in CONTENDERS if only is None or c[2] in only]
+    # every round runs each contender once, in turn: the host's speed drifts between
+    # minutes (a shared VM), so a ratio is taken within a round, then the median of them
+    runs: dict[str, list[dict]] = {c[0]: [] for c in chosen}
+    for _ in range(a.rounds):
+        for label, worker, kind, _dt in chosen:
+            runs[label].append(run_once(label, worker, kind, payload, a.threads, torch_py))
+    def seconds(label: str) -> float | None:
+        ok = [r["seconds"] for r in runs.get(label, []) if "error" not in r]
+        return statistics.median(ok) if ok else None
+    def per_round(label: str, ref: str) -> float | None:
+        pairs = [q["seconds"] / r["seconds"] for r, q in zip(runs[label], runs.get(ref, []))
+                 if "error" not in r and "error" not in q]
+        return round(statistics.median(pairs), 2) if pairs else None
+    gops = {c[0]: 2 * a.size ** 3 / t / 1e9 for c in chosen if (t := seconds(c[0]))}
+    fp32 = gops.get("tvmlite fp32 (blocked recipe)")
+    fp32_avx2 = gops.get("tvmlite fp32, AVX2 target (Zen 3 code)")
+    rows = []
+    for label, worker, kind, dtypes in chosen:
+        first = next((r for r in runs[label] if "error" not in r), None)
+        if first is None:
+            rows.append((label, dtypes, "", None, None, None, None,
+                         runs[label][0]["error"][:120]))
             continue
-        if worker == "torch" and torch_py is None:
-            rows.append((label, dtypes, "", None, None, None, "skipped: no torch venv"))
-            continue
-        python = torch_py if worker == "torch" else sys.executable
-        code = {"tvmlite": _TVMLITE, "ort": _ORT, "torch": _TORCH}[worker]
-        env = peers.kernel_env(a.threads) | ({"OMP_PROC_BIND": "false"}
-                                             if worker != "tvmlite" else {})
-        r = peers.run_worker(python, code, dict(payload, kind=kind), env)
-        if "error" in r:
-            rows.append((label, dtypes, "", None, None, None, r["error"][:120]))
-            print(f"{label}: {r['error']}", file=sys.stderr)
-            continue
-        gops = 2 * a.size ** 3 / r["seconds"] / 1e9
-        if kind == "fp32" and worker == "tvmlite":
-            fp32 = gops
-        if kind == "fp32-avx2":
-            fp32_avx2 = gops
-        note = r.get("version", "") if worker != "tvmlite" else \
-            ("correct" if r["correct"] else "WRONG RESULT")
-        rows.append((label, dtypes, r.get("instruction", ""), round(r["seconds"] * 1e3, 3),
-                     round(gops, 1), None, note))
-        print(f"{label}: {r['seconds'] * 1e3:.3f} ms, {gops:.1f} GOP/s", file=sys.stderr)
-    def ratio(row: tuple) -> float | None:
-        ref = fp32_avx2 if "AVX2 target" in row[0] else fp32
-        return round(row[4] / ref, 2) if ref and row[4] else None
-    rows = [row[:5] + (ratio(row),) + row[6:] for row in rows]
+        note = first.get("version", "") if worker != "tvmlite" else \
+            ("correct" if all(r.get("correct") for r in runs[label] if "error" not in r)
+             else "WRONG RESULT")
+        ref = fp32_avx2 if "AVX2 target" in label else fp32
+        vs_ort = per_round(label, ORT_OF[kind]) if worker == "tvmlite" and kind in ORT_OF \
+            and ORT_OF[kind] in runs else None
+        rows.append((label, dtypes, first.get("instruction", ""),
+                     round(seconds(label) * 1e3, 3),  # type: ignore[operator]
+                     round(gops[label], 1), round(gops[label] / ref, 2) if ref else None,
+                     vs_ort, note))
     table = results.Table(
         ("kernel", "dtypes", "instruction", "ms", "GOP/s", "x tvmlite fp32 (same target)",
-         "note"),
+         "x onnxruntime (per round)", "note"),
         tuple(rows),
-        notes=(f"C = A @ B, {a.size}^3, {a.threads} threads, median of {a.repeat}, each "
-               f"contender in a fresh process; a multiply-add counts 2 operations; B "
+        notes=(f"C = A @ B, {a.size}^3, {a.threads} threads, {a.rounds} round(s) of every "
+               f"contender in turn, each in a fresh process, the median of {a.repeat} "
+               f"samples, then the median over the rounds (ms, GOP/s); 'x onnxruntime' is "
+               f"the median of the per-round ratios against onnxruntime's kernel of the "
+               f"dtype, run in the same round; a multiply-add counts 2 operations; B "
                f"pre-packed (tvmlite) or an initializer (onnxruntime); the AVX2-target rows are "
                f"the named target x86_64-avx2 (-march=haswell: Zen 3's ISA) run on this "
                f"CPU, their ratio against float32 on that target",))
     part = f"-{a.only.replace(',', '+')}" if a.only else ""
+    part += f"-{a.threads}t" if a.threads != 2 else ""
     stem = f"lowp-gemm{'-quick' if a.quick else ''}{part}-{peers.cpu_slug()}"
     md, _ = results.write(a.out / stem, "Low-precision GEMM against float32", [table],
                           name="lowp_gemm", argv=sys.argv[1:] if argv is None else argv)
