@@ -251,11 +251,12 @@ def test_fresh_and_continued_tiles_are_bit_exact():
     a, b = full_range("uint8", (64, 256), rng), full_range("int8", (256, 64), rng)
     want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
     s, tensors = _split_k_tile(64, 64, 256, 4)
-    for sched, ts in ((gemm_dot(ops.qmatmul(64, 64, 256), "tdpbusd_amx", 2, 2), None),
-                      (s, tensors)):
-        ts = ts or ops.qmatmul(64, 64, 256)
+    for (sched, ts), fresh in (((gemm_dot(ops.qmatmul(64, 64, 256), "tdpbusd_amx", 2, 2),
+                                 ops.qmatmul(64, 64, 256)), 1), ((s, tensors), 0)):
         mod = tvmlite.build(sched, ts)
         c = tvmlite.nd.empty((64, 64), "int32")
         mod(a, b, c)
         np.testing.assert_array_equal(c.numpy(), want)
-    assert "_tile_zero(" in mod.get_source()
+        call = [ln for ln in mod.get_source().splitlines()
+                if ln.strip().startswith("tvmlite_tdpbusd_amx_u8i8_2x2(")]
+        assert len(call) == 1 and call[0].endswith(f", {fresh});")

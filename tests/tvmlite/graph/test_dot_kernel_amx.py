@@ -3,6 +3,8 @@ bit for bit onnxruntime's result; one that is not keeps the vector intrinsic. Sk
 where the CPU has no AMX-INT8."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -43,9 +45,12 @@ def _run(node, x: np.ndarray, inits: dict) -> str:
 
 
 def test_matmulinteger_of_whole_tiles_runs_tdpbusd():
+    """The tiles start at zero (the helper's last argument, fresh = 1: tilezero, the
+    local block not zeroed nor loaded)."""
     src = _run(oh.make_node("MatMulInteger", ["x", "b"], ["y"]), _q((32, 128), "uint8"),
                {"b": _q((128, 32), "int8")})
     assert "_tile_dpbusd" in src
+    assert re.search(r"\n\s*tvmlite_tdpbusd_amx_u8i8_2x2\([^;]*, 1\);", src)
 
 
 def test_matmulinteger_not_of_whole_tiles_keeps_the_vector_intrinsic():
