@@ -17,9 +17,9 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codegen_c")) an
 # worker -- a process per tuning, started again after every crash -- imports tvmlite for
 # its arrays and loader only, and importing the operators, the compiler pipeline and the
 # graph layer as well cost it half a second per start.
+_SUBPACKAGES = ("ops", "te", "search", "schedules", "nd", "topi", "autotvm")
 _EXPORTS = {
-    "ops": None, "te": None, "search": None, "schedules": None, "nd": None, "topi": None,
-    "autotvm": None, "build": "entry", "TvmliteError": "errors", "TvmliteWarning": "errors",
+    "build": "entry", "TvmliteError": "errors", "TvmliteWarning": "errors",
     "lower": "passes.pipeline", "asaligned": "runtime.arrays", "empty": "runtime.arrays",
     "Device": "runtime.device", "cpu": "runtime.device", "Module": "runtime.module",
     "TimeResult": "runtime.module", "Schedule": "schedule.schedule",
@@ -48,9 +48,8 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> Any:
     """A sub-package (``tvmlite.te``, ``tvmlite.search``, the TVM-named aliases ``nd``,
     ``topi``, ``autotvm``) or a name of ``_EXPORTS``, imported on first use."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'tvmlite' has no attribute {name!r}")
-    module = _EXPORTS[name]
-    if module is None:
+    if name in _SUBPACKAGES:
         return importlib.import_module(f".{name}", __name__)
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'tvmlite' has no attribute {name!r}")

@@ -2,11 +2,13 @@
 ``te.reduce_axis``, the reductions and math functions, and ``te.create_schedule``.
 
 Operators are declared here as pure compute expressions (``tensor.py``); how they run is
-the schedule's business (``tvmlite.schedule``)."""
+the schedule's business (``tvmlite.schedule``), so ``create_schedule`` is imported on
+first use (PEP 562): the schedule package imports the tensors of this one."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from tvmlite.ir.expr import const
-from tvmlite.schedule.schedule import create_schedule
 from tvmlite.te.tensor import (
                                IDENT,
                                MAX_ELEMENTS,
@@ -40,6 +42,17 @@ from tvmlite.te.tensor import (
                                tanh,
                                var,
 )
+
+if TYPE_CHECKING:
+    from tvmlite.schedule.schedule import create_schedule
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_schedule":
+        from tvmlite.schedule.schedule import create_schedule
+        return create_schedule
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
            "all", "any", "const", "exp", "log", "sqrt", "tanh", "sigmoid", "abs", "erf",
