@@ -164,43 +164,39 @@ def _compile_cached(source: str, target: Target, flags: tuple[str, ...],
 
 
 def link_shared(sources: list[Path], target: Target, out: Path,
-                timeout: float | None = 300.0) -> Path:
+                timeout: float | None = 300.0,
+                cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """Compile several C files (each on its own, so their ``static`` helpers never
     clash) and link them into one shared library ``out``: the deployable bundle. The
     files compile at the same time, one per core of this machine: a model's kernels are
-    tens of files, and a tuned kernel's unrolled C takes gcc seconds."""
+    tens of files, and a tuned kernel's unrolled C takes gcc seconds. Each object goes
+    through the cache like ``compile_shared``'s libraries, so a kernel linked alone and
+    then into the bundle (replay does both) compiles once, and a second replay not at all."""
     out = Path(out)
-    flags = [f for f in target.cflags if f != "-shared"]
-    objects = [out.with_name(f".{Path(src).stem}.{_unique()}.o") for src in sources]
+    flags = tuple(f for f in target.cflags if f != "-shared") + ("-c",)
 
-    def compile_object(src: Path, obj: Path) -> None:
-        cmd = [target.compiler, *flags, "-c", str(src), "-o", str(obj)]
-        rc, err = _run_compiler(cmd, timeout, Path(src))
-        if rc != 0:
-            raise CompileError(_error_message(cmd, Path(src), err, rc), Path(src), err)
+    def compile_object(src: Path) -> Path:
+        return _compile_cached(Path(src).read_text(), target, flags, (), ".o", cache_dir,
+                               timeout)
 
+    with ThreadPoolExecutor(max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+        futures = [pool.submit(compile_object, Path(src)) for src in sources]
+        try:
+            objects = [done.result() for done in futures]   # the first error, in order
+        except BaseException:      # an error or Ctrl-C: start no further compile
+            for f in futures:
+                f.cancel()
+            raise
+    tmp = out.with_name(f".{out.name}.{_unique()}.tmp")
+    cmd = [target.compiler, "-shared", *[f for f in flags if f in ("-fopenmp", "-fPIC")],
+           *map(str, objects), "-o", str(tmp), *_LINK_LIBS]
     try:
-        with ThreadPoolExecutor(max(1, min(len(objects), os.cpu_count() or 1))) as pool:
-            futures = [pool.submit(compile_object, Path(src), obj)
-                       for src, obj in zip(sources, objects)]
-            try:
-                for done in futures:
-                    done.result()      # the first error, in the sources' order
-            except BaseException:      # an error or Ctrl-C: start no further compile
-                for f in futures:
-                    f.cancel()
-                raise
-        tmp = out.with_name(f".{out.name}.{_unique()}.tmp")
-        cmd = [target.compiler, "-shared", *[f for f in flags if f in ("-fopenmp", "-fPIC")],
-               *map(str, objects), "-o", str(tmp), *_LINK_LIBS]
         rc, err = _run_compiler(cmd, timeout, out)
         if rc != 0:
-            tmp.unlink(missing_ok=True)
             raise CompileError(_error_message(cmd, out, err, rc), out, err)
         os.replace(tmp, out)
     finally:
-        for obj in objects:
-            obj.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
     return out
 
 

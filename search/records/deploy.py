@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import statistics
 import time
 import warnings
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tvmlite.codegen_c import compile_shared, link_shared
+from tvmlite.codegen_c import link_shared
 from tvmlite.codegen_c.header import header, pack_doc, size_doc
 from tvmlite.errors import TvmliteWarning
 from tvmlite.ir.dtypes import DTYPE_INFO
@@ -226,10 +225,9 @@ def _export(rec: Record, name: str, target: Target, out: Path, costs: tuple | No
     wl = rec.workload
     s = exported_schedule(rec)
     func, source, decl = generate_c(s, list(wl.tensors), target, name)
-    lib = compile_shared(source, target)
     (out / f"{name}.c").write_text(source)
     (out / f"{name}.h").write_text(header(name, size_doc(func) + pack_doc(func) + decl))
-    shutil.copyfile(lib, out / f"lib{name}.so")
+    link_shared([out / f"{name}.c"], target, out / f"lib{name}.so")   # its object: the bundle's
     return _entry(name, rec, decl, target, costs, note, func)
 
 

@@ -57,6 +57,19 @@ def test_replay_writes_kernels_bundle_and_manifest(tuned_log, tmp_path):
     assert "measured here:" in str(report)
 
 
+def test_each_exported_kernel_compiles_once(tuned_log, tmp_path, monkeypatch):
+    """A kernel's own library and the bundle link the same cached object: each source is
+    compiled once, and a second replay compiles nothing."""
+    monkeypatch.setenv("TVMLITE_CACHE_DIR", str(tmp_path / "cache"))
+    replay(tuned_log, tmp_path / "one", check=False)
+    objects = sorted((tmp_path / "cache").rglob("*.o"))
+    assert len(objects) == 2 and not list((tmp_path / "cache").rglob("*.so"))
+    mtimes = [o.stat().st_mtime_ns for o in objects]
+    replay(tuned_log, tmp_path / "two", check=False)
+    assert [o.stat().st_mtime_ns for o in sorted((tmp_path / "cache").rglob("*.o"))] == mtimes
+    assert (tmp_path / "two" / f"lib{BUNDLE}.so").is_file()
+
+
 def test_exported_library_computes_the_right_numbers(tuned_log, tmp_path):
     replay(tuned_log, tmp_path)
     decl = "".join(line + "\n" for line in (tmp_path / f"{BUNDLE}.h").read_text().splitlines()
