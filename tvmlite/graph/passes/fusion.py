@@ -7,11 +7,12 @@ one (so kernels run in their order of creation). An elementwise node joins
 after the anchor -- the bias, batch norm, activation, residual add, a whole GELU or
 HardSwish chain whose branches meet again -- and an injective node joins before it,
 when the anchor reads through it (a transpose, reshape or pad), or after a pool or a
-reduction. After a conv or a matmul, a reshape or transpose starts the next kernel: the
-blocked kernel stores its register block at its own coordinates, through elementwise
-nodes only, and a separate copy costs far less than the unblocked product would. An
-anchor joins only such an injective prologue, never arithmetic: a conv or matmul reads
-each input element many times, so a fused prologue would be recomputed at every read.
+reduction. After a conv or a matmul (float or integer), a reshape or transpose starts the
+next kernel: the blocked kernel stores its register block at its own coordinates,
+through elementwise nodes only, and a separate copy costs far less than the unblocked
+product would. An anchor joins only such an injective prologue, never arithmetic: a
+conv or matmul reads each input element many times, so a fused prologue would be
+recomputed at every read.
 Anything else starts a kernel.
 
 A kernel has one output, its last node's. So a value computed inside a kernel must be
@@ -23,7 +24,7 @@ no anchor is one kernel too.
 from __future__ import annotations
 
 from tvmlite.graph.ir import Graph, Kernel, Node
-from tvmlite.graph.ops import KIND, flops
+from tvmlite.graph.ops import INTEGER_ANCHORS, KIND, flops
 
 __all__ = ["fuse", "make_kernel"]
 
@@ -50,7 +51,7 @@ def _is_anchor(n: Node) -> bool:
     return KIND.get(n.op, "anchor") == "anchor"
 
 
-BLAS = ("conv", "matmul")
+BLAS = ("conv", "matmul", *INTEGER_ANCHORS)
 
 
 def _joins(n: Node, group: list[Node], runtime: list[str]) -> bool:
