@@ -190,16 +190,22 @@ def test_a_refused_tile_permission_is_a_clear_error(monkeypatch):
         mod(a, b, tvmlite.nd.empty((32, 32), "int32"))
 
 
-def _split_k_tile(M: int, N: int, K: int, chunks: int):
-    """A 2x2 tile nest over K / chunks, the reduction's other loop around it: the sum of
-    each nest but the first goes on from the last, so only the zeroing sits before the
-    outer loop, not before the tile."""
+def _qmatmul_packed(M: int, N: int, K: int):
+    """A u8 x s8 matmul's schedule with B packed in 32-column panels of VNNI groups of 4:
+    (schedule, tensors, the pack's stage, C's stage), for a test to lay its tiles out."""
     tensors = ops.qmatmul(M, N, K)
     C = tensors[2]
     s = tvmlite.te.create_schedule(C.op)
     BP = s.prepack(s.cache_read(s.tensor("B"), "global", [C]), dim=1, factor=32,
                    group_dim=0, group=4)
-    o = s[C]
+    return s, tensors, BP, s[C]
+
+
+def _split_k_tile(M: int, N: int, K: int, chunks: int):
+    """A 2x2 tile nest over K / chunks, the reduction's other loop around it: the sum of
+    each nest but the first goes on from the last, so only the zeroing sits before the
+    outer loop, not before the tile."""
+    s, tensors, BP, o = _qmatmul_packed(M, N, K)
     i, j = o.op.axis
     (k,) = o.op.reduce_axis
     io, ii = o.split(i, factor=32)
@@ -227,12 +233,7 @@ def test_a_fresh_tile_takes_the_zeroing_in_and_a_continued_sum_keeps_loading_c()
 def test_a_zeroing_of_a_wider_block_is_not_taken_in():
     """The zeroing of all of C's columns sits before the loop over the column blocks, not
     right before one tile: each tile keeps loading C."""
-    tensors = ops.qmatmul(32, 64, 64)
-    C = tensors[2]
-    s = tvmlite.te.create_schedule(C.op)
-    BP = s.prepack(s.cache_read(s.tensor("B"), "global", [C]), dim=1, factor=32,
-                   group_dim=0, group=4)
-    o = s[C]
+    s, tensors, BP, o = _qmatmul_packed(32, 64, 64)
     i, j = o.op.axis
     (k,) = o.op.reduce_axis
     jo, ji = o.split(j, factor=32)
