@@ -8,10 +8,11 @@ broadcasting or re-indexing their inputs. A constant of one element is read as a
 literal (``graph.scalar.Scalar``), not as a buffer, so ``x * 0.5`` needs no argument and ``x ** 2``
 becomes ``x * x``.
 
-Map: Scalar, read (broadcast) · unary/binary elementwise · node_compute (dispatch) ·
-anchors (conv, matmul, pools, reductions, softmax, layer norm, LRN) · injective
-(reshape, transpose, concat, slice, gather, expand, pad). The quantized nodes' computes
-are ``graph.quantized_compute``.
+Map: unary/binary elementwise · node_compute (dispatch) · anchors (conv, matmul, pools,
+reductions, softmax, layer norm, LRN). The injective nodes' computes (reshape,
+transpose, concat, slice, gather, expand, pad) are ``graph.injective_compute``, the
+quantized nodes' ``graph.quantized_compute``, and the indexing both share (``read``:
+broadcasting, ``pointwise``, ``flatten``) ``graph.indexing``.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import math
 from typing import Any, Callable, Sequence
 
 from tvmlite import te
+from tvmlite.graph.indexing import axis_names, flatten, pointwise, read, unflatten
+from tvmlite.graph.injective_compute import INJECTIVE_COMPUTE
 from tvmlite.graph.ir import GraphError, Node
 from tvmlite.graph.quantized_compute import (
     QUANT_VALUE,
@@ -27,7 +30,7 @@ from tvmlite.graph.quantized_compute import (
 )
 from tvmlite.graph.scalar import Operand, Scalar
 from tvmlite.ir.dtypes import STORAGE_FLOATS
-from tvmlite.ir.symbolic import is_static, same_extent
+from tvmlite.ir.symbolic import is_static
 from tvmlite.ops.common import named
 from tvmlite.ops.elementwise import softmax_compute
 from tvmlite.ops.linalg import broadcast_matmul_compute
@@ -40,34 +43,6 @@ from tvmlite.ops.nn import (
 )
 
 __all__ = ["Scalar", "node_compute"]
-
-
-
-
-def _axes(rank: int) -> list[str]:
-    return [f"i{d}" for d in range(rank)]
-
-
-def read(t: Operand, idx: Sequence[Any], out_shape: Sequence[int]) -> Any:
-    """``t`` read at output index ``idx`` under numpy broadcasting."""
-    if isinstance(t, Scalar):
-        return te.const(t.value, t.dtype)
-    shape = tuple(t.shape)
-    if not shape:
-        return t[()]
-    lead = len(out_shape) - len(shape)
-    return t[tuple(0 if _broadcast_dim(s, out_shape[lead + d]) else idx[lead + d]
-                   for d, s in enumerate(shape))]
-
-
-def _broadcast_dim(s: Any, out: Any) -> bool:
-    """An input dimension of 1 read against a larger output one (a symbolic output
-    dimension is never 1: the graph was merged from sizes of 2 and up)."""
-    return is_static(s) and s == 1 and not (is_static(out) and out == 1)
-
-
-def _pointwise(shape: tuple[int, ...], name: str, fn: Callable[..., Any]) -> te.Tensor:
-    return te.compute(shape, named(_axes(len(shape)), lambda *i: fn(i)), name=name)
 
 
 def _cst(v: float, dtype: str) -> Any:
@@ -140,25 +115,25 @@ def node_compute(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...]
     if op in ("add", "sub", "mul", "div", "pow", "max", "min", "equal"):
         a, b = args
         bv = b.value if isinstance(b, Scalar) else None
-        return _pointwise(out_shape, name, lambda i: _binary(
+        return pointwise(out_shape, name, lambda i: _binary(
             op, read(a, i, out_shape), read(b, i, out_shape), bv, out_dtype))
     if op == "where":
-        return _pointwise(out_shape, name, lambda i: te.if_then_else(
+        return pointwise(out_shape, name, lambda i: te.if_then_else(
             read(args[0], i, out_shape) != _cst(0, "bool"), read(args[1], i, out_shape),
             read(args[2], i, out_shape)))
     if op in QUANT_VALUE:
-        return _pointwise(out_shape, name, lambda i: QUANT_VALUE[op](
+        return pointwise(out_shape, name, lambda i: QUANT_VALUE[op](
             node, *(read(a, i, out_shape) for a in args)))
     if op == "batch_norm":
         raise GraphError(f"node {node.name!r}: batch_norm is folded before compute")
-    if len(args) == 1 and op not in _ANCHOR_COMPUTE and op not in _INJECTIVE_COMPUTE:
+    if len(args) == 1 and op not in _ANCHOR_COMPUTE and op not in INJECTIVE_COMPUTE:
         (x,) = args
-        return _pointwise(out_shape, name, lambda i: _unary(op, node, read(x, i, out_shape),
-                                                            out_dtype))
+        return pointwise(out_shape, name, lambda i: _unary(op, node, read(x, i, out_shape),
+                                                           out_dtype))
     if op in _ANCHOR_COMPUTE:
         return _ANCHOR_COMPUTE[op](node, args, out_shape, name)
-    if op in _INJECTIVE_COMPUTE:
-        return _INJECTIVE_COMPUTE[op](node, args, out_shape, name)
+    if op in INJECTIVE_COMPUTE:
+        return INJECTIVE_COMPUTE[op](node, args, out_shape, name)
     raise GraphError(f"node {node.name or op!r}: no compute for op {op!r}")
 
 
@@ -191,7 +166,7 @@ def _pad4(x: te.Tensor, pads: tuple[int, ...], fill: float, name: str,
         idx = list(i)
         idx[hd], idx[wd] = y - pt, z - pl
         return te.if_then_else(te.all(*conds), x[tuple(idx)], _cst(fill, x.dtype))
-    return te.compute(tuple(shape), named(_axes(4), body), name=name)
+    return te.compute(tuple(shape), named(axis_names(4), body), name=name)
 
 
 def _conv(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
@@ -268,7 +243,7 @@ def _pool(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name:
         return te.min(start + (kh, kw)[d], hi[d]) - te.max(start, lo[d])
 
     hd, wd = (1, 2) if layout == "NHWC" else (2, 3)
-    return te.compute(out_shape, named(_axes(4), lambda *i: mean[i] * _cst(
+    return te.compute(out_shape, named(axis_names(4), lambda *i: mean[i] * _cst(
         float(kh * kw), x.dtype) / te.cast(cells(i[hd], 0) * cells(i[wd], 1), x.dtype)),
         name=name)
 
@@ -294,11 +269,11 @@ def _reduce(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
             else:
                 idx.append(next(it))
         return te.sum(x[tuple(idx)], axis=rs)
-    total = te.compute(out_shape, named(_axes(len(out_shape)), body),
+    total = te.compute(out_shape, named(axis_names(len(out_shape)), body),
                        name=name if node.op == "reduce_sum" else f"{name}_sum")
     if node.op == "reduce_sum":
         return total
-    return _pointwise(out_shape, name, lambda i: total[i] * _cst(1 / count, x.dtype))
+    return pointwise(out_shape, name, lambda i: total[i] * _cst(1 / count, x.dtype))
 
 
 def _last_axis(x: te.Tensor, axis: int, node: Node) -> tuple[int, int]:
@@ -313,25 +288,10 @@ def _softmax(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
              name: str) -> te.Tensor:
     (x,) = args
     rows, cols = _last_axis(x, node.attr("axis"), node)
-    x2 = te.compute((rows, cols), lambda i, j: x[_unflatten(i, out_shape[:-1]) + (j,)],
+    x2 = te.compute((rows, cols), lambda i, j: x[unflatten(i, out_shape[:-1]) + (j,)],
                     name=f"{name}_in")
     sm = softmax_compute(x2, name=f"{name}_2d")
-    return _pointwise(out_shape, name, lambda i: sm[_flatten(i[:-1], out_shape[:-1]), i[-1]])
-
-
-def _flatten(idx: Sequence[Any], shape: Sequence[int]) -> Any:
-    flat: Any = 0 if not idx else idx[0]
-    for d in range(1, len(idx)):
-        flat = flat * shape[d] + idx[d]
-    return flat
-
-
-def _unflatten(flat: Any, shape: Sequence[int]) -> tuple:
-    out = []
-    for d in reversed(range(len(shape))):
-        out.append(flat % shape[d] if d else flat)
-        flat = flat // shape[d]
-    return tuple(reversed(out))
+    return pointwise(out_shape, name, lambda i: sm[flatten(i[:-1], out_shape[:-1]), i[-1]])
 
 
 def _layer_norm(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
@@ -344,20 +304,20 @@ def _layer_norm(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
                          f"is not supported (the divisor must be a number)")
     lead = out_shape[:-1]
     k = te.reduce_axis((0, cols), name="k")
-    mean = te.compute((rows,), lambda i: te.sum(x[_unflatten(i, lead) + (k,)], axis=k),
+    mean = te.compute((rows,), lambda i: te.sum(x[unflatten(i, lead) + (k,)], axis=k),
                       name=f"{name}_mean")
     k2 = te.reduce_axis((0, cols), name="k")
     inv = _cst(1 / cols, x.dtype)
     sq = te.compute((rows,), lambda i: te.sum(
-        (x[_unflatten(i, lead) + (k2,)] - mean[i] * inv)
-        * (x[_unflatten(i, lead) + (k2,)] - mean[i] * inv), axis=k2), name=f"{name}_var")
+        (x[unflatten(i, lead) + (k2,)] - mean[i] * inv)
+        * (x[unflatten(i, lead) + (k2,)] - mean[i] * inv), axis=k2), name=f"{name}_var")
     eps = _cst(node.attr("epsilon"), x.dtype)
 
     def body(i: tuple) -> Any:
-        r = _flatten(i[:-1], lead)
+        r = flatten(i[:-1], lead)
         y = (x[i] - mean[r] * inv) / te.sqrt(sq[r] * inv + eps) * read(scale, i, out_shape)
         return y + read(bias, i, out_shape) if bias is not None else y
-    return _pointwise(out_shape, name, body)
+    return pointwise(out_shape, name, body)
 
 
 def _lrn(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
@@ -374,10 +334,10 @@ def _lrn(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: 
         v = x[tuple(idx)]
         return te.sum(te.if_then_else(te.all(cc >= 0, cc < c), v * v, _cst(0.0, x.dtype)),
                       axis=r)
-    acc = te.compute(out_shape, named(_axes(4), sq), name=f"{name}_sq")
+    acc = te.compute(out_shape, named(axis_names(4), sq), name=f"{name}_sq")
     a = _cst(node.attr("alpha") / size, x.dtype)
     b, beta = _cst(node.attr("bias"), x.dtype), _cst(node.attr("beta"), x.dtype)
-    return _pointwise(out_shape, name, lambda i: x[i] / te.exp(beta * te.log(b + a * acc[i])))
+    return pointwise(out_shape, name, lambda i: x[i] / te.exp(beta * te.log(b + a * acc[i])))
 
 
 _ANCHOR_COMPUTE: dict[str, Callable[..., te.Tensor]] = {
@@ -385,129 +345,4 @@ _ANCHOR_COMPUTE: dict[str, Callable[..., te.Tensor]] = {
     "reduce_mean": _reduce, "reduce_sum": _reduce, "softmax": _softmax,
     "layer_norm": _layer_norm, "lrn": _lrn,
     "conv_integer": conv_integer_compute, "matmul_integer": matmul_integer_compute,
-}
-
-
-# -- injective -------------------------------------------------------------------------
-
-def _reshape(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
-             name: str) -> te.Tensor:
-    (x,) = args
-    src = tuple(x.shape)
-    if all(is_static(d) for d in src + tuple(out_shape)):
-        return _pointwise(out_shape, name, lambda i: x[_unflatten(_flatten(i, out_shape), src)]
-                          if src else x[()])
-    # over a symbolic size: the leading and trailing dimensions both shapes share are
-    # indexed straight through, so (1, L, 768) -> (1, L, 12, 64) divides by 12 * 64 and
-    # not by L at every element (which the simplifier cannot fold without L's value)
-    n = min(len(src), len(out_shape))
-    p = next((d for d in range(n) if not same_extent(src[d], out_shape[d])), n)
-    q = next((d for d in range(n - p) if not same_extent(src[-1 - d], out_shape[-1 - d])),
-             n - p)
-    mid_src, mid_out = src[p:len(src) - q], tuple(out_shape[p:len(out_shape) - q])
-
-    def body(i: tuple) -> Any:
-        mid = i[p:len(i) - q]
-        inner = _unflatten(_flatten(mid, mid_out), mid_src) if mid_src else ()
-        return x[tuple(i[:p]) + inner + tuple(i[len(i) - q:])]
-    return _pointwise(out_shape, name, body)
-
-
-def _transpose(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
-               name: str) -> te.Tensor:
-    (x,) = args
-    perm = node.attr("perm")
-
-    def body(i: tuple) -> Any:
-        idx = [None] * len(perm)
-        for d, p in enumerate(perm):
-            idx[p] = i[d]
-        return x[tuple(idx)]
-    return _pointwise(out_shape, name, body)
-
-
-def _concat(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
-            name: str) -> te.Tensor:
-    ax = node.attr("axis")
-
-    def body(i: tuple) -> Any:
-        starts, at = [], 0
-        for t in args:
-            starts.append(at)
-            at += t.shape[ax]
-        expr = None
-        for t, s in reversed(list(zip(args, starts))):
-            idx = list(i)
-            idx[ax] = te.max(te.min(i[ax] - s, t.shape[ax] - 1), 0) if len(args) > 1 else i[ax]
-            v = read(t, idx, out_shape[:ax] + (t.shape[ax],) + out_shape[ax + 1:])
-            end = s + t.shape[ax]
-            expr = v if expr is None else te.if_then_else(i[ax] < end, v, expr)
-        return expr
-    return _pointwise(out_shape, name, body)
-
-
-def _slice(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
-    (x,) = args
-    ranges = {ax: (b, s) for ax, b, s, _ in node.attr("ranges")}
-
-    def body(i: tuple) -> Any:
-        return x[tuple(ranges[d][0] + i[d] * ranges[d][1] if d in ranges else i[d]
-                       for d in range(len(i)))]
-    return _pointwise(out_shape, name, body)
-
-
-def _gather(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
-            name: str) -> te.Tensor:
-    """Gather. Constant indices (the frontend passes them as the ``indices`` attribute)
-    are literals, chosen by a select on the output coordinate, so no index buffer is
-    read; indices given at run time (an embedding lookup's token ids) are read, wrapped
-    when negative and clamped into the axis, so a bad id never reads out of bounds."""
-    data = args[0]
-    values = node.attr("indices")
-    ax, n = node.attr("axis"), data.shape[node.attr("axis")]
-    if values is None:   # indices read at run time (an embedding lookup)
-        idx = args[1]
-        ri = len(idx.shape)
-
-        def dynamic(i: tuple) -> Any:
-            j = te.cast(idx[tuple(i[ax:ax + ri])] if ri else idx[()], "int64")
-            j = te.max(te.min(te.if_then_else(j < 0, j + n, j), n - 1), 0)
-            return data[tuple(i[:ax]) + (j,) + tuple(i[ax + ri:])]
-        return _pointwise(out_shape, name, dynamic)
-    shape_i = node.attr("indices_shape")
-    flat = [int(v) + n if int(v) < 0 else int(v) for v in values]
-    ri = len(shape_i)
-
-    def body(i: tuple) -> Any:
-        pos = _flatten(i[ax:ax + ri], shape_i) if ri else 0
-        rest = tuple(i[:ax]), tuple(i[ax + ri:])
-        expr = data[rest[0] + (flat[-1],) + rest[1]]
-        for p in reversed(range(len(flat) - 1)):
-            expr = te.if_then_else(pos == p, data[rest[0] + (flat[p],) + rest[1]], expr)
-        return expr
-    return _pointwise(out_shape, name, body)
-
-
-def _expand(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...],
-            name: str) -> te.Tensor:
-    (x,) = args
-    return _pointwise(out_shape, name, lambda i: read(x, i, out_shape))
-
-
-def _pad(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: str) -> te.Tensor:
-    (x,) = args
-    pads, r = node.attr("pads"), len(out_shape)
-
-    def body(i: tuple) -> Any:
-        conds = [c for d in range(r) if pads[d] or pads[d + r]
-                 for c in (i[d] >= pads[d], i[d] < pads[d] + x.shape[d])]
-        v = x[tuple(i[d] - pads[d] if pads[d] else i[d] for d in range(r))]
-        fill = _cst(node.attr("value", 0.0), x.dtype)   # a zero point: the fold_zero_points pad
-        return te.if_then_else(te.all(*conds), v, fill) if conds else v
-    return _pointwise(out_shape, name, body)
-
-
-_INJECTIVE_COMPUTE: dict[str, Callable[..., te.Tensor]] = {
-    "reshape": _reshape, "transpose": _transpose, "concat": _concat, "slice": _slice,
-    "gather": _gather, "expand": _expand, "pad": _pad,
 }
