@@ -7,6 +7,7 @@ its output: the source, the compiler (path and version), the flags, and the CPU 
 
     <cache_dir>/<key[:2]>/<key>.c     the source, kept for inspection
     <cache_dir>/<key[:2]>/<key>.so    the library
+    <cache_dir>/<key[:2]>/<key>.o     an object ``link_shared`` links (a bundle's kernels)
     <cache_dir>/<key[:2]>/<key>.log   compiler warnings, only when there were any
 
 Writers never expose a half-written file: each compiles to a unique temp name in the
@@ -164,8 +165,7 @@ def _compile_cached(source: str, target: Target, flags: tuple[str, ...],
 
 
 def link_shared(sources: list[Path], target: Target, out: Path,
-                timeout: float | None = 300.0,
-                cache_dir: str | os.PathLike[str] | None = None) -> Path:
+                timeout: float | None = 300.0) -> Path:
     """Compile several C files (each on its own, so their ``static`` helpers never
     clash) and link them into one shared library ``out``: the deployable bundle. The
     files compile at the same time, one per core of this machine: a model's kernels are
@@ -176,8 +176,7 @@ def link_shared(sources: list[Path], target: Target, out: Path,
     flags = tuple(f for f in target.cflags if f != "-shared") + ("-c",)
 
     def compile_object(src: Path) -> Path:
-        return _compile_cached(Path(src).read_text(), target, flags, (), ".o", cache_dir,
-                               timeout)
+        return _compile_cached(Path(src).read_text(), target, flags, (), ".o", None, timeout)
 
     with ThreadPoolExecutor(max(1, min(len(sources), os.cpu_count() or 1))) as pool:
         futures = [pool.submit(compile_object, Path(src)) for src in sources]
