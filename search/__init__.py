@@ -16,38 +16,32 @@ process, restarted after every crash -- starts without loading xgboost.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tvmlite.lazy import lazy_getattr
 
 _EXPORTS = {
-    "MeasureInput": "measure.inputs", "MeasureResult": "measure.inputs",
-    "MeasureErrorNo": "measure.inputs", "Measurer": "measure.measurer",
-    "LocalBuilder": "measure.builder", "LocalRunner": "measure.runner",
-    "DaskRunner": "measure.dask_runner", "MeasureConfig": "measure.protocol",
-    "Workload": "records.workload", "Record": "records.record",
-    "load_records": "records.record", "best_record": "records.best",
-    "best_valid": "records.best", "Proposer": "tuning", "tune_loop": "tuning",
-    "replay": "records.deploy", "TuningOptions": "options", "Trial": "result",
-    "TuneResult": "result", "SearchTask": "template_free.task",
-    "TaskScheduler": "template_free.scheduler", "XGBModel": "model.cost_model",
-    "RandomModel": "model.cost_model", "template": "templated.task",
-    "apply_history_best": "templated.task", "Tuner": "templated.tuners",
-    "RandomTuner": "templated.tuners", "GridSearchTuner": "templated.tuners",
-    "GATuner": "templated.tuners", "XGBTuner": "templated.xgb_tuner",
-    "ConfigSpace": "templated.space", "explain": "records.explain",
-    "extract_tasks": "graph_tasks",
+    "MeasureInput": ".measure.inputs", "MeasureResult": ".measure.inputs",
+    "MeasureErrorNo": ".measure.inputs", "Measurer": ".measure.measurer",
+    "LocalBuilder": ".measure.builder", "LocalRunner": ".measure.runner",
+    "DaskRunner": ".measure.dask_runner", "MeasureConfig": ".measure.protocol",
+    "Workload": ".records.workload", "Record": ".records.record",
+    "load_records": ".records.record", "best_record": ".records.best",
+    "best_valid": ".records.best", "Proposer": ".tuning", "tune_loop": ".tuning",
+    "replay": ".records.deploy", "TuningOptions": ".options", "Trial": ".result",
+    "TuneResult": ".result", "SearchTask": ".template_free.task",
+    "TaskScheduler": ".template_free.scheduler", "XGBModel": ".model.cost_model",
+    "RandomModel": ".model.cost_model", "template": ".templated.task",
+    "apply_history_best": ".templated.task", "Tuner": ".templated.tuners",
+    "RandomTuner": ".templated.tuners", "GridSearchTuner": ".templated.tuners",
+    "GATuner": ".templated.tuners", "XGBTuner": ".templated.xgb_tuner",
+    "ConfigSpace": ".templated.space", "explain": ".records.explain",
+    "extract_tasks": ".graph_tasks",
 }
 # sub-packages and the modules users reach as search.<name> (search.sketch.Rule, search.logs)
-_MODULES = {"templated": "templated", "template_free": "template_free", "measure": "measure",
-            "records": "records", "model": "model", "sketch": "template_free.sketch",
-            "logs": "records.logs", "tuning": "tuning"}
+_MODULES = {"templated": ".templated", "template_free": ".template_free", "measure": ".measure",
+            "records": ".records", "model": ".model", "sketch": ".template_free.sketch",
+            "logs": ".records.logs", "tuning": ".tuning"}
 
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    if name in _MODULES:
-        return importlib.import_module(f".{_MODULES[name]}", __name__)
-    raise AttributeError(f"module 'tvmlite.search' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS, _MODULES)

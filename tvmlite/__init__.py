@@ -1,9 +1,8 @@
 """tvmlite: a TVM-style compute/schedule autotuner for CPUs that generates C."""
 from __future__ import annotations
 
-import importlib
 import os as _os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # In a source checkout the subpackages codegen_c/, schedules/ and search/ sit beside this
 # folder (pyproject maps them into tvmlite.* on install). When Python imports tvmlite
@@ -17,15 +16,20 @@ if not _os.path.isdir(_os.path.join(_os.path.dirname(__file__), "codegen_c")) an
 # worker -- a process per tuning, started again after every crash -- imports tvmlite for
 # its arrays and loader only, and importing the operators, the compiler pipeline and the
 # graph layer as well cost it half a second per start.
-_SUBPACKAGES = ("ops", "te", "search", "schedules", "nd", "topi", "autotvm")
+_SUBPACKAGES = {n: f".{n}" for n in ("ops", "te", "search", "schedules", "nd", "topi",
+                                     "autotvm")}
 _EXPORTS = {
-    "build": "entry", "TvmliteError": "errors", "TvmliteWarning": "errors",
-    "lower": "passes.pipeline", "asaligned": "runtime.arrays", "empty": "runtime.arrays",
-    "Device": "runtime.device", "cpu": "runtime.device", "Module": "runtime.module",
-    "TimeResult": "runtime.module", "Schedule": "schedule.schedule",
-    "ScheduleError": "schedule.state", "CompilerNotFoundError": "target.target",
-    "Target": "target.target",
+    "build": ".entry", "TvmliteError": ".errors", "TvmliteWarning": ".errors",
+    "lower": ".passes.pipeline", "asaligned": ".runtime.arrays", "empty": ".runtime.arrays",
+    "Device": ".runtime.device", "cpu": ".runtime.device", "Module": ".runtime.module",
+    "TimeResult": ".runtime.module", "Schedule": ".schedule.schedule",
+    "ScheduleError": ".schedule.state", "CompilerNotFoundError": ".target.target",
+    "Target": ".target.target",
 }
+
+from tvmlite.lazy import lazy_getattr  # noqa: E402 -- after the path set-up
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS, _SUBPACKAGES)
 
 if TYPE_CHECKING:
     from tvmlite import ops, te
@@ -43,13 +47,3 @@ __all__ = ["te", "ops", "empty", "asaligned", "lower", "build", "Module", "TimeR
            "ScheduleError", "Target", "CompilerNotFoundError", "TvmliteError", "TvmliteWarning",
            "search", "schedules", "cpu", "Device", "nd", "topi", "autotvm"]
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str) -> Any:
-    """A sub-package (``tvmlite.te``, ``tvmlite.search``, the TVM-named aliases ``nd``,
-    ``topi``, ``autotvm``) or a name of ``_EXPORTS``, imported on first use."""
-    if name in _SUBPACKAGES:
-        return importlib.import_module(f".{name}", __name__)
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module 'tvmlite' has no attribute {name!r}")

@@ -11,16 +11,11 @@ of that logic: ``search.records.explain`` and ``tvmlite.cli.explain`` only call 
 loads, so its names are imported on first use (PEP 562), as ``tvmlite.search``'s are."""
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from tvmlite.explain.report import Explanation, build_warnings, explain_schedule
+from tvmlite.lazy import lazy_getattr
 
 _RECORD = ("bound_line", "explain_record", "record_warnings")
 __all__ = ["Explanation", "build_warnings", "explain_schedule", *_RECORD]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _RECORD:
-        return getattr(importlib.import_module(".record", __name__), name)
-    raise AttributeError(f"module 'tvmlite.explain' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, {n: ".record" for n in _RECORD})

@@ -4,21 +4,19 @@ compiler, loaded with cffi, argument checks, timing, export) and 64-byte-aligned
 ``arrays.py`` alone and must not load the compiler pipeline ``module.py`` brings."""
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_EXPORTS = {"build": "module", "Module": "module", "TimeResult": "module",
-            "empty": "arrays", "asaligned": "arrays"}
+from tvmlite.lazy import lazy_getattr
+
+_EXPORTS = {"build": ".module", "Module": ".module", "TimeResult": ".module",
+            "empty": ".arrays", "asaligned": ".arrays"}
 
 if TYPE_CHECKING:
     from tvmlite.runtime.arrays import asaligned, empty
     from tvmlite.runtime.module import Module, TimeResult, build
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 
 __all__ = ["build", "Module", "TimeResult", "empty", "asaligned"]   # _EXPORTS' names

@@ -6,9 +6,10 @@ the schedule's business (``tvmlite.schedule``), so ``create_schedule`` is import
 first use (PEP 562): the schedule package imports the tensors of this one."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tvmlite.ir.expr import const
+from tvmlite.lazy import lazy_getattr
 from tvmlite.te.tensor import (
                                IDENT,
                                MAX_ELEMENTS,
@@ -47,11 +48,7 @@ if TYPE_CHECKING:
     from tvmlite.schedule.schedule import create_schedule
 
 
-def __getattr__(name: str) -> Any:
-    if name == "create_schedule":
-        from tvmlite.schedule.schedule import create_schedule
-        return create_schedule
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, {"create_schedule": "tvmlite.schedule.schedule"})
 
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",

@@ -10,15 +10,16 @@ interpreter's scipy.
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tvmlite.lazy import lazy_getattr
 
 _EXPORTS = {
-    "assert_allclose": "check", "check_module": "check", "check_schedule": "check",
-    "random_inputs": "check", "reduction_length": "check", "reference": "check",
-    "tolerance": "check", "evaluate_te": "interpreter", "REFERENCES": "references",
-    "ODD_MNK": "workloads", "matmul_reference": "workloads", "tiled_matmul": "workloads",
-    "two_stage": "workloads",
+    "assert_allclose": ".check", "check_module": ".check", "check_schedule": ".check",
+    "random_inputs": ".check", "reduction_length": ".check", "reference": ".check",
+    "tolerance": ".check", "evaluate_te": ".interpreter", "REFERENCES": ".references",
+    "ODD_MNK": ".workloads", "matmul_reference": ".workloads", "tiled_matmul": ".workloads",
+    "two_stage": ".workloads",
 }
 
 if TYPE_CHECKING:
@@ -36,10 +37,7 @@ if TYPE_CHECKING:
     from tvmlite.testing.workloads import ODD_MNK, matmul_reference, tiled_matmul, two_stage
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 
 __all__ = ["assert_allclose", "check_module", "check_schedule", "random_inputs",

@@ -14,7 +14,6 @@ measurement (a mismatch there is a WRONG_ANSWER record, not a crash).
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
 from typing import Any, Callable, Sequence
@@ -27,6 +26,7 @@ from tvmlite.ir.dtypes import (
     STORAGE_FLOATS,
     numpy_dtype,
 )
+from tvmlite.lazy import lazy_getattr
 from tvmlite.ops import OPS
 from tvmlite.runtime.arrays import full
 from tvmlite.runtime.module import build
@@ -43,12 +43,9 @@ __all__ = ["reference", "random_inputs", "seeded_arrays", "check_module",
            "check_schedule", "reduction_length", "tolerance", "assert_allclose",
            "mismatch", "mismatches", "INT_SENTINEL", "blank_value"]
 
-def __getattr__(name: str) -> Any:
-    """``evaluate_te`` on first use (PEP 562): the interpreter imports scipy, which the
-    measuring worker, importing this module for ``mismatch``, must not pay for."""
-    if name == "evaluate_te":
-        return importlib.import_module("tvmlite.testing.interpreter").evaluate_te
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the interpreter imports scipy, which the tuner (its measuring protocol imports this
+# module for the tolerances) need not load: ``evaluate_te`` on first use
+__getattr__ = lazy_getattr(__name__, {"evaluate_te": "tvmlite.testing.interpreter"})
 
 
 def reference(op_name: str, inputs: Sequence[np.ndarray], **op_args: Any) -> np.ndarray:
