@@ -14,10 +14,10 @@ from onnx import TensorProto as TP  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
-from tvmlite.codegen_c.intrinsics import helper_name  # noqa: E402
 from tvmlite.frontend import ConversionError, from_onnx, onnx_backend  # noqa: E402
 from tvmlite.graph.build import build_graph  # noqa: E402
-from tvmlite.target.intrinsics import best_intrinsic  # noqa: E402
+from tvmlite.graph.dot_kernel import dot_schedule  # noqa: E402
+from tvmlite.graph.kernel import kernel_compute  # noqa: E402
 
 RNG = np.random.default_rng(29)
 ONNX_TYPE = {"uint8": TP.UINT8, "int8": TP.INT8, "float32": TP.FLOAT, "int32": TP.INT32}
@@ -128,13 +128,12 @@ def test_convinteger_runs_on_the_targets_dot_instruction() -> None:
     m = _model(node, {"x": x}, {"w": _q((32, 16, 3, 3), "int8")}, opset=10)
     _same_as_onnxruntime(m, {"x": x})
     mod = build_graph(from_onnx(m), quiet=True)
-    conv, *rest = mod.kernels
+    conv, *rest = mod.graph.kernels
     assert conv.name.endswith("conv_integer") and [k.name.split("_", 1)[1] for k in rest] \
         == ["transpose"]
-    target = mod.target
-    intr = best_intrinsic(target.arch, target.features, "uint8", "int8", "int32")
-    if intr is not None:      # every x86-64 target has one (pmaddwd without VNNI)
-        assert helper_name(intr.name, "uint8", "int8") in conv.code.source
+    # the dot block on every CPU: the target's intrinsic (vpdpbusd with VNNI), else
+    # plain vectors of int32
+    assert dot_schedule(kernel_compute(mod.graph, conv), mod.target) is not None
 
 
 @pytest.mark.parametrize("axis,dtype", [(1, "uint8"), (-1, "int8"), (None, "uint8")])
