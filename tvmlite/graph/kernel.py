@@ -73,10 +73,15 @@ def kernel_compute(g: Graph, k: Kernel) -> KernelCompute:
     """The placeholders and stages of kernel ``k`` of graph ``g``."""
     env: dict[str, Any] = {}
     placeholders, arg_values = [], []
+    # an anchor's or a re-indexing node's data operands (a conv's x and weight, a gather's
+    # indices) are indexed, so even of one element they are buffers; elementwise nodes
+    # and the integer anchors' zero points (their third and fourth inputs) read literals
+    indexed = {i for n in k.nodes if KIND.get(n.op) != "elementwise" for i in n.inputs[:2]}
     for j, v in enumerate(k.inputs):
         c = g.constants.get(v)
         t = g.types[v]
-        if c is not None and c.size == 1 and t.dtype.startswith(("float", "int", "bool")):
+        if c is not None and c.size == 1 and v not in indexed \
+                and t.dtype.startswith(("float", "int", "bool")):
             env[v] = Scalar(c.reshape(-1)[0].item(), t.dtype, tuple(t.shape))
             continue
         dtype = "int32" if t.dtype == "bool" else t.dtype   # bool is stored as int32

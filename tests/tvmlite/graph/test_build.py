@@ -76,6 +76,15 @@ def test_cnn_block_conv_bn_relu_pool_gemm_softmax():
     assert mod.graph.layout == "NHWC"
 
 
+def test_one_element_weights_are_read_as_tensors():
+    """A 1x1x1x1 conv weight or a 1x1 matmul operand is one element, but the anchor
+    indexes it: it is a buffer, not the literal an elementwise node reads one-element
+    constants as (Hypothesis drew such a conv, which failed to build)."""
+    check(model([oh.make_node("Conv", ["x", "W"], ["c"]),
+                 oh.make_node("MatMul", ["c", "M"], ["y"])],
+                [("x", (1, 1, 4, 1))], ["y"], [("W", w(1, 1, 1, 1)), ("M", w(1, 1))]))
+
+
 def test_transformer_ops():
     d = 8
     nodes = [oh.make_node("MatMul", ["x", "Wq"], ["q"]),
