@@ -224,6 +224,15 @@ class EvolutionarySearch:
         ranked = sorted(best, reverse=True)
         return [self.cache[k] for _, _, k in ranked]
 
+    def mutated_decisions(self, parent: Candidate, rng: random.Random) -> dict | None:
+        """``parent``'s decisions with one changed (``mutate``) within this target's
+        limits: its innermost tile, unroll steps and register file."""
+        regs = self.target.vector_registers
+        loose = frozenset(f"tile:{st}.{ax}" for st, ax in self.loose_axes(parent.sketch))
+        return mutate(parent.decisions, self._extents(parent), rng,
+                      max_innermost(self.target.vector_lanes("float32"), regs),
+                      unroll_steps(regs), loose, regs)
+
     def _next_generation(self, pop: list[Candidate]) -> list[Candidate]:
         scores = [max(c.score, 0.0) for c in pop]
         low = min(scores)
@@ -235,11 +244,7 @@ class EvolutionarySearch:
             parent = self.rng.choices(pop, weights)[0]
             child = parent
             if self.rng.random() < self.mutation_prob:
-                regs = self.target.vector_registers
-                loose = frozenset(f"tile:{st}.{ax}" for st, ax in self.loose_axes(parent.sketch))
-                new = mutate(parent.decisions, self._extents(parent), self.rng,
-                             max_innermost(self.target.vector_lanes("float32"), regs),
-                             unroll_steps(regs), loose, regs)
+                new = self.mutated_decisions(parent, self.rng)
                 if new is not None:
                     child = self.realize(Candidate(parent.sketch, new)) or parent
             children.setdefault(child.key, child)

@@ -116,7 +116,7 @@ def test_mutated_candidates_realize_into_correct_schedules():
     checked = 0
     for parent in seeds:
         for _ in range(6):
-            new = mutate(parent.decisions, search._extents(parent), rng)
+            new = search.mutated_decisions(parent, rng)
             if new is None:
                 continue
             child = search.realize(Candidate(parent.sketch, new))

@@ -18,6 +18,7 @@ from tvmlite.frontend import ConversionError, from_onnx, onnx_backend  # noqa: E
 from tvmlite.graph.build import build_graph  # noqa: E402
 from tvmlite.graph.dot_kernel import dot_schedule  # noqa: E402
 from tvmlite.graph.kernel import kernel_compute  # noqa: E402
+from tvmlite.testing.onnx_reference import reference_outputs  # noqa: E402
 
 RNG = np.random.default_rng(29)
 ONNX_TYPE = {"uint8": TP.UINT8, "int8": TP.INT8, "float32": TP.FLOAT, "int32": TP.INT32}
@@ -34,10 +35,11 @@ def _model(node, feeds: dict, inits: dict, opset: int = 13):
     return m
 
 
-def _same_as_onnxruntime(m, feeds: dict) -> np.ndarray:
+def _same_as_reference(m, feeds: dict) -> np.ndarray:
+    """Bit for bit onnxruntime's result, or onnx's reference evaluator's where
+    onnxruntime's u8 x s8 kernels saturate (x86 without VNNI: testing/onnx_reference.py)."""
     ours = build_graph(from_onnx(m), quiet=True).run(feeds)[0]
-    ref = ort.InferenceSession(m.SerializeToString(),
-                               providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    ref = reference_outputs(m, feeds)[0]
     assert ours.dtype == ref.dtype and ours.shape == ref.shape
     np.testing.assert_array_equal(ours, ref)
     return ours
@@ -69,7 +71,7 @@ def test_qlinearconv(x_dtype: str, per_channel: bool, group: int, pads: tuple,
              "b": RNG.integers(-3000, 3000, co).astype(np.int32)}
     node = oh.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
                         ["y"], pads=list(pads), strides=list(strides), group=group)
-    out = _same_as_onnxruntime(_model(node, {"x": x}, inits), {"x": x})
+    out = _same_as_reference(_model(node, {"x": x}, inits), {"x": x})
     assert len(np.unique(out)) > 10     # not all saturated
 
 
@@ -82,7 +84,7 @@ def test_exported_library_takes_and_returns_uint8(tmp_path) -> None:
     node = oh.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
                         pads=[1, 1, 1, 1])
     m = _model(node, {"x": x}, inits)
-    want = _same_as_onnxruntime(m, {"x": x})
+    want = _same_as_reference(m, {"x": x})
     lib = build_graph(from_onnx(m), quiet=True).export_library(tmp_path, name="qnet")
     assert "int qnet_run(const uint8_t *in0, uint8_t *out0);" in (tmp_path / "qnet.h").read_text()
     so = ctypes.CDLL(str(lib))
@@ -103,7 +105,7 @@ def test_qlinearmatmul(a_shape: tuple, b_shape: tuple, per_column: bool) -> None
              "bz": np.zeros(n if per_column else (), np.int8), "ys": np.float32(0.05),
              "yz": np.uint8(100)}
     node = oh.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])
-    _same_as_onnxruntime(_model(node, {"a": a}, inits), {"a": a})
+    _same_as_reference(_model(node, {"a": a}, inits), {"a": a})
 
 
 def test_matmulinteger_and_convinteger_with_zero_points() -> None:
@@ -111,12 +113,12 @@ def test_matmulinteger_and_convinteger_with_zero_points() -> None:
     node = oh.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])
     inits = {"b": _q((32, 5), "int8"), "az": np.uint8(255),
              "bz": RNG.integers(-128, 128, 5).astype(np.int8)}
-    out = _same_as_onnxruntime(_model(node, {"a": a}, inits, opset=10), {"a": a})
+    out = _same_as_reference(_model(node, {"a": a}, inits, opset=10), {"a": a})
     assert out.dtype == np.int32 and np.abs(out).max() > 2 ** 16
     x = _q((1, 3, 6, 6), "uint8")
     node = oh.make_node("ConvInteger", ["x", "w", "xz"], ["y"], pads=[1, 1, 1, 1])
     inits = {"w": _q((4, 3, 3, 3), "uint8"), "xz": np.uint8(17)}
-    _same_as_onnxruntime(_model(node, {"x": x}, inits, opset=10), {"x": x})
+    _same_as_reference(_model(node, {"x": x}, inits, opset=10), {"x": x})
 
 
 def test_convinteger_runs_on_the_targets_dot_instruction() -> None:
@@ -126,7 +128,7 @@ def test_convinteger_runs_on_the_targets_dot_instruction() -> None:
     x = _q((1, 16, 8, 8), "uint8")
     node = oh.make_node("ConvInteger", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
     m = _model(node, {"x": x}, {"w": _q((32, 16, 3, 3), "int8")}, opset=10)
-    _same_as_onnxruntime(m, {"x": x})
+    _same_as_reference(m, {"x": x})
     mod = build_graph(from_onnx(m), quiet=True)
     conv, *rest = mod.graph.kernels
     assert conv.name.endswith("conv_integer") and [k.name.split("_", 1)[1] for k in rest] \
@@ -145,13 +147,13 @@ def test_quantize_and_dequantize_linear(axis: int | None, dtype: str) -> None:
     zp = (RNG.integers(-3, 3, c) if c else np.array(2)).astype(dtype)
     attrs = {} if axis is None else {"axis": axis}
     q = oh.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], **attrs)
-    _same_as_onnxruntime(_model(q, {"x": x}, {"s": scale, "z": zp}), {"x": x})
+    _same_as_reference(_model(q, {"x": x}, {"s": scale, "z": zp}), {"x": x})
     xq = _q((2, 4, 3, 5), dtype)
     dq = oh.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], **attrs)
-    _same_as_onnxruntime(_model(dq, {"x": xq}, {"s": scale * 0.3, "z": zp}), {"x": xq})
+    _same_as_reference(_model(dq, {"x": xq}, {"s": scale * 0.3, "z": zp}), {"x": xq})
     x32 = RNG.integers(-2 ** 20, 2 ** 20, (3, 4)).astype(np.int32)
     dq32 = oh.make_node("DequantizeLinear", ["x", "s"], ["y"])
-    _same_as_onnxruntime(_model(dq32, {"x": x32}, {"s": np.float32(1e-3)}), {"x": x32})
+    _same_as_reference(_model(dq32, {"x": x32}, {"s": np.float32(1e-3)}), {"x": x32})
 
 
 def test_run_time_scale_and_blocked_quantization_are_clear_errors() -> None:
@@ -235,7 +237,7 @@ def test_quantize_linear_kernel_is_vectorized() -> None:
     x = (RNG.standard_normal((2, 3, 64)) * 40).astype(np.float32)
     q = oh.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
     m = _model(q, {"x": x}, {"s": np.float32(0.5), "z": np.uint8(3)})
-    _same_as_onnxruntime(m, {"x": x})
+    _same_as_reference(m, {"x": x})
     mod = build_graph(from_onnx(m), quiet=True)
     lanes = mod.target.vector_lanes("float32")
     assert lanes > 1 and f"tvmlite_u8x{lanes}" in mod.kernels[0].code.source
