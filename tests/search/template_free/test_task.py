@@ -37,9 +37,9 @@ def test_tuning_measures_distinct_correct_candidates_and_keeps_the_best(tmp_path
     than the unscheduled program is a benchmark's question: bench/.)"""
     task = SearchTask(func=ops.OPS[name], args=args, kwargs=kwargs)
     log = tmp_path / "log.jsonl"
-    res = task.tune(10, log, QUICK)     # two rounds: one of 8, one of 2
+    res = task.tune(6, log, replace(QUICK, measures_per_round=4))   # rounds of 4 and 2
     recs = load_records(log)
-    assert len(recs) == 10 == res.measured and len({r.key for r in recs}) == 10
+    assert len(recs) == 6 == res.measured and len({r.key for r in recs}) == 6
     assert not any(r.result.error_no == MeasureErrorNo.WRONG_ANSWER for r in recs)
     valid = [r for r in recs if r.result.ok]
     assert valid and res.best is not None and res.best.result.ok
@@ -104,7 +104,7 @@ def test_user_written_computes_tune_correctly(tmp_path, user_computes, name):
     tensors = user_computes[name]
     task = SearchTask.from_tensors(tensors, name=name)
     log = tmp_path / "user.jsonl"
-    res = task.tune(8, log, QUICK)
+    res = task.tune(5, log, replace(QUICK, measures_per_round=4))
     assert res.best is not None
     assert not any(r.result.error_no == MeasureErrorNo.WRONG_ANSWER for r in load_records(log))
     s, args = task.apply_best(log)

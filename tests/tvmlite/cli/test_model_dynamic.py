@@ -139,8 +139,9 @@ def test_symbolic_tune_interrupt_resume_and_summary(capsys, monkeypatch, tmp_pat
     table = latest_table(records, dyn.workload)
     assert table is not None and set(table[1].tuned) == set(dyn.sizes)
     lines = out.splitlines()
-    assert any(ln.split()[-2:] == [f"{shares[0]}/{shares[0]}", ln.split()[-1]]
-               and "dynamic" in ln for ln in lines)
+    # the dynamic task's row: its trials column, then its dispatch ranges (one range or
+    # several, "1..1:v0, 2..:v1", as the measured times decide)
+    assert any(f" {shares[0]}/{shares[0]}  " in ln and "dynamic" in ln for ln in lines), out
     ort = importlib.util.find_spec("onnxruntime") is not None
     for m in (1, 2, 4):
         for head in (f"model:    L={m}: ", f"untuned:  L={m}: ", f"onnxruntime: L={m}: "):

@@ -188,7 +188,7 @@ def test_block_remainders_into_the_output_get_one_copy_per_row_count(rows):
 
 
 def test_edge_copies_beyond_the_budget_are_not_made():
-    """Into C, 8 rows of 64 vectors: the seven per-count copies would hold 28 * 64 stores
+    """Into C, 8 rows of 32 vectors: the seven per-count copies would hold 28 * 32 stores
     (a load, a multiply and their indices each), more than EDGE_BUDGET expression nodes
     (gcc's time grows with them), so the remainder is the rolled one. Into a tile, 8 (16)
     rows x 2 vectors x 32 unrolled reduction steps, 512 (1024) stores a block: the
@@ -197,10 +197,10 @@ def test_edge_copies_beyond_the_budget_are_not_made():
     alone (the initialisation, 2 stores a row, keeps its copies). Correct all the same:
     run at 8 rows; the 16-row kernel takes the same remainder path with twice the stores
     for gcc to compile, so its loop nest is checked without building it."""
-    assert 28 * 64 > EDGE_BUDGET / 8 and 15 * 64 > EDGE_BUDGET / 8
-    s, args = direct_row_block(8, cols=1024)
+    assert 28 * 32 > EDGE_BUDGET / 8 and 15 * 64 > EDGE_BUDGET / 8
+    s, args = direct_row_block(8, cols=512)
     assert not conditions(loop_nest(s, args).body, "==")
-    check_direct(tvmlite.build(s, args, name="twice"), 1024, range(1, 18))
+    check_direct(tvmlite.build(s, args, name="twice"), 512, range(1, 18))
     for rows in (8, 16):
         s, args = row_block_matmul(rows, unroll_k=True)
         body = loop_nest(s, args).body

@@ -106,7 +106,7 @@ def random_schedule(data, tensors: list):
 
 
 @pytest.mark.parametrize("op_name", sorted(CASES))
-@settings(max_examples=15, deadline=None, derandomize=True,
+@settings(max_examples=10, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_random_schedules_match_numpy(op_name, data):
@@ -135,7 +135,7 @@ SIZES = (1, 2, 3, 8, 9, 17, 31)
 
 
 @pytest.mark.parametrize("op_name,size", SYMBOLIC)
-@settings(max_examples=8, deadline=None, derandomize=True,
+@settings(max_examples=5, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_random_schedules_over_a_symbolic_size_match_numpy(op_name, size, data):
