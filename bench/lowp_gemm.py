@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 
 from bench import peers, results
+from tvmlite.testing.onnx_reference import INEXACT_REASON
 
 TORCH_PYTHON = Path("/work/peers/torch/bin/python")
 
@@ -251,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
              else "WRONG RESULT")
         if first.get("max_error"):
             note += (f"; inexact on this CPU: max error {first['max_error']:.0f} against "
-                     "numpy (int16 saturation of vpmaddubsw without VNNI)")
+                     f"numpy ({INEXACT_REASON})")
         ref = fp32_avx2 if "AVX2 target" in label else fp32
         vs_ort = per_round(label, ORT_OF[kind]) if worker == "tvmlite" and kind in ORT_OF \
             and ORT_OF[kind] in runs else None

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bench import onnx_models, peers, results
-from tvmlite.testing.onnx_reference import onnxruntime_integers_exact
+from tvmlite.testing.onnx_reference import INEXACT_REASON, onnxruntime_integers_exact
 
 MODELS = ("resnet50", "mobilenet_v2")
 QUICK_MODELS = ("mobilenet_v2",)
@@ -178,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
               f"left", file=sys.stderr)
     # where they are not exact (x86 without VNNI), a difference from onnxruntime in
     # steps is mostly its error, not ours (docs/benchmarks.md, quantized models)
-    exactness = "exact" if onnxruntime_integers_exact() else \
-        "inexact (int16 saturation of vpmaddubsw without VNNI)"
+    exactness = "exact" if onnxruntime_integers_exact() else f"inexact ({INEXACT_REASON})"
     table = results.Table(("model", "tvmlite ms", "onnxruntime ms", "ort / tvmlite",
                            "max diff (steps)", "convs+matmuls", "build s"), tuple(rows),
                           notes=(f"QDQ (quantize_static, uint8 activations, int8 weights "

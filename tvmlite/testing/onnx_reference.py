@@ -19,9 +19,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["onnxruntime_integers_exact", "reference_outputs", "reference_name"]
+__all__ = ["onnxruntime_integers_exact", "reference_outputs", "INEXACT_REASON"]
 
 EVALUATOR_OPSET = 21
+INEXACT_REASON = "int16 saturation of vpmaddubsw without VNNI"   # for reports
 
 
 @functools.cache
@@ -48,13 +49,6 @@ def onnxruntime_integers_exact() -> bool:
                                    providers=["CPUExecutionProvider"])
     got = session.run(None, {"a": a})[0]
     return bool(np.array_equal(got, a.astype(np.int32) @ b.astype(np.int32)))
-
-
-def reference_name() -> str:
-    """Which reference :func:`reference_outputs` runs on this CPU (for reports)."""
-    if onnxruntime_integers_exact():
-        return "onnxruntime"
-    return "onnx ReferenceEvaluator (onnxruntime's u8 x s8 kernels saturate on this CPU)"
 
 
 def reference_outputs(model, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
