@@ -12,6 +12,7 @@ import tvmlite
 from tvmlite import te
 from tvmlite.ir.expr import Cmp, Var, walk
 from tvmlite.ir.stmt import For, IfThenElse, walk_stmts
+from tvmlite.passes import version
 from tvmlite.passes.pipeline import loop_nest
 from tvmlite.passes.version import EDGE_BUDGET, EDGE_MAX, EDGE_STEPS
 
@@ -19,10 +20,11 @@ N = K = 32
 TILE, ROWS = 12, 4   # rows per tile, rows per unrolled block (3 blocks a tile)
 
 
-def tiled_matmul(tile):
-    """A matmul over a symbolic M with a local accumulator CL, C's rows split into tiles of
-    ``tile``: (schedule, [A, B, C], CL, the tile loop, the row loop, C's column axis)."""
-    A, B, C = tvmlite.ops.matmul(te.var("M"), N, K)
+def tiled_matmul(tile, k=K):
+    """A matmul over a symbolic M (depth ``k``) with a local accumulator CL, C's rows split
+    into tiles of ``tile``: (schedule, [A, B, C], CL, the tile loop, the row loop, C's
+    column axis)."""
+    A, B, C = tvmlite.ops.matmul(te.var("M"), N, k)
     s = te.create_schedule(C.op)
     CL = s.cache_write(C, "local")
     i, j = s[C].op.axis
@@ -65,10 +67,10 @@ def test_blocks_are_versioned_once_and_rolled_in_the_remainder():
             "the guarded remainder of a block is unrolled along a guarded axis"
 
 
-def row_block_matmul(rows, unroll_k=False):
+def row_block_matmul(rows, unroll_k=False, k=K):
     """Tiles of ``rows`` rows, each one unrolled block of rows x 2 vectors inside k (or,
     ``unroll_k``, the block inside k and k unrolled too)."""
-    s, args, CL, io, ii, j = tiled_matmul(rows)
+    s, args, CL, io, ii, j = tiled_matmul(rows, k)
     C = args[2]
     s[C].reorder(io, j, ii)
     s[CL].compute_at(s[C], io)
@@ -187,27 +189,35 @@ def test_block_remainders_into_the_output_get_one_copy_per_row_count(rows):
     check_direct(tvmlite.build(s, args, name="twice"), N, range(1, 3 * rows + 2))
 
 
-def test_edge_copies_beyond_the_budget_are_not_made():
+def test_edge_copies_beyond_the_budget_are_not_made(monkeypatch):
     """Into C, 8 rows of 32 vectors: the seven per-count copies would hold 28 * 32 stores
     (a load, a multiply and their indices each), more than EDGE_BUDGET expression nodes
     (gcc's time grows with them), so the remainder is the rolled one. Into a tile, 8 (16)
     rows x 2 vectors x 32 unrolled reduction steps, 512 (1024) stores a block: the
     clamped copies of 1, 2 and 4 (and 8) rows beside the whole block would hold 15 / 8
     times its stores, over the budget too, so the update's remainder is the whole block
-    alone (the initialisation, 2 stores a row, keeps its copies). Correct all the same:
-    run at 8 rows; the 16-row kernel takes the same remainder path with twice the stores
-    for gcc to compile, so its loop nest is checked without building it."""
+    alone (the initialisation, 2 stores a row, keeps its copies).
+
+    Correct all the same, checked where gcc is quick: the same kernels an eighth the size
+    (4 vectors; 4 reduction steps) under an eighth of the budget take the same paths, and
+    run. (The full-size 8-row matmul alone took gcc 15 s.)"""
     assert 28 * 32 > EDGE_BUDGET / 8 and 15 * 64 > EDGE_BUDGET / 8
-    s, args = direct_row_block(8, cols=512)
-    assert not conditions(loop_nest(s, args).body, "==")
-    check_direct(tvmlite.build(s, args, name="twice"), 512, range(1, 18))
-    for rows in (8, 16):
-        s, args = row_block_matmul(rows, unroll_k=True)
-        body = loop_nest(s, args).body
-        assert len(conditions(body, "<=")) == ladder_conditions(rows)
-        if rows == 8:
-            check_against_numpy(tvmlite.build(s, args, name="mm"), range(1, 2 * rows + 2),
-                                rows)
+
+    def check_paths(budget, cols, k, build):
+        monkeypatch.setattr(version, "EDGE_BUDGET", budget)
+        s, args = direct_row_block(8, cols=cols)
+        assert not conditions(loop_nest(s, args).body, "==")
+        if build:
+            check_direct(tvmlite.build(s, args, name="twice"), cols, range(1, 18))
+        for rows in (8, 16):
+            s, args = row_block_matmul(rows, unroll_k=True, k=k)
+            assert len(conditions(loop_nest(s, args).body, "<=")) == ladder_conditions(rows)
+            if build and rows == 8:
+                check_against_numpy(tvmlite.build(s, args, name="mm"),
+                                    range(1, 2 * rows + 2), rows, k=k)
+
+    check_paths(EDGE_BUDGET, 512, K, build=False)
+    check_paths(EDGE_BUDGET // 8, 64, K // 8, build=True)
 
 
 @pytest.mark.parametrize("tile,rows", [(4, 2), (9, 3), (10, 5), (16, 8), (18, 9), (34, 17)])
@@ -227,12 +237,12 @@ def test_blocked_matmul_correct_around_every_tile_edge(m_values):
     check_against_numpy(tvmlite.build(s, args, name="mm"), m_values, 0)
 
 
-def check_against_numpy(mod, m_values, seed):
-    """``mod`` (a matmul over symbolic M, K x N fixed) against numpy at each M."""
+def check_against_numpy(mod, m_values, seed, k=K):
+    """``mod`` (a matmul over symbolic M, k x N fixed) against numpy at each M."""
     rng = np.random.default_rng(seed)
-    b = rng.uniform(-1, 1, (K, N)).astype("float32")
+    b = rng.uniform(-1, 1, (k, N)).astype("float32")
     for m in m_values:
-        a = rng.uniform(-1, 1, (m, K)).astype("float32")
+        a = rng.uniform(-1, 1, (m, k)).astype("float32")
         c = np.full((m, N), np.nan, "float32")
         mod(a, b, c)
         np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
