@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tvmlite.codegen_c import CompileError, compile_shared, load_library
+from tvmlite.codegen_c import CompileError, compile_shared, link_shared, load_library
 from tvmlite.codegen_c.compiler import CompileTimeoutError, default_cache_dir
 from tvmlite.target.target import Target
 
@@ -69,6 +69,30 @@ def test_cache_dir_from_the_environment(tmp_path: Path, target: Target, monkeypa
     with pytest.raises(ValueError, match="TVMLITE_CACHE_DIR"):
         default_cache_dir()
 
+
+
+def test_a_linkable_library_shares_its_object_with_the_bundle(tmp_path: Path, target: Target,
+                                                              monkeypatch) -> None:
+    """A model's kernels are built to run here, then exported: built ``linkable``, the
+    export's compile of the same source is a cache hit, and only the bundle is linked."""
+    import tvmlite.codegen_c.compiler as compiler_module
+    monkeypatch.setenv("TVMLITE_CACHE_DIR", str(tmp_path / "cache"))
+    so = compile_shared(ADD, target, linkable=True)
+    assert so.with_suffix(".o").exists()
+    assert load_library(so, ADD_DECL)[1].answer() == 42
+    commands: list[list[str]] = []
+    real = compiler_module._run_compiler
+
+    def recorded(cmd, *args):
+        commands.append(cmd)
+        return real(cmd, *args)
+    monkeypatch.setattr(compiler_module, "_run_compiler", recorded)
+    assert compile_shared(ADD, target, linkable=True) == so
+    (tmp_path / "add.c").write_text(ADD)
+    bundle = link_shared([tmp_path / "add.c"], target, tmp_path / "libadd.so")
+    assert len(commands) == 1 and "-c" not in commands[0]     # the link alone
+    ffi, lib = load_library(bundle, ADD_DECL)
+    assert lib.answer() == 42
 
 def test_syntax_error_reports_stderr(tmp_path: Path, target: Target) -> None:
     with pytest.raises(CompileError) as info:

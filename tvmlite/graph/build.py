@@ -131,7 +131,8 @@ def build_graph(graph: Graph, target: Any = None, quiet: bool = False,
             func, source, decl = generate_c(s, list(kc.tensors), target, name)
             return key, (None, KernelCode(name, source, decl, tuple(getattr(func, "packs", ())),
                                           sizes=tuple(getattr(func, "sizes", ()))))
-        mod = build_kernel(s, list(kc.tensors), target, name=name)
+        # through the object export_library links, so an export compiles nothing again
+        mod = build_kernel(s, list(kc.tensors), target, name=name, linkable=True)
         return key, (mod, KernelCode(mod.name, mod.source, mod.decl, tuple(mod.packs),
                                      sizes=mod.sizes))
     with ThreadPoolExecutor(max_workers=max(1, min(4, Target.host().cores))) as pool:

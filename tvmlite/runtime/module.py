@@ -363,12 +363,14 @@ def generate_c(s: Schedule, args: Sequence[Any], target: Target | None = None,
 
 
 def build(s: Schedule, args: Sequence[Any] | None = None, target: Target | None = None,
-          name: str = "default_function", explain: bool = False) -> Any:
+          name: str = "default_function", explain: bool = False, *,
+          linkable: bool = False) -> Any:
     """Lower, generate C, compile (cached by content) and load the kernel. ``target`` is
     a Target or its name; a target this machine cannot run is refused before compiling
     (build it with ``generate_c`` + ``compile_shared``, or replay a log, instead).
     ``explain=True`` prints each scalar fallback and a spill warning to stderr as the
     kernel is built (what ``TVMLITE_LOG=fallbacks`` turns on at the command line).
+    ``linkable``: through the object a bundle links (``compile_shared(linkable=True)``).
     A whole model is built by ``tvmlite.build`` (``tvmlite/entry.py``)."""
     if args is None:
         raise TypeError("build(s, args): the schedule's tensors (args) are required")
@@ -380,7 +382,7 @@ def build(s: Schedule, args: Sequence[Any] | None = None, target: Target | None 
                          f"tvmlite.runtime.module.generate_c + codegen_c.compile_shared, "
                          f"or tune and replay with --target and --runner qemu")
     func, source, decl = generate_c(s, args, target, name)
-    path = compile_shared(source, target)
+    path = compile_shared(source, target, linkable=linkable)
     if explain:
         from tvmlite.explain.report import build_warnings
         for line in build_warnings(func, source, path, target):

@@ -59,6 +59,7 @@ def graphs(draw):
             nodes.append(oh.make_node(step[:3], [cur, f"c{i}"], [out]))
         elif step == "Transpose":
             nodes.append(oh.make_node("Transpose", [cur], [out], perm=[0, 1, 3, 2]))
+            shape[2], shape[3] = shape[3], shape[2]     # not square after a Reshape
         elif step == "Residual":
             same = [v for v, s in history.items() if s == tuple(shape) and v != cur]
             if not same:
