@@ -26,8 +26,8 @@ from tvmlite.search.records.record import make_record
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.templated.space import SpaceError
 
-SAMPLES = 20            # random configs per main case, besides the fallback
-FEW = 8                 # per extra case (odd sizes, strides, groups, other dtypes)
+SAMPLES = 12            # random configs per main case, besides the fallback
+FEW = 5                 # per extra case (odd sizes, strides, groups, other dtypes)
 
 TEMPLATE_NAMES = ["matmul", "batch_matmul", "dense", "conv1d", "conv2d_nchw", "conv2d_nhwc",
                   "depthwise_conv2d_nchw", "depthwise_conv2d_nhwc", "softmax", "norm2"]
