@@ -70,7 +70,8 @@ from tvmlite.search.template_free.sketch import (
 )
 from tvmlite.target.target import Target
 
-__all__ = ["blocked_decisions", "share_cores", "PANEL_SHARE", "ROWS_SHARE", "PARALLEL_SHARE"]
+__all__ = ["blocked_decisions", "block_rows_axis", "share_cores", "PANEL_SHARE", "ROWS_SHARE",
+           "PARALLEL_SHARE"]
 
 PARALLEL_SHARE = 2      # at least 2 blocks per core in the parallel loop
 PANEL_SHARE = 4         # the packed panel fills at most 1/4 of L2 ...
@@ -184,6 +185,24 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
     except (ScheduleError, ValueError):
         return None
     return used
+
+
+def block_rows_axis(workload: Workload, sketch: Sketch) -> tuple[str, str] | None:
+    """(stage, axis) of the rows of ``sketch``'s register block (the spatial axis next to
+    the vectorized one of the stage fused into its output), or None without one.
+
+    A static axis's tiles divide it, so the rows the registers hold may not be a choice:
+    1024 rows take 4 on AVX2, where 6 fit (6 x 16 ran 127 GFLOP/s on Zen 3, 4 x 16 90).
+    Made loose like a symbolic axis's, the rows end in a remainder block; the first round
+    measures the blocking both ways (``policy.blocked_candidates``)."""
+    if any(isinstance(a, DotBlock) for a in sketch.actions):
+        return None
+    fuse = next((a for a in sketch.actions if isinstance(a, FuseInto)), None)
+    if fuse is None:
+        return None
+    st = structure(workload, sketch).state.stage(fuse.stage)
+    spatial = [it for it in st.roots if it.kind == "spatial" and it.extent > 1]
+    return (fuse.stage, spatial[-2].name) if len(spatial) >= 2 else None
 
 
 def share_cores(tiles: dict, spatial: Sequence[Any], order: Sequence[Any], need: int) -> None:

@@ -156,13 +156,14 @@ class EvolutionarySearch:
     def loose_axes(self, sketch: int) -> frozenset:
         return self.loose[sketch] if self.loose else frozenset()
 
-    def realize(self, cand: Candidate) -> Candidate | None:
-        """Fill steps/key (and reuse a cached realization); None if illegal."""
+    def realize(self, cand: Candidate, loose: frozenset = frozenset()) -> Candidate | None:
+        """Fill steps/key (and reuse a cached realization); None if illegal. ``loose``:
+        axes whose tiles need not divide them beyond the sketch's own (a seed's)."""
         try:
             with self.clock.timed("sample"):
                 s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
                                   self.rng, self.target, self.constants,
-                                  self.loose_axes(cand.sketch))
+                                  self.loose_axes(cand.sketch) | loose)
         except ScheduleError:
             return None
         key = state_key(self.workload.key, s.steps)

@@ -30,7 +30,7 @@ from tvmlite.search.records.best import DEFAULT_SEED, SEED
 from tvmlite.search.records.record import load_records, target_matches
 from tvmlite.search.records.workload import Workload
 from tvmlite.search.result import PhaseClock
-from tvmlite.search.template_free.blocking import blocked_decisions
+from tvmlite.search.template_free.blocking import block_rows_axis, blocked_decisions
 from tvmlite.search.template_free.evolution import Candidate, EvolutionarySearch
 from tvmlite.search.template_free.sketch import RULES, generate_sketches, symbolic_axes
 from tvmlite.search.tuning import Proposer
@@ -156,15 +156,23 @@ class SketchPolicy(Proposer):
         """``blocked`` as the search's candidates (realized, with their features)."""
         out: dict[str, Candidate] = {}
         for i, sk in enumerate(self.sketches):
-            with self.clock.timed("sample"):
-                # a constant operand packed once at load time, as a model's default build
-                # has it (so a model's tuning starts from its untuned kernels)
-                decisions = blocked_decisions(self.workload, sk, self.target,
-                                              self.search.constants, self.search.loose_axes(i),
-                                              prepack=not self.scaled)
-            cand = self.search.realize(Candidate(i, decisions)) if decisions else None
-            if cand is not None and cand.key not in self.measured:
-                out.setdefault(cand.key, cand)
+            rows = block_rows_axis(self.workload, sk)
+            # the rows as perfect tiles, and (an axis not loose already) with a remainder
+            # block, so the registers' row count is a choice: the round measures both
+            ways = [frozenset()] + ([frozenset({rows})] if rows and rows not in
+                                    self.search.loose_axes(i) else [])
+            for extra in ways:
+                with self.clock.timed("sample"):
+                    # a constant operand packed once at load time, as a model's default
+                    # build has it (so a model's tuning starts from its untuned kernels)
+                    decisions = blocked_decisions(self.workload, sk, self.target,
+                                                  self.search.constants,
+                                                  self.search.loose_axes(i) | extra,
+                                                  prepack=not self.scaled)
+                cand = self.search.realize(Candidate(i, decisions), extra) \
+                    if decisions else None
+                if cand is not None and cand.key not in self.measured:
+                    out.setdefault(cand.key, cand)
         return list(out.values())
 
     def _input(self, cand: Candidate) -> MeasureInput:
