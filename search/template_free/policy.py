@@ -159,8 +159,9 @@ class SketchPolicy(Proposer):
             rows = block_rows_axis(self.workload, sk)
             # the rows as perfect tiles, and (an axis not loose already) with a remainder
             # block, so the registers' row count is a choice: the round measures both
-            ways = [frozenset()] + ([frozenset({rows})] if rows and rows not in
-                                    self.search.loose_axes(i) else [])
+            ways: list[frozenset] = [frozenset()]
+            if rows and rows not in self.search.loose_axes(i):
+                ways.append(frozenset({rows}))
             for extra in ways:
                 with self.clock.timed("sample"):
                     # a constant operand packed once at load time, as a model's default
