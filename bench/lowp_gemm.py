@@ -49,6 +49,7 @@ from tvmlite import ops
 from tvmlite.schedule.dot_block import block_sizes, gemm_dot, tile_block
 from tvmlite.schedules.dot import lowp_matmul
 from tvmlite.schedules.recipes import gemm_packed
+from tvmlite.search.template_free.priors import register_block_rows
 from tvmlite.target.intrinsics import best_intrinsic
 from tvmlite.target.target import Target
 n, kind = payload["size"], payload["kind"]
@@ -56,10 +57,9 @@ target = Target.from_name("x86_64-avx2") if kind.endswith("-avx2") else Target.h
 rng = np.random.default_rng(0)
 if kind.startswith("fp32"):
     lanes = target.vector_lanes("float32")
-    # the register block blocking.py derives: 2 vectors wide, as many rows as fit beside
-    # one row of B and a broadcast (14 on 32 registers, 6 on AVX2's 16)
+    # the register block blocking.py derives: 2 vectors wide, as many rows as fit
     s, tensors = gemm_packed(n, n, n, block_cols=2 * lanes,
-                             block_rows=(target.vector_registers - 3) // 2)
+                             block_rows=register_block_rows(target.vector_registers, 2))
     a, b = (rng.standard_normal((n, n)).astype("float32") for _ in range(2))
     used = "FMA (vector extensions, no intrinsic)"
 else:

@@ -57,6 +57,7 @@ from tvmlite.search.template_free.priors import (
     divisors,
     fma_block_floor,
     max_innermost,
+    register_block_rows,
     unroll_steps,
 )
 from tvmlite.search.template_free.realize import dot_decisions, realize
@@ -129,7 +130,7 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
         if nr % lanes:      # the vector loop is split in whole shorter vectors: one per row
             nr = max(d for d in (lanes // 2, lanes // 4, 4, 1) if nr % d == 0 or d == 1)
         width = -(-nr // lanes)
-        mr = largest(rows[0], 1, max(1, (registers - 1 - width) // width), True) if rows else 1
+        mr = largest(rows[0], 1, register_block_rows(registers, width), True) if rows else 1
         return nr, width, mr
     nr, width, mr = block(2 * lanes)
     if mr * width < floor and rows:      # few rows divide (w = 111: 3): wider rows instead

@@ -38,6 +38,10 @@ class Candidate:
     schedule: Any = None
     features: Any = None
     score: float = 0.0   # the cost model's latest prediction (changes as it learns)
+    # (stage, axis) pairs whose tiles need not divide them beyond the sketch's own loose
+    # axes: a blocked seed's remainder rows (policy.blocked_candidates), kept by its
+    # children so that their mutations treat the axis as loose too
+    loose: frozenset = frozenset()
 
     def record_decisions(self, sketch_desc: str) -> dict:
         return {"sketch": self.sketch, "sketch_desc": sketch_desc, "decisions": self.decisions}
@@ -62,7 +66,7 @@ def mutate_tile(factors: list[int], extent: int, rng: random.Random,
     levels = [extent // math.prod(factors)] + list(factors)
     for _ in range(8):
         src = rng.randrange(len(levels))
-        if levels[src] == 1:
+        if levels[src] <= 1:
             continue
         p = rng.choice(_prime_factors(levels[src]))
         dst = rng.randrange(len(levels) - 1)
@@ -156,14 +160,13 @@ class EvolutionarySearch:
     def loose_axes(self, sketch: int) -> frozenset:
         return self.loose[sketch] if self.loose else frozenset()
 
-    def realize(self, cand: Candidate, loose: frozenset = frozenset()) -> Candidate | None:
-        """Fill steps/key (and reuse a cached realization); None if illegal. ``loose``:
-        axes whose tiles need not divide them beyond the sketch's own (a seed's)."""
+    def realize(self, cand: Candidate) -> Candidate | None:
+        """Fill steps/key (and reuse a cached realization); None if illegal."""
         try:
             with self.clock.timed("sample"):
                 s, used = realize(self.workload, self.sketches[cand.sketch], cand.decisions,
                                   self.rng, self.target, self.constants,
-                                  self.loose_axes(cand.sketch) | loose)
+                                  self.loose_axes(cand.sketch) | cand.loose)
         except ScheduleError:
             return None
         key = state_key(self.workload.key, s.steps)
@@ -174,7 +177,7 @@ class EvolutionarySearch:
         except ScheduleError:
             self.cache[key] = None
             return None
-        cand = Candidate(cand.sketch, used, tuple(s.steps), key, s, feats)
+        cand = Candidate(cand.sketch, used, tuple(s.steps), key, s, feats, loose=cand.loose)
         self.cache[key] = cand
         return cand
 
@@ -229,7 +232,8 @@ class EvolutionarySearch:
         """``parent``'s decisions with one changed (``mutate``) within this target's
         limits: its innermost tile, unroll steps and register file."""
         regs = self.target.vector_registers
-        loose = frozenset(f"tile:{st}.{ax}" for st, ax in self.loose_axes(parent.sketch))
+        loose = frozenset(f"tile:{st}.{ax}"
+                          for st, ax in self.loose_axes(parent.sketch) | parent.loose)
         return mutate(parent.decisions, self._extents(parent), rng,
                       max_innermost(self.target.vector_lanes("float32"), regs),
                       unroll_steps(regs), loose, regs)
@@ -247,6 +251,7 @@ class EvolutionarySearch:
             if self.rng.random() < self.mutation_prob:
                 new = self.mutated_decisions(parent, self.rng)
                 if new is not None:
-                    child = self.realize(Candidate(parent.sketch, new)) or parent
+                    child = self.realize(Candidate(parent.sketch, new,
+                                                   loose=parent.loose)) or parent
             children.setdefault(child.key, child)
         return list(children.values())

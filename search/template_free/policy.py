@@ -170,7 +170,7 @@ class SketchPolicy(Proposer):
                                                   self.search.constants,
                                                   self.search.loose_axes(i) | extra,
                                                   prepack=not self.scaled)
-                cand = self.search.realize(Candidate(i, decisions), extra) \
+                cand = self.search.realize(Candidate(i, decisions, loose=extra)) \
                     if decisions else None
                 if cand is not None and cand.key not in self.measured:
                     out.setdefault(cand.key, cand)
@@ -222,9 +222,11 @@ class SketchPolicy(Proposer):
         desc, decisions = d.get("sketch_desc"), d.get("decisions")
         for i, sk in enumerate(self.sketches):
             if str(sk) == desc and isinstance(decisions, dict):
-                cand = self.search.realize(Candidate(i, dict(decisions)))
-                if cand is not None and cand.key == inp.key:
-                    return cand
+                rows = block_rows_axis(self.workload, sk)   # a blocked seed's, loose
+                for extra in [frozenset()] + ([frozenset({rows})] if rows else []):
+                    cand = self.search.realize(Candidate(i, dict(decisions), loose=extra))
+                    if cand is not None and cand.key == inp.key:
+                        return cand
         try:
             s = Schedule.from_steps(self.workload.outputs, inp.steps)
             return Candidate(-1, {}, tuple(inp.steps), inp.key, s, self._featurize(s))

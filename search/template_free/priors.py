@@ -53,6 +53,12 @@ def unroll_steps(registers: int) -> tuple:
     return (0, max(1, registers // 2), registers * 2, registers * 16)
 
 
+def register_block_rows(registers: int, width: int) -> int:
+    """Rows of a register block ``width`` vectors wide: its accumulators beside one row of
+    the other operand's vectors and a broadcast (14 rows of 2 on 32 registers, 6 on 16)."""
+    return max(1, (registers - 1 - width) // width)
+
+
 def fma_block_floor(target: Target, registers: int) -> int:
     """Fewest accumulator vectors a reduction's register block should have: FMA latency
     x pipes of the target's family (``Target.fma_latency_pipes``, 4 x 2 on AVX-512) so

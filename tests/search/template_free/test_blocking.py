@@ -19,8 +19,13 @@ from tvmlite.search.template_free.blocking import (
     ROWS_SHARE,
     blocked_decisions,
 )
+from tvmlite.search.template_free.evolution import Candidate
 from tvmlite.search.template_free.policy import SketchPolicy
-from tvmlite.search.template_free.priors import fma_block_floor, max_innermost
+from tvmlite.search.template_free.priors import (
+    fma_block_floor,
+    max_innermost,
+    register_block_rows,
+)
 from tvmlite.search.template_free.realize import realize
 from tvmlite.search.template_free.sketch import generate_sketches, symbolic_axes
 from tvmlite.target.intrinsics import best_intrinsic
@@ -177,8 +182,8 @@ HOST = Target.host()
 
 
 def max_block_rows(target: Target) -> int:
-    """Rows of a 2-vector register block beside a row of B and a broadcast."""
-    return (target.vector_registers - 3) // 2
+    """Rows of a 2-vector register block."""
+    return register_block_rows(target.vector_registers, 2)
 
 
 def test_policy_offers_its_blocked_candidate_until_it_is_measured():
@@ -210,3 +215,26 @@ def test_the_dot_sketch_is_blocked_around_the_targets_intrinsic():
     s, _ = realize(wl, sketch, d, random.Random(0), host, ("B",))
     assert any(st.kind == "tensorize" and st.intrinsic == intr.name for st in s.steps)
     assert blocked_decisions(wl, sketch, host, ())["tensorize:C"] == 0
+
+
+def test_a_remainder_row_block_stays_loose_in_its_children_and_in_a_resumed_log():
+    """A seed whose rows do not divide their axis (6 of 64 on AVX2) is realized with the
+    axis loose; evolution mutates it as a loose axis (a divisor-only move has nothing to
+    move there), its children keep it, and a log's record of it seeds evolution again."""
+    wl = Workload.from_op("matmul", 64, 64, 64)
+    target = Target.from_name("x86_64-avx2")
+    policy = SketchPolicy(wl, target, XGBModel(seed=0), TuningOptions(population=16))
+    loose = [c for c in policy.blocked_candidates() if c.loose]
+    assert loose and all(c.decisions[f"tile:{st}.{ax}"][-1] == 6
+                         for c in loose for st, ax in c.loose)
+    rng = random.Random(0)
+    for parent in loose:
+        children = [policy.search.realize(Candidate(parent.sketch, new, loose=parent.loose))
+                    for new in (policy.search.mutated_decisions(parent, rng) for _ in range(30))
+                    if new is not None]
+        # (a child whose rows happen to divide may be a schedule realized before: cached)
+        assert any(c is not None and c.loose == parent.loose for c in children)
+    resumed = SketchPolicy(wl, target, XGBModel(seed=0), TuningOptions(population=16))
+    inp = policy.blocked()[[c.key for c in policy.blocked_candidates()].index(loose[0].key)]
+    resumed.update([inp], [MeasureResult(costs=(1e-3,))], train=False)
+    assert [(c.key, c.loose) for c in resumed.best_seeds] == [(loose[0].key, loose[0].loose)]

@@ -119,7 +119,7 @@ def test_mutated_candidates_realize_into_correct_schedules():
             new = search.mutated_decisions(parent, rng)
             if new is None:
                 continue
-            child = search.realize(Candidate(parent.sketch, new))
+            child = search.realize(Candidate(parent.sketch, new, loose=parent.loose))
             if child is None:
                 continue
             # every decision the child kept from its mutation is the one it was given
