@@ -223,7 +223,8 @@ class SketchPolicy(Proposer):
         for i, sk in enumerate(self.sketches):
             if str(sk) == desc and isinstance(decisions, dict):
                 rows = block_rows_axis(self.workload, sk)   # a blocked seed's, loose
-                for extra in [frozenset()] + ([frozenset({rows})] if rows else []):
+                ways: list[frozenset] = [frozenset()] + ([frozenset({rows})] if rows else [])
+                for extra in ways:
                     cand = self.search.realize(Candidate(i, dict(decisions), loose=extra))
                     if cand is not None and cand.key == inp.key:
                         return cand
