@@ -49,3 +49,28 @@ def tuned_matmul_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
         code = cli.main(["tune", *TUNED_MATMUL_ARGS, "--log", str(log), "--quiet"])
     assert code == 0
     return log
+
+
+@pytest.fixture
+def symbolic_model(tmp_path: Path) -> Path:
+    """A tiny ONNX model over a range of L, written into tmp_path: x (N, L, 16) @ W ->
+    relu (a dynamic task over L) and z (N, 16) -> gemm (static); N is fixed to 1 by
+    --shape, L made a range (``--shape x=1,1..4,16 --shape z=1,16``)."""
+    onnx = pytest.importorskip("onnx")
+    import numpy as np
+    from onnx import TensorProto
+    from onnx import helper as oh
+    from onnx import numpy_helper as nh
+    rng = np.random.default_rng(3)
+    value = oh.make_tensor_value_info
+    graph = oh.make_graph(
+        [oh.make_node("MatMul", ["x", "W"], ["m"]), oh.make_node("Relu", ["m"], ["y"]),
+         oh.make_node("Gemm", ["z", "FW"], ["w"], transB=1)], "sym",
+        [value(n, TensorProto.FLOAT, s) for n, s in (("x", ("N", "L", 16)), ("z", ("N", 16)))],
+        [value(n, TensorProto.FLOAT, None) for n in ("y", "w")],
+        [nh.from_array(rng.standard_normal(s).astype(np.float32), n)
+         for n, s in (("W", (16, 8)), ("FW", (4, 16)))])
+    path = tmp_path / "sym.onnx"
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8),
+              str(path))
+    return path

@@ -312,6 +312,24 @@ def test_cli_tune_replay_and_compare_measure_on_the_cluster(cluster, tmp_path, c
                  str(tmp_path / "x.jsonl"), "--runner", "dask://nohost"]) == 2
 
 
+def test_a_model_over_a_symbolic_size_tunes_on_the_cluster(cluster, tmp_path, capsys,
+                                                            symbolic_model):
+    """``tvmlite tune MODEL --shape x=1,1..4,16 --runner dask://``: the dynamic task's
+    waves and the static task are measured by the workers, and the summary's dispatch
+    table is built from what they measured."""
+    from tvmlite.cli.commands import main
+    from tvmlite.search.records.best import is_retiming
+    url = "dask://" + cluster.scheduler_address.split("://")[1]
+    log = tmp_path / "sym.jsonl"
+    assert main(["tune", str(symbolic_model), "--trials", "4", "--log", str(log),
+                 "--shape", "x=1,1..4,16", "--shape", "z=1,16", "--population", "8",
+                 "--batch", "2", "--no-pretrained", "--quiet", "--runner", url]) == 0
+    out = capsys.readouterr().out
+    trials = [r for r in load_records(log) if not is_retiming(r) and r.tuner != "dispatch"]
+    assert len(trials) == 4
+    assert "holds 4 of --trials 4" in out and "L=" in out, out
+
+
 class Killer:
     """Kills the Dask worker that starts a candidate, ``times`` times: a client of its
     own follows the start events the measuring tasks log."""

@@ -44,32 +44,9 @@ def test_feeds_at_a_size():
     assert f["x"].shape == (1, 3, 4) and f["ids"].dtype == np.int64 and not f["ids"].any()
 
 
-# -- the command: a tiny model over a range of L ---------------------------------------------
+# -- the command: a tiny model over a range of L (conftest's symbolic_model) -----------------
 
 QUICK = ("--population", "16", "--batch", "2", "--no-pretrained")
-
-
-def _symbolic_model(tmp_path):
-    """x (N, L, 16) @ W -> relu (a dynamic task over L) and z (N, 16) -> gemm (static);
-    N is fixed to 1 by --shape, L made a range."""
-    onnx = pytest.importorskip("onnx")
-    import numpy as np
-    from onnx import TensorProto
-    from onnx import helper as oh
-    from onnx import numpy_helper as nh
-    rng = np.random.default_rng(3)
-    value = oh.make_tensor_value_info
-    graph = oh.make_graph(
-        [oh.make_node("MatMul", ["x", "W"], ["m"]), oh.make_node("Relu", ["m"], ["y"]),
-         oh.make_node("Gemm", ["z", "FW"], ["w"], transB=1)], "sym",
-        [value(n, TensorProto.FLOAT, s) for n, s in (("x", ("N", "L", 16)), ("z", ("N", 16)))],
-        [value(n, TensorProto.FLOAT, None) for n in ("y", "w")],
-        [nh.from_array(rng.standard_normal(s).astype(np.float32), n)
-         for n, s in (("W", (16, 8)), ("FW", (4, 16)))])
-    path = tmp_path / "sym.onnx"
-    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=8),
-              str(path))
-    return path
 
 
 def _run(capsys, *argv):
@@ -79,7 +56,8 @@ def _run(capsys, *argv):
     return code, out, err
 
 
-def test_symbolic_tune_interrupt_resume_and_summary(capsys, monkeypatch, tmp_path):
+def test_symbolic_tune_interrupt_resume_and_summary(capsys, monkeypatch, tmp_path,
+                                                    symbolic_model):
     """Interrupted in the dynamic task after 3 trials, refused without --resume, resumed
     to the budget: every trial measured once, each task's share reached, the dispatch
     table built, the summary timed at the range's ends and middle."""
@@ -93,7 +71,7 @@ def test_symbolic_tune_interrupt_resume_and_summary(capsys, monkeypatch, tmp_pat
     from tvmlite.search.records.dispatch import latest_table
     from tvmlite.search.records.record import load_records
     from tvmlite.target.target import Target
-    path, log = _symbolic_model(tmp_path), tmp_path / "sym.jsonl"
+    path, log = symbolic_model, tmp_path / "sym.jsonl"
     args = ["tune", path, "--trials", 6, "--log", log, "--shape", "x=1,1..4,16",
             "--shape", "z=1,16", *QUICK]
     seen, status = [], []
@@ -152,12 +130,12 @@ def test_symbolic_tune_interrupt_resume_and_summary(capsys, monkeypatch, tmp_pat
             "--out dist") in out
 
 
-def test_sigterm_stops_a_symbolic_tuning_with_its_lines(tmp_path):
+def test_sigterm_stops_a_symbolic_tuning_with_its_lines(tmp_path, symbolic_model):
     """One subprocess: a real signal while trials run; the log keeps every record the
     run reported, and the task lines and the resume command are printed."""
     from tvmlite.search.records.best import is_retiming
     from tvmlite.search.records.record import load_records
-    path, log = _symbolic_model(tmp_path), tmp_path / "t.jsonl"
+    path, log = symbolic_model, tmp_path / "t.jsonl"
     command = [sys.executable, "-m", "tvmlite", "tune", str(path), "--trials", "60", "--log",
                str(log), "--shape", "x=1,1..8,16", "--shape", "z=1,16", *QUICK]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -181,8 +159,9 @@ def test_sigterm_stops_a_symbolic_tuning_with_its_lines(tmp_path):
     ("x=1,0..8,16", "1 <= lo <= hi, got (0, 8)"),
     ("x=1,1..8", "the model declares 3"),
 ])
-def test_a_bad_shape_range_is_a_clear_error(capsys, tmp_path, shape, message):
-    path, log = _symbolic_model(tmp_path), tmp_path / "bad.jsonl"
+def test_a_bad_shape_range_is_a_clear_error(capsys, tmp_path, shape, message,
+                                            symbolic_model):
+    path, log = symbolic_model, tmp_path / "bad.jsonl"
     code, _, err = _run(capsys, "tune", path, "--shape", shape, "--shape", "z=1,16",
                         "--trials", 8, "--log", log)
     assert code == 1 and message in err and "Traceback" not in err
