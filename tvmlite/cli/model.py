@@ -89,6 +89,15 @@ def add_layout_arg(parser: Any, default: str, cost: str) -> None:
                         f"faster ({cost}); nchw/nhwc take it as given (default {default})")
 
 
+def add_split_arg(parser: Any, cost: str) -> None:
+    """``--split auto|off`` on ``parser``; ``cost`` says what auto costs there."""
+    parser.add_argument("--split", choices=("auto", "off"), default="off", help="auto: time "
+                        "each fused kernel with a heavy epilogue or prologue against its "
+                        "unfused parts and split back those slower fused (" + cost + "; "
+                        "under a log that tuned one side only, that side); default off: "
+                        "every fusion kept")
+
+
 def add_precision_arg(parser: Any) -> None:
     """``--precision fp32|bf16`` on ``parser`` (argparse refuses any other value)."""
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
@@ -123,6 +132,8 @@ def add_model_commands(sub: Any, command: Any) -> None:
         add_layout_arg(sub.choices["tune"], "nhwc", f"MODEL.onnx, before the tasks are "
                        f"extracted; {TUNE_LAYOUT_COST}")
         add_precision_arg(sub.choices["tune"])
+        add_split_arg(sub.choices["tune"], "MODEL.onnx, before the tasks are extracted: "
+                      "two builds of default kernels")
     c = command(sub, "compile", cmd_compile, "import an ONNX model, fuse and build it (with "
                 "the best records of --log, else default schedules) into one C library")
     c.add_argument("model", metavar="MODEL.onnx")
@@ -133,10 +144,7 @@ def add_model_commands(sub: Any, command: Any) -> None:
     c.add_argument("--out", required=True, metavar="DIR")
     c.add_argument("--name", default="model", help="the library's name (a C identifier)")
     add_layout_arg(c, "auto", "a second build, cached, and about a second of timing")
-    c.add_argument("--split", choices=("auto", "off"), default="off", help="auto: time each "
-                   "fused kernel with a heavy epilogue or prologue against its unfused parts "
-                   "and split back those slower fused (a third build; default off: every "
-                   "fusion kept)")
+    add_split_arg(c, "a third build")
     add_precision_arg(c)
     target_args(c, runner=False)
 

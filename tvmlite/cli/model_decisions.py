@@ -43,11 +43,12 @@ def packed_tasks(tasks: Sequence[Any], log: str | Path, target: Target) -> list[
 
 def tune_decision_lines(decisions: GraphDecisions, tasks: Sequence[Any], log: str | Path,
                         target: Target) -> list[str]:
-    """The header's lines: the layout and how it was chosen, and the tasks whose
-    schedules pre-pack their weights (a tuning splits no fusion: its tasks are the fused
-    kernels)."""
+    """The header's lines: the layout and how it was chosen, the fusions split back
+    (``--split auto``: measured before the tasks were extracted), and the tasks whose
+    schedules pre-pack their weights."""
     packed = packed_tasks(tasks, log, target)
     few = ", ".join(packed[:4]) + (f" +{len(packed) - 4} more" if len(packed) > 4 else "")
-    return [decisions.layout_line(),
+    split = [decisions.split_line()] if decisions.split_measures or decisions.split else []
+    return [decisions.layout_line(), *split,
             f"weights:  pre-packed at load time by {len(packed)} of {len(tasks)} task(s)' "
             f"schedules" + (f" ({few})" if packed else "")]

@@ -23,6 +23,7 @@ estimate · the command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import sys
 from collections.abc import Collection, Sequence
@@ -46,7 +47,7 @@ from tvmlite.cli.progress import Progress
 from tvmlite.cli.tune import cmd_tune
 from tvmlite.frontend import from_onnx
 from tvmlite.graph.build import build_graph
-from tvmlite.graph.decisions import decide_layout
+from tvmlite.graph.decisions import decide_layout, decide_splits
 from tvmlite.graph.ir import Graph
 from tvmlite.ops import OPS
 from tvmlite.search.graph_tasks import extract_tasks
@@ -90,6 +91,9 @@ def cmd_tune_any(args: argparse.Namespace) -> int:
     if getattr(args, "layout", "nhwc") != "nhwc":
         raise UsageError("--layout chooses a model's activation layout: it goes with "
                          "`tvmlite tune MODEL.onnx`")
+    if getattr(args, "split", "off") != "off":
+        raise UsageError("--split splits a model's fused kernels: it goes with `tvmlite "
+                         "tune MODEL.onnx`")
     return cmd_tune(args)
 
 
@@ -255,12 +259,14 @@ def _model_line(args: argparse.Namespace, graph: Graph, rows: Sequence[TaskRow])
 
 def _commands(args: argparse.Namespace, target: Target, layout: str) -> str:
     """The compile command building what was tuned: the same shapes, target and layout
-    (given, so compile does not measure again and pick kernels the log has no record of)."""
+    (given, so compile does not measure again and pick kernels the log has no record of),
+    and ``--split auto`` when the tuning split: compile builds the side the log tuned."""
     shapes = [a for name, dims in args.shape
               for a in ("--shape", f"{name}={format_shape(dims)}")]
     flag = ["--target", target.name] if target.name and target.name != "host" else []
     precision = getattr(args, "precision", "fp32")
     flag += ["--precision", precision] if precision != "fp32" else []
+    flag += ["--split", "auto"] if getattr(args, "split", "off") == "auto" else []
     return "compile:  " + shlex.join(["tvmlite", "compile", args.op, "--log", args.log,
                                       *shapes, *flag, "--out", "dist", "--layout",
                                       layout.lower()])
@@ -306,6 +312,13 @@ def cmd_model_tune(args: argparse.Namespace) -> int:
     graph = graph.replace(precision=precision)
     # the layout is chosen before the tasks exist: they are the chosen layout's kernels
     fused, decisions = decide_layout(graph, target, getattr(args, "layout", "nhwc"))
+    split = getattr(args, "split", "off") == "auto"
+    # so are the splits (default kernels timed); a resumed tuning's log holds the side
+    # it tuned, which decide_splits then keeps (as compile does with the same log)
+    resumed = apply_history_best(args.log) if split and args.resume and \
+        Path(args.log).is_file() else contextlib.nullcontext()
+    with resumed:
+        fused, decisions = decide_splits(fused, target, decisions, measure=split)
     tasks = extract_tasks(fused, target)
     _check_log(args.log, tasks, target, args.resume)
     # the scheduler first gives a round to each task it has not run in this process, in

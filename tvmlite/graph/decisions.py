@@ -67,11 +67,13 @@ _REPEAT, _MIN_MS = 9, 10.0   # the timers' settings without a MeasureConfig
 class SplitMeasure:
     """One distinct fused kernel measured against its parts: its kernels (the ones
     sharing its computation), the seconds of all their calls fused and split, and
-    whether it was split back."""
+    whether it was split back; ``as_tuned``: decided by the log, which holds records of
+    one side only (a tuning tuned that side: ``decide_splits``), not by the times."""
     kernels: tuple[str, ...]
     fused: float
     parts: float
     split: bool
+    as_tuned: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,8 @@ class GraphDecisions:
         done = [m for m in self.split_measures if m.split]
         head = (f"split:    {len(done)} of {len(self.split_measures)} heavy fused kernel(s) "
                 f"split back (split when the parts are {self.split_noise:.0%} faster)")
+        tuned = sum(m.as_tuned for m in self.split_measures)
+        head += f", {tuned} as the log tuned them" if tuned else ""
         if not done:
             return head
         return head + ": " + "; ".join(
@@ -317,7 +321,12 @@ def decide_splits(graph: Graph, target: Any = None, decisions: GraphDecisions | 
     two timings (``timer``, else ``interleaved_kernel_timer(config)``); the measure
     records their means. Nothing is
     split without a measurement (``measure=False``, another machine's target, a symbolic
-    input dimension)."""
+    input dimension).
+
+    Under a log's records (``apply_history_best``) that cover one side of a group only,
+    the fused kernel or its parts, that side is built whatever the times say: a tuning
+    with ``--split auto`` decided before its tasks existed and tuned that side, and its
+    compile must not pick the kernels it never tuned."""
     if graph.kernels is None:
         raise GraphError(f"decide_splits: graph {graph.name!r} is not fused yet (run "
                          f"decide_layout or graph.optimize first)")
@@ -345,10 +354,18 @@ def decide_splits(graph: Graph, target: Any = None, decisions: GraphDecisions | 
             vote.append((sum(_time_of(fused_t, n) for n in grp),
                          sum(_time_of(split_t, n + s) for n in grp
                              for s in ("_prologue", "", "_epilogue") if n + s in names)))
-    measures = [SplitMeasure(tuple(grp), statistics.mean(f for f, _ in vote),
-                             statistics.mean(p for _, p in vote),
-                             all(f > p * (1 + noise) for f, p in vote))
-                for grp, vote in zip(groups, votes)]
+    tuned = [{k.name for k in m.kernels if k.record is not None} for m in mods]
+
+    def measure_of(grp: list[str], vote: list[tuple[float, float]]) -> SplitMeasure:
+        fused_t, parts_t = (statistics.mean(x[i] for x in vote) for i in (0, 1))
+        parts = [n + s for n in grp for s in ("_prologue", "", "_epilogue") if n + s in names]
+        # any record counts: a small budget may not reach every task of the side tuned
+        fused_tuned, parts_tuned = bool(set(grp) & tuned[0]), bool(set(parts) & tuned[1])
+        if fused_tuned != parts_tuned:   # the log tuned one side: build what was tuned
+            return SplitMeasure(tuple(grp), fused_t, parts_t, parts_tuned, as_tuned=True)
+        return SplitMeasure(tuple(grp), fused_t, parts_t,
+                            all(f > p * (1 + noise) for f, p in vote))
+    measures = [measure_of(grp, vote) for grp, vote in zip(groups, votes)]
     chosen = [n for m in measures if m.split for n in m.kernels]
     out = split_kernels(graph, chosen) if chosen else graph
     return out, replace(base, split=tuple(chosen), split_measures=tuple(measures),

@@ -1,7 +1,8 @@
 """The whole-graph decisions on the command line: ``tvmlite compile --layout/--split``
 print what was chosen and build a library that gives onnxruntime's outputs; ``tvmlite
 tune MODEL.onnx --layout auto`` measures the layout before extracting the tasks, says so
-in the summary's header and pins it in the compile and resume commands."""
+in the summary's header and pins it in the compile and resume commands; ``--split auto``
+splits before the tasks too, and the compile under its log builds the side it tuned."""
 from __future__ import annotations
 
 import shlex
@@ -76,6 +77,43 @@ def test_resume_pins_the_layout_and_operators_refuse_it(capsys):
     code, _, err = _run(capsys, "tune", "matmul", "M=4", "N=4", "K=4", "--trials", "1",
                         "--log", "x.jsonl", "--layout", "nchw")
     assert code == 2 and "--layout chooses a model's activation layout" in err
+    code, _, err = _run(capsys, "tune", "matmul", "M=4", "N=4", "K=4", "--trials", "1",
+                        "--log", "x.jsonl", "--split", "auto")
+    assert code == 2 and "--split splits a model's fused kernels" in err
+
+
+def test_tune_splits_before_the_tasks_and_compile_builds_what_was_tuned(
+        capsys, monkeypatch, tmp_path, silu_file, silu_conv_model, outputs_close):
+    """``--split auto``: the split measured on default kernels before the tasks exist (a
+    timer here that finds the fused conv slow), in the summary's header; the tasks are
+    its parts; the printed compile command passes --split auto, and the compile, timing
+    for real, builds the side the log tuned and says so."""
+    from tvmlite.graph import decisions
+
+    def fused_conv_slow(config=None):
+        def timer(mods, feeds):
+            return [{k.name: 1e-2 if i == 0 and k.name.endswith("_conv") else 1e-3
+                     for k in m.kernels} for i, m in enumerate(mods)]
+        return timer
+    _, feeds, ref = silu_conv_model
+    log = tmp_path / "s.jsonl"
+    with monkeypatch.context() as m:
+        m.setattr(decisions, "interleaved_kernel_timer", fused_conv_slow)
+        code, out, err = _run(capsys, "tune", silu_file, "--trials", 4, "--log", log,
+                              "--layout", "nhwc", "--split", "auto", *QUICK)
+    assert code == 0, err
+    header = next(ln for ln in out.splitlines() if ln.startswith("split:    "))
+    assert header.startswith("split:    1 of 1 heavy fused kernel(s) split back"), header
+    assert "_epilogue" in out                   # a part of the split is a task
+    command = next(ln for ln in out.splitlines() if ln.startswith("compile:  "))
+    argv = shlex.split(command.removeprefix("compile:  "))
+    assert argv[argv.index("--split") + 1] == "auto"
+    argv[argv.index("--out") + 1] = str(tmp_path / "dist")
+    code, out, err = _run(capsys, *argv[1:])
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("split:    "))
+    assert line.startswith("split:    1 of 1") and "1 as the log tuned them" in line, line
+    assert outputs_close(ModelLibrary(tmp_path / "dist").run(feeds), ref)
 
 
 def test_tune_header_names_the_packing_the_build_does(tmp_path, silu_conv_model):

@@ -126,6 +126,42 @@ def test_a_split_needs_both_timings_to_agree(silu_conv_model):
     assert d.split_measures == (SplitMeasure((name,), 5.5e-3, 3e-3, False),)
 
 
+def log_of_kernels(graph, names, path):
+    """A log holding a record (the default schedule, 1 ms) of each kernel in ``names``:
+    what a tuning of those kernels' tasks leaves."""
+    from tvmlite.graph.kernel import default_schedule, kernel_compute
+    from tvmlite.search.measure.inputs import MeasureInput, MeasureResult
+    from tvmlite.search.records.record import append_record, make_record
+    from tvmlite.search.records.workload import Workload
+    from tvmlite.target.target import Target
+    target = Target.host()
+    for k in graph.kernels:
+        if k.name in names:
+            kc = kernel_compute(graph, k)
+            wl = Workload.from_tensors(list(kc.tensors), name="graph_kernel")
+            inp = MeasureInput(wl, default_schedule(kc, target).steps)
+            append_record(path, make_record(inp, MeasureResult(costs=(1e-3,)), target))
+    return path
+
+
+def test_a_log_that_tuned_one_side_decides_the_split(silu_conv_model, tmp_path):
+    """A tuning with --split auto tuned the parts (or the fused kernel): its compile under
+    the log builds that side, whatever a new timing says, and says so."""
+    from tvmlite import search
+    fused = optimize_in(from_onnx(silu_conv_model[0]), "NHWC")
+    name = split_candidates(fused)[0][0]
+    split = decide_splits(fused, timer=kernel_timer({name}))[0]
+    parts = [k.name for k in split.kernels if k.name.startswith(name)]
+    with search.apply_history_best(str(log_of_kernels(split, parts, tmp_path / "p.jsonl"))):
+        out, d = decide_splits(fused, timer=kernel_timer(set()))   # equal: would keep
+    assert d.split == (name,) and d.split_measures[0].as_tuned
+    assert "1 as the log tuned them" in d.split_line()
+    assert {k.name for k in out.kernels} == {k.name for k in split.kernels}
+    with search.apply_history_best(str(log_of_kernels(fused, [name], tmp_path / "f.jsonl"))):
+        out, d = decide_splits(fused, timer=kernel_timer({name}))   # would split
+    assert out is fused and d.split == () and d.split_measures[0].as_tuned
+
+
 def test_splits_without_measuring_or_candidates(silu_conv_model):
     fused = optimize_in(from_onnx(silu_conv_model[0]), "NHWC")
     kept, d = decide_splits(fused, measure=False)
