@@ -15,6 +15,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 
 import cffi
 import numpy as np
@@ -279,6 +280,7 @@ def test_a_cached_peak_under_load_is_measured_again_once(monkeypatch, tmp_path):
     cache = tmp_path / "peak.json"
     loaded = peaks.Peak(150.0, HOST.cores, (150.0, 120.0), 1.0, 150.0, None, 24, 1.0)
     peaks._store(HOST, loaded, cache)
+    monkeypatch.setattr(peaks, "busy_cores_now", lambda: 0.0)    # a quiet moment
     # still under load: the higher of the two loaded figures is kept, and not re-measured
     calls = fake_probe(monkeypatch, [140.0], load=1.0)
     assert peaks.cached_peak(HOST, cache) == loaded and len(calls) == 1
@@ -296,6 +298,29 @@ def test_a_cached_peak_under_load_is_measured_again_once(monkeypatch, tmp_path):
     peaks.measure_peak(HOST, cache_file=other)
     assert peaks.cached_peak(HOST, other).under_load and len(calls) == 1
     assert peaks.cached_peak(HOST, cache, remeasure=False) == quiet
+
+
+def test_a_cached_peak_under_load_stays_while_the_machine_is_busy(monkeypatch, tmp_path):
+    cache = tmp_path / "peak.json"
+    loaded = peaks.Peak(150.0, HOST.cores, (150.0, 120.0), 1.0, 150.0, None, 24, 1.0)
+    peaks._store(HOST, loaded, cache)
+    monkeypatch.setattr(peaks, "busy_cores_now", lambda: 1.5)    # a suite's other workers
+    calls = fake_probe(monkeypatch, [210.0], load=0.0)
+    assert peaks.cached_peak(HOST, cache) == loaded and not calls
+    monkeypatch.setattr(peaks, "_MEASURED", set())             # a later, quiet process
+    monkeypatch.setattr(peaks, "busy_cores_now", lambda: 0.0)
+    assert peaks.cached_peak(HOST, cache).gflops == 210.0 and len(calls) == 1
+
+
+def test_busy_cores_now_sees_a_spinning_process():
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        busy = peaks.busy_cores_now(0.3)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert busy is None or busy >= 0.5
 
 
 def test_a_peak_under_load_is_marked_and_does_not_replace_a_quiet_one(tmp_path):
