@@ -30,7 +30,7 @@ XFEATURE_XTILEDATA)`` succeeded (the kernel returns ``AMX_DENIED`` otherwise, ne
 illegal instruction).
 
 Map: ``helper_name`` · ``include_line`` · ``helper_source`` (per intrinsic: the VNNI and
-BF16 one-instruction forms, vpmaddwd on a B the pack widened to int16, the exact AVX2 and
+BF16 one-instruction forms, vpmaddwd on an A and a B widened to int16, the exact AVX2 and
 NEON widening fallbacks, sdot/udot) · ``tile_helper_name``, ``tile_helper_source``,
 ``amx_permit_source``, ``AMX_DENIED``.
 """
@@ -84,15 +84,13 @@ def _body(name: str, a: str, b: str) -> list:
         return [_LOAD4, "return (tvmlite_f32x16)_mm512_dpbf16_ps((__m512)acc, "
                 "(__m512bh)_mm512_set1_epi32(a4), (__m512bh)_mm512_loadu_si512((const void*)b));"]
     if name in ("pmaddwd_s16_avx2", "pmaddwd_s16_avx512"):
-        # B is int16 already (widened by the pack): a's pair as two int16 in one int32,
+        # A and B are int16 already (A's copy, B's pack): a's pair is one int32,
         # broadcast; vpmaddwd sums each lane's two products in int32, exactly
         w = 256 if name.endswith("avx2") else 512
         load = "_mm256_loadu_si256((const __m256i*)b)" if w == 256 else \
             "_mm512_loadu_si512((const void*)b)"
-        return ["uint32_t p = (uint32_t)(uint16_t)(int16_t)a[0] | "
-                "((uint32_t)(uint16_t)(int16_t)a[1] << 16);",
-                f"return acc + (tvmlite_i32x{w // 32})_mm{w}_madd_epi16("
-                f"_mm{w}_set1_epi32((int32_t)p), {load});"]
+        return [_LOAD4, f"return acc + (tvmlite_i32x{w // 32})_mm{w}_madd_epi16("
+                f"_mm{w}_set1_epi32(a4), {load});"]
     if name == "pmaddwd_avx2":
         # lanes 0-3 then 4-7, each four int16 products summed in two vpmaddwd pairs; the
         # in-lane hadd leaves the lanes as 0 1 4 5 | 2 3 6 7, the permute restores them

@@ -84,7 +84,8 @@ def without(target: Target, *features: str) -> Target:
                                        ("uint8", "uint8"), ("int8", "uint8")])
 def test_an_avx2_cpu_without_vnni_gets_vpmaddwd_on_b_widened_by_the_pack(a_dt, b_dt):
     """Zen 3's path (the named AVX2 target: no AVX-512, no VNNI; this CPU runs it):
-    B pre-widened to int16 in the pack, bit for bit over the full ranges."""
+    B pre-widened to int16 in the pack and A copied as int16 in the kernel, bit for bit
+    over the full ranges."""
     if "avx2" not in HOST.features:
         pytest.skip("this CPU has no AVX2")
     target = Target.from_name("x86_64-avx2")
@@ -95,6 +96,7 @@ def test_an_avx2_cpu_without_vnni_gets_vpmaddwd_on_b_widened_by_the_pack(a_dt, b
     src = mod.get_source()
     assert "dpbusd" not in src and "_mm512" not in src and "maddubs" not in src
     assert mod.pack("B", inputs[1]).dtype == np.int16
+    assert any(st.kind == "cache_read" and st.dtype == "int16" for st in s.steps)
     c = tvmlite.nd.empty(want.shape, "int32")
     mod(*inputs, c)
     check(c.numpy(), want)
@@ -121,6 +123,23 @@ def test_a_b_packed_without_widening_is_refused_by_the_int16_intrinsic():
     cjo, cji = s[CL].split(cj, factor=8)
     s[CL].reorder(ko, ci, cjo, cji, ki)
     with pytest.raises(tvmlite.ScheduleError, match='B stored as int16 .*dtype="int16"'):
+        s[CL].tensorize(cji, "pmaddwd_s16_avx2")
+
+
+def test_an_a_read_as_bytes_is_refused_by_the_int16_intrinsic():
+    tensors = ops.qmatmul(4, 32, 8)
+    s = te.create_schedule(tensors[2].op)
+    C = tensors[2]
+    BB = s.cache_read(tensors[1], "global", [C])
+    s.prepack(BB, dim=1, factor=8, group_dim=0, group=2, dtype="int16")
+    CL = s.cache_write(C, "local")
+    ci, cj = s[CL].op.axis
+    (k,) = s[CL].op.reduce_axis
+    ko, ki = s[CL].split(k, factor=2)
+    cjo, cji = s[CL].split(cj, factor=8)
+    s[CL].reorder(ko, ci, cjo, cji, ki)
+    with pytest.raises(tvmlite.ScheduleError,
+                       match='A stored as int16 \\(cache_read A with dtype="int16"\\)'):
         s[CL].tensorize(cji, "pmaddwd_s16_avx2")
 
 

@@ -23,7 +23,8 @@ weights is one):
 - the output-channel panels outermost, then the output's other axes, fused into one
   parallel loop (each task walks one panel of B over its pixels);
 - a stage A reads (a padding, a layout transpose) is computed once at the root, in
-  parallel, so the block reads plain bytes.
+  parallel, so the block reads plain bytes; for an intrinsic with ``a_storage`` (AVX2's
+  ``vpmaddwd``) that copy is A widened to int16, the padding inlined in it.
 
 Where no intrinsic applies (3 input channels, a depthwise conv whose A index is not the
 reduce axis, a target without one) the same block is plain vectors of the accumulator;
@@ -37,7 +38,7 @@ from typing import Any
 from tvmlite import te
 from tvmlite.ir.expr import BinOp, Cast, Reduce, TensorRead, Var
 from tvmlite.passes.pipeline import lower
-from tvmlite.schedule.dot_block import block_sizes, output_block, tile_block
+from tvmlite.schedule.dot_block import block_sizes, output_block, tile_block, widen_in_parallel
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.target.intrinsics import INTRINSICS, Intrinsic, best_intrinsic
@@ -190,18 +191,24 @@ def _operands(s: Schedule, kc: Any, anchor: DotAnchor, factor: int, group: int,
     out, op = kc.output, anchor.op
     a_name = anchor.a.tensor.name
     placeholders = {t.name for t in kc.tensors[:-1]}
+    widen_a = intr.a_storage if intr is not None else ""
     for st in s.stages:
         if st.name in (out.op.name, op.name):
             continue
-        if st.name == a_name:      # the padded / transposed activations: once, at the root
+        if st.name == a_name and not widen_a:   # padded / transposed activations: once
             axes = list(st.op.axis)
             st.parallel(st.fuse(*axes[:2]) if len(axes) > 2 else axes[0])
-        else:
+        elif st.name != a_name:
             st.compute_inline()
     anchor_t = s.tensor(op.name)
     local = s.cache_write(anchor_t, "local")
     if op.name != out.op.name:
         s[anchor_t].compute_inline()
+    if intr is not None and widen_a:   # A widened (its padding, transpose inlined): once
+        wide = s.cache_read(s.tensor(a_name), "global", [local], dtype=widen_a)
+        if a_name not in placeholders:
+            s[a_name].compute_inline()
+        widen_in_parallel(s, wide, 2 * intr.lanes)
     packed = None
     if anchor.b.tensor.name in placeholders:
         copy = s.cache_read(s.tensor(anchor.b.tensor.name), "global", [local])

@@ -125,9 +125,8 @@ def _match(loop: For, stage: str, name: str) -> Stmt:
                             f"{intr.group}][{intr.lanes}][{intr.group}], prepack with "
                             f"group={intr.group}); its strides are {sb[1:]}")
     if not intr.reads(a.dtype, b.dtype, acc):
-        stored = f" with B stored as {intr.b_storage}" if intr.b_storage else ""
-        raise ScheduleError(f"{where}: it computes {_dtypes(intr.dtypes)}{stored}, not "
-                            f"{a.dtype} x {b.dtype} -> {acc} ({a.buffer.name} x "
+        raise ScheduleError(f"{where}: it computes {_dtypes(intr.dtypes)}{intr.storage()}, "
+                            f"not {a.dtype} x {b.dtype} -> {acc} ({a.buffer.name} x "
                             f"{b.buffer.name})")
     return TensorIntrinsic(name, store.buffer, out_idx[0], a.buffer, sa[0], b.buffer, sb[0])
 

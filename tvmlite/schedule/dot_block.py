@@ -8,7 +8,8 @@ searches: for ``C[i, j] = sum_k acc(A[i, k]) * acc(B[k, j])``
   the block's width (``prepack`` with a group): each of the block's vectors is the
   layout the intrinsic reads (``tvmlite.target.intrinsics``), and the block's B is one
   contiguous stream (a panel per vector, 16-32 KiB apart, measured slower on Sapphire
-  Rapids), widened to the intrinsic's ``b_storage`` when it has one;
+  Rapids), widened to the intrinsic's ``b_storage`` when it has one; A is copied (in
+  parallel, at the root) widened to its ``a_storage`` when it has one;
 * a ``rows x vectors*lanes`` block of C accumulates in registers (cache_write +
   compute_at): for each k group, ``rows`` broadcasts of A's group and ``vectors`` loads
   of B feed ``rows * vectors`` intrinsics, rows and vectors unrolled;
@@ -29,8 +30,8 @@ wrote 32 rows of C 4 KiB apart from the last task's.
 Without an intrinsic the same block is plain vector code over B packed in panels (or
 read in place when it is not constant). M, N and K must be multiples of the block.
 
-Map: ``dot_operands`` · ``block_sizes`` · ``tile_block`` · ``schedule_dot`` (on a
-schedule) · ``gemm_dot`` (a new schedule of [A, B, C]).
+Map: ``dot_operands`` · ``block_sizes`` · ``tile_block`` · ``widen_in_parallel`` ·
+``schedule_dot`` (on a schedule) · ``gemm_dot`` (a new schedule of [A, B, C]).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ from tvmlite.schedule.state import ScheduleError, State
 from tvmlite.target.intrinsics import Intrinsic, get_intrinsic
 
 __all__ = ["dot_operands", "block_sizes", "tile_block", "output_block", "schedule_dot",
-           "gemm_dot"]
+           "gemm_dot", "widen_in_parallel"]
 
 
 def dot_operands(state: State, stage: str) -> tuple[str, str] | None:
@@ -74,21 +75,24 @@ def dot_operands(state: State, stage: str) -> tuple[str, str] | None:
     return None
 
 
-def _b_input(state: State, stage: str) -> str:
-    """The input ``stage`` (a 2-D sum over k) reads as B[k, j]: the one the block packs.
-    Any such sum (a zero point subtracted, say) takes the plain block; the intrinsic's
-    own check (``TensorizeStep``) refuses what is not a dot."""
+def _input_read_as(state: State, stage: str, operand: str) -> str:
+    """The input ``stage`` (a 2-D sum over k) reads as A[i, k] (``operand`` "A") or as
+    B[k, j] ("B": the one the block packs). Any such sum (a zero point subtracted, say)
+    takes the plain block; the intrinsic's own check (``TensorizeStep``) refuses what is
+    not a dot."""
     op = state.stage(stage).op
     inputs = {p.name for p in state.placeholders}
     if len(op.axis) == 2 and len(op.reduce_axis) == 1 and isinstance(op.body, Reduce):
-        kj = (op.reduce_axis[0].name, op.axis[1].name)
+        i, j, k = (iv.name for iv in (*op.axis, *op.reduce_axis))
+        want = (i, k) if operand == "A" else (k, j)
         found = {r.tensor.name for r in walk(op.body.source) if isinstance(r, TensorRead)
                  and r.tensor.name in inputs
-                 and tuple(getattr(x, "name", None) for x in r.indices) == kj}
+                 and tuple(getattr(x, "name", None) for x in r.indices) == want}
         if len(found) == 1:
             return found.pop()
     raise ScheduleError(f"stage {stage}: the dot block needs C[i, j] = sum_k f(A[i, k], "
-                        f"B[k, j]) with one input read as B[k, j]")
+                        f"B[k, j]) with one input read as {operand}"
+                        f"{'[i, k]' if operand == 'A' else '[k, j]'}")
 
 
 def block_sizes(M: int, N: int, lanes: int, registers: int,
@@ -185,8 +189,9 @@ def schedule_dot(s: Schedule, stage: str, intrinsic: str | None, rows: int, vect
     ``dot_operands`` stage) with ``intrinsic``, or as plain vectors of ``lanes`` when it
     is None; ``prepack``: B constant, packed at load time. For a tile intrinsic ``rows`` and
     ``vectors`` count tiles (``tile_block``). Returns the stages it placed
-    (C, its accumulator stage -- C itself for a tile block --, B's copy)."""
-    b_name = _b_input(s.state, stage)
+    (C, its accumulator stage -- C itself for a tile block --, B's copy, and A's widened
+    copy when the intrinsic reads one)."""
+    b_name = _input_read_as(s.state, stage, "B")
     if intrinsic is not None and get_intrinsic(intrinsic).is_tile:
         if not prepack:
             raise ScheduleError(f"stage {stage}: {intrinsic} reads B packed as its tiles' "
@@ -213,6 +218,12 @@ def schedule_dot(s: Schedule, stage: str, intrinsic: str | None, rows: int, vect
     BP = s.prepack(BB, dim=1, factor=vectors * lanes, group_dim=0, group=group,
                    dtype=widen) \
         if prepack else BB
+    placed: tuple[str, ...] = ()
+    if intrinsic is not None and get_intrinsic(intrinsic).a_storage:
+        AW = s.cache_read(s.tensor(_input_read_as(s.state, stage, "A")), "global", [C],
+                          dtype=get_intrinsic(intrinsic).a_storage)
+        widen_in_parallel(s, AW, 2 * lanes)
+        placed = (AW.name,)
     CL = s.cache_write(C, "local")
     output_block(s, C, CL, rows, vectors * lanes, lanes)
     ci, cj = s[CL].op.axis
@@ -227,7 +238,21 @@ def schedule_dot(s: Schedule, stage: str, intrinsic: str | None, rows: int, vect
     else:
         s[CL].vectorize(cji)
     s[BP].parallel(s[BP].op.axis[0])
-    return C.name, CL.name, BP.name
+    return (C.name, CL.name, BP.name) + placed
+
+
+def widen_in_parallel(s: Schedule, copy: Any, lanes: int) -> None:
+    """Schedule a widening copy (``cache_read(..., dtype=)``) at the root: its outer axes
+    (two fused, when it has more) in parallel, its last axis in vectors of ``lanes`` where
+    they divide it (GCC's loop vectorizer is off: a scalar copy of a 1024^2 A took a
+    tenth of the GEMM's time)."""
+    st = s[copy]
+    axes = list(st.op.axis)
+    last = axes[-1]
+    if len(axes) > 1 and isinstance(last.extent, int) and last.extent % lanes == 0:
+        _, inner = st.split(last, factor=lanes)
+        st.vectorize(inner)
+    st.parallel(st.fuse(*axes[:2]) if len(axes) > 2 else axes[0])
 
 
 def gemm_dot(tensors: list, intrinsic: str | None, rows: int, vectors: int,

@@ -34,10 +34,16 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Sequence
 
 from tvmlite.checks import check_int
-from tvmlite.ir.dtypes import INT_DTYPES, value_range
 from tvmlite.ir.expr import BinOp, Cast, Const, Reduce, TensorRead, Var, rebuild, substitute, walk
 from tvmlite.schedule.state import ScheduleError, Stage, State, fresh_stage
-from tvmlite.schedule.steps import Step, check_untouched, taken_names, unique_name
+from tvmlite.schedule.steps import (
+    Step,
+    check_untouched,
+    check_widening,
+    read_copy,
+    taken_names,
+    unique_name,
+)
 from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
 
 PACK_SCOPE = "pack"
@@ -117,7 +123,7 @@ class PrepackStep(Step):
                                 f"divide dimension {self.dim} (extent {ext}); use one of "
                                 f"{divisors[:12]}")
         self._check_group(op)
-        self._check_dtype(op)
+        check_widening(self.stage, "prepack", self.dtype, op.dtype)
         taken = {iv.name for iv in op.axis}
         panel = unique_name(f"{op.axis[self.dim].name}_panel", taken)
         d_iv = op.axis[self.dim]
@@ -164,19 +170,6 @@ class PrepackStep(Step):
         if not isinstance(ext, int) or ext % self.group:
             raise ScheduleError(f"stage {self.stage}: prepack group {self.group} does not "
                                 f"divide dimension {self.group_dim} (extent {ext})")
-
-    def _check_dtype(self, op: ComputeOp) -> None:
-        if not self.dtype or self.dtype == op.dtype:
-            return
-        if not isinstance(self.dtype, str) or self.dtype not in INT_DTYPES \
-                or op.dtype not in INT_DTYPES:
-            raise ScheduleError(f"stage {self.stage}: prepack dtype={str(self.dtype)[:20]!r}: "
-                                f"a packed copy can only be widened from an integer dtype to "
-                                f"one of {list(INT_DTYPES)}; the stage is {op.dtype}")
-        if not _holds(self.dtype, op.dtype):
-            raise ScheduleError(f"stage {self.stage}: prepack dtype={self.dtype} cannot hold "
-                                f"every {op.dtype} value {value_range(op.dtype)}: the packed "
-                                f"copy would change the weights")
 
     def __str__(self) -> str:
         group = f", group_dim={self.group_dim}, group={self.group}" if self.group > 1 else ""
@@ -238,45 +231,22 @@ def declare_constants(s: Any, constants: Sequence[str]) -> Any:
     return out
 
 
-def _holds(wide: str, narrow: str) -> bool:
-    """Every value of integer dtype ``narrow`` is one of ``wide``'s."""
-    (lo, hi), (wlo, whi) = value_range(narrow), value_range(wide)
-    return wlo <= lo and hi <= whi
-
-
 def _read_packed(op: ComputeOp, old: str, new: Tensor, dim: int, factor: int,
                  group_dim: int = 0, group: int = 1, old_dtype: str = "") -> ComputeOp:
     """``op`` with every ``old[i..]`` read as ``new[i_dim // factor, .., i_dim % factor, ..]``
-    (and, with a ``group``, ``i_g`` as ``i_g // group`` in place and ``i_g % group`` last).
-    A ``new`` widened from ``old_dtype`` is read as it is under a cast to a dtype that
-    holds it, else cast back to ``old_dtype`` (the same values)."""
-    widened = bool(old_dtype) and new.dtype != old_dtype
-
-    def go(e):
-        if widened and isinstance(e, Cast) and isinstance(e.value, TensorRead) \
-                and e.value.tensor.name == old and e.dtype in INT_DTYPES \
-                and _holds(e.dtype, new.dtype):
-            return Cast(e.dtype, _packed_read(e.value))
-        if isinstance(e, TensorRead) and e.tensor.name == old:
-            read = _packed_read(e)
-            return Cast(old_dtype, read) if widened else read
-        return rebuild(e, go)
-
-    def _packed_read(e):
-        idx = list(go(i) for i in e.indices)
+    (and, with a ``group``, ``i_g`` as ``i_g // group`` in place and ``i_g % group`` last);
+    a widened ``new`` is read as ``read_copy`` reads one."""
+    def packed(indices: tuple) -> tuple:
+        idx = list(indices)
         f = Const(factor, idx[dim].dtype)
         last: tuple = ()
         if group > 1:
             g = Const(group, idx[group_dim].dtype)
             last = (BinOp("%", idx[group_dim], g),)
             idx[group_dim] = BinOp("//", idx[group_dim], g)
-        packed = (BinOp("//", idx[dim], f),) + tuple(idx[:dim]) + \
+        return (BinOp("//", idx[dim], f),) + tuple(idx[:dim]) + \
             (BinOp("%", idx[dim], f),) + tuple(idx[dim + 1:]) + last
-        return TensorRead(new, packed)
-    body = go(op.body)
-    if body is op.body:
-        return op
-    return ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
+    return read_copy(op, old, new, old_dtype or new.dtype, packed)
 
 
 def pack_stages(state: State) -> tuple:

@@ -107,8 +107,12 @@ class Schedule:
     def cache_write(self, tensor: Any, scope: str = "local") -> Tensor:
         return self.apply(CacheWriteStep(_name(tensor), scope))
 
-    def cache_read(self, tensor: Any, scope: str, readers: Sequence[Any]) -> Tensor:
-        return self.apply(CacheReadStep(_name(tensor), scope, tuple(_name(r) for r in readers)))
+    def cache_read(self, tensor: Any, scope: str, readers: Sequence[Any],
+                   dtype: str = "") -> Tensor:
+        """A copy of ``tensor`` that ``readers`` read, stored widened to the integer
+        ``dtype`` if given (``CacheReadStep``)."""
+        return self.apply(CacheReadStep(_name(tensor), scope, tuple(_name(r) for r in readers),
+                                        dtype))
 
     def rfactor(self, tensor: Any, axis: Any, factor_axis: int = 0) -> Tensor:
         stage = _name(tensor)

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import hashlib
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from tvmlite.checks import check_int
-from tvmlite.ir.expr import BinOp, Cmp, Const, Reduce, TensorRead, Var, rebuild, substitute
+from tvmlite.ir.dtypes import INT_DTYPES, value_range
+from tvmlite.ir.expr import BinOp, Cast, Cmp, Const, Reduce, TensorRead, Var, rebuild, substitute
 from tvmlite.ir.symbolic import as_extent_expr, ceil_div, ext_mul, ext_prod, is_static, same_extent
 from tvmlite.schedule.state import (
     ANNOTATIONS,
@@ -347,12 +349,51 @@ def taken_names(state: State) -> set:
     return {st.name for st in state.stages} | {p.name for p in state.placeholders}
 
 
-def _rename_reads(op: ComputeOp, old: str, new: Tensor) -> ComputeOp:
+def int_dtype_holds(wide: str, narrow: str) -> bool:
+    """Every value of integer dtype ``narrow`` is one of ``wide``'s."""
+    (lo, hi), (wlo, whi) = value_range(narrow), value_range(wide)
+    return wlo <= lo and hi <= whi
+
+
+def check_widening(stage: str, what: str, dtype: str, src_dtype: str) -> None:
+    """A ScheduleError unless a copy of ``src_dtype`` values may be stored as ``dtype``
+    ("" or the same: no widening): both integer dtypes, every value kept."""
+    if not dtype or dtype == src_dtype:
+        return
+    if not isinstance(dtype, str) or dtype not in INT_DTYPES or src_dtype not in INT_DTYPES:
+        raise ScheduleError(f"stage {stage}: {what} dtype={str(dtype)[:20]!r}: a copy can "
+                            f"only be widened from an integer dtype to one of "
+                            f"{list(INT_DTYPES)}; the stage is {src_dtype}")
+    if not int_dtype_holds(dtype, src_dtype):
+        raise ScheduleError(f"stage {stage}: {what} dtype={dtype} cannot hold every "
+                            f"{src_dtype} value {value_range(src_dtype)}: the copy would "
+                            f"change the values")
+
+
+def read_copy(op: ComputeOp, old: str, new: Tensor, old_dtype: str,
+              indices: Callable[[tuple], tuple]) -> ComputeOp:
+    """``op`` with every ``old[i..]`` read as ``new[indices(i..)]``. A ``new`` widened from
+    ``old_dtype`` is read as it is under a cast to a dtype that holds it (what a widening
+    copy is for: the reader's own widening is done), else cast back to ``old_dtype``
+    (the same values)."""
+    widened = new.dtype != old_dtype
+
     def go(e):
+        if widened and isinstance(e, Cast) and isinstance(e.value, TensorRead) \
+                and e.value.tensor.name == old and e.dtype in INT_DTYPES \
+                and int_dtype_holds(e.dtype, new.dtype):
+            return Cast(e.dtype, new_read(e.value))
         if isinstance(e, TensorRead) and e.tensor.name == old:
-            return TensorRead(new, tuple(go(i) for i in e.indices))
+            read = new_read(e)
+            return Cast(old_dtype, read) if widened else read
         return rebuild(e, go)
-    return ComputeOp(op.name, op.axis, go(op.body), op.tag, op.attrs)
+
+    def new_read(e):
+        return TensorRead(new, indices(tuple(go(i) for i in e.indices)))
+    body = go(op.body)
+    if body is op.body:
+        return op
+    return ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
 
 
 def check_untouched(st: Stage, what: str) -> None:
@@ -393,11 +434,22 @@ class CacheWriteStep(Step):
 @dataclass(frozen=True)
 class CacheReadStep(Step):
     """Copy ``tensor`` into ``<tensor>_<scope>`` and make ``readers`` read the copy.
-    Placed with compute_at, the copy holds just the region used there: a packed tile."""
+    Placed with compute_at, the copy holds just the region used there: a packed tile.
+    ``dtype`` (an integer dtype holding every value of the tensor's; "" for its own)
+    stores the copy widened, exactly: uint8 activations as int16 pairs, which an AVX2
+    ``vpmaddwd`` then broadcasts with one load instead of widening them in the loop; a
+    reader that casts to a dtype as wide reads the copy directly (``read_copy``)."""
     kind: ClassVar[str] = "cache_read"
     tensor: str
     scope: str
     readers: tuple
+    dtype: str = ""
+
+    def to_json(self) -> dict:
+        d = super().to_json()
+        if not self.dtype:    # the records of a plain copy stay as they were
+            del d["dtype"]
+        return d
 
     def apply(self, state: State):
         src = state.op_by_name(self.tensor)
@@ -410,22 +462,27 @@ class CacheReadStep(Step):
             if r not in state.consumers(self.tensor):
                 raise ScheduleError(f"cache_read of {self.tensor}: stage {r} does not read it "
                                     f"(readers are {state.consumers(self.tensor)})")
+        out = src.output(0)
+        check_widening(self.tensor, "cache_read", self.dtype, out.dtype)
         name = unique_name(f"{self.tensor}_{self.scope}", taken_names(state))
         axis = tuple(IterVar(Var(f"ax{d}"), n, "spatial") for d, n in enumerate(src.shape))
-        out = src.output(0)
-        cache_op = ComputeOp(name, axis, out[tuple(iv.var for iv in axis)] if axis
-                             else TensorRead(out, ()))
+        body: Any = out[tuple(iv.var for iv in axis)] if axis else TensorRead(out, ())
+        if self.dtype and self.dtype != out.dtype:
+            body = Cast(self.dtype, body)
+        cache_op = ComputeOp(name, axis, body)
         new = cache_op.output(0)
         for r in self.readers:
             rst = state.stage(r)
-            state = state.with_stage(replace(rst, op=_rename_reads(rst.op, self.tensor, new)))
+            op = read_copy(rst.op, self.tensor, new, out.dtype, lambda idx: idx)
+            state = state.with_stage(replace(rst, op=op))
         first = min(i for i, st in enumerate(state.stages) if st.name in self.readers)
         state = _insert_before(state, state.stages[first].name, fresh_stage(cache_op, "local"))
         return state, new
 
     def __str__(self) -> str:
         readers = ", ".join(f'"{r}"' for r in self.readers)
-        return f's.cache_read("{self.tensor}", "{self.scope}", [{readers}])'
+        dtype = f', dtype="{self.dtype}"' if self.dtype else ""
+        return f's.cache_read("{self.tensor}", "{self.scope}", [{readers}]{dtype})'
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ def _apply_tile(state: State, st: Any, pos: int, intr: Any, where: str) -> State
 def check_dot(op: ComputeOp, intr: Any, where: str) -> None:
     """``op`` is a sum over one reduce axis, without a condition, of two tensor elements
     cast to the accumulator dtype, of dtypes the intrinsic reads (in either order; B as
-    its ``b_storage`` when it has one, ``Intrinsic.reads``)."""
+    its ``b_storage`` and A as its ``a_storage`` when it has them, ``Intrinsic.reads``)."""
     body = op.body
     if not (isinstance(body, Reduce) and body.combiner == "sum" and body.where is None):
         raise ScheduleError(f"{where}: the stage must be a sum (te.sum without where=), "
@@ -118,10 +118,5 @@ def check_dot(op: ComputeOp, intr: Any, where: str) -> None:
         dts.append(inner.dtype)
     if not (intr.reads(dts[0], dts[1], acc) or intr.reads(dts[1], dts[0], acc)):
         ok = " or ".join(f"{a} x {b} -> {c}" for a, b, c in intr.dtypes)
-        if intr.b_storage:
-            raise ScheduleError(f"{where}: it computes {ok} with B stored as "
-                                f"{intr.b_storage} (prepack B with dtype="
-                                f"\"{intr.b_storage}\"), the stage reads {dts[0]} x "
-                                f"{dts[1]} -> {acc}")
-        raise ScheduleError(f"{where}: it computes {ok}, the stage {dts[0]} x {dts[1]} -> "
-                            f"{acc}")
+        raise ScheduleError(f"{where}: it computes {ok}{intr.storage()}, the stage reads "
+                            f"{dts[0]} x {dts[1]} -> {acc}")

@@ -16,8 +16,12 @@ takes and the CPU features it needs; the Target lists the ones it has
 
 The fallbacks are exact. Without VNNI, ``pmaddwd_s16_avx2`` (and its AVX-512 form)
 reads B pre-widened to int16 by the pack (``b_storage``: B is a constant, widened once at
-load time), so the inner loop is one broadcast of A's pair, ``vpmaddwd`` and an add: a
-u8/s8 times int16 pair sum is at most 2 * 255 * 32768 < 2**31, exact for every value.
+load time) and A widened to int16 by a copy the kernel makes first (``a_storage``: a
+``cache_read(..., dtype="int16")``, one pass over the activations), so the inner loop is
+one broadcast load of A's pair, ``vpmaddwd`` and an add: a u8/s8 times int16 pair sum is
+at most 2 * 255 * 32768 < 2**31, exact for every value. (Reading A's bytes and pairing
+them in general registers costs six instructions a row per pair; on a Zen 3 the int16
+copy took a 1024^3 GEMM's best block from 146 to about 190 GOP/s.)
 ``vpmaddubsw``, which multiplies bytes directly, is not used: it saturates its int16 pair
 sums (2 * 255 * 128 > 32767), exact only for weights whose pairs are small, and a
 weight is data, not something the kernel can know. ``pmaddwd_avx2`` widens both operands
@@ -27,8 +31,8 @@ int16 and multiplies into int32. Integer results are exact
 (round to nearest even, denormals flushed), so it agrees with a float32 loop within
 float32 rounding of bf16 inputs, not bit for bit.
 
-An intrinsic with ``b_storage`` reads B stored as that dtype (the pack converts it,
-exactly), so the loads it is matched against are (a's dtype, ``b_storage``):
+An intrinsic with ``b_storage`` (``a_storage``) reads B (A) stored as that dtype (the
+pack or the copy converts it, exactly), so the loads it is matched against are
 ``Intrinsic.reads``; ``Intrinsic.takes`` names what it computes, the compute's dtypes.
 
 **Tile intrinsics** (``Intrinsic.rows`` > 1: AMX ``tdpbusd``, ``tdpbf16ps``) compute a
@@ -68,7 +72,8 @@ class Intrinsic:
     the ``arch`` and ``features`` (all needed) it runs with, ``lanes`` outputs of
     ``group`` products each, the (a, b, accumulator) ``dtypes`` it computes, and the
     instruction it is, for tables and messages; ``b_storage``, when set, the dtype the
-    pack stores B as (the instruction reads B widened: ``reads``);
+    pack stores B as (the instruction reads B widened: ``reads``), ``a_storage`` the
+    dtype of the copy of A the kernel reads (``cache_read(..., dtype=)``);
     ``broadcast_in_registers``: A's group reaches every lane through several register
     instructions, not one broadcast load (so a register block of fewer rows is
     cheaper: ``schedule.dot_block.block_sizes``); ``tile_rows`` (a tile intrinsic: the
@@ -82,6 +87,7 @@ class Intrinsic:
     dtypes: tuple[tuple[str, str, str], ...]
     instruction: str
     b_storage: str = ""
+    a_storage: str = ""
     broadcast_in_registers: bool = False
     tile_rows: int = 0
     kgroups: int = 1
@@ -104,13 +110,20 @@ class Intrinsic:
         """Whether it computes ``a`` x ``b`` -> ``acc`` (the compute's dtypes)."""
         return (a, b, acc) in self.dtypes
 
+    def storage(self) -> str:
+        """How the operands must be stored, for messages ("" when as computed)."""
+        parts = [f"{x} stored as {d} ({how} with dtype=\"{d}\")" for x, d, how in
+                 (("A", self.a_storage, "cache_read A"), ("B", self.b_storage, "prepack B"))
+                 if d]
+        return " with " + " and ".join(parts) if parts else ""
+
     def reads(self, a: str, b: str, acc: str) -> bool:
-        """Whether the kernel's operands as stored, ``a`` and ``b`` (B after its pack),
-        are what the instruction reads: B in ``b_storage`` when the intrinsic has one
-        (every value of the compute's B dtypes fits it), else the dtypes it takes."""
-        if self.b_storage:
-            return b == self.b_storage and any(x == a and z == acc for x, _, z in self.dtypes)
-        return self.takes(a, b, acc)
+        """Whether the kernel's operands as stored, ``a`` and ``b`` (A after its copy, B
+        after its pack), are what the instruction reads: each in its storage dtype when
+        the intrinsic has one (every value of the compute's dtypes fits it), else a
+        dtype it takes."""
+        return any(a == (self.a_storage or x) and b == (self.b_storage or y) and acc == z
+                   for x, y, z in self.dtypes)
 
 
 INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
@@ -124,11 +137,11 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
     Intrinsic("vpdpbusd_avxvnni", "x86_64", ("avx2", "avxvnni"), 8, 4, _U8S8,
               "vpdpbusd ymm (AVX-VNNI, _mm256_dpbusd_avx_epi32)"),
     Intrinsic("pmaddwd_s16_avx512", "x86_64", ("avx512f", "avx512bw"), 16, 2, _ANY_INT8,
-              "vpbroadcastd + vpmaddwd zmm + vpaddd on B pre-widened to int16 (AVX-512BW, "
-              "exact)", b_storage="int16", broadcast_in_registers=True),
+              "vpbroadcastd + vpmaddwd zmm + vpaddd on A and B widened to int16 (AVX-512BW, "
+              "exact)", b_storage="int16", a_storage="int16"),
     Intrinsic("pmaddwd_s16_avx2", "x86_64", ("avx2",), 8, 2, _ANY_INT8,
-              "vpbroadcastd + vpmaddwd ymm + vpaddd on B pre-widened to int16 (AVX2, exact)",
-              b_storage="int16", broadcast_in_registers=True),
+              "vpbroadcastd + vpmaddwd ymm + vpaddd on A and B widened to int16 (AVX2, exact)",
+              b_storage="int16", a_storage="int16"),
     Intrinsic("pmaddwd_avx2", "x86_64", ("avx2",), 8, 4, _ANY_INT8,
               "vpmovsx/zxbw + vpmaddwd + vphaddd (AVX2, exact: no int16 saturation)",
               broadcast_in_registers=True),

@@ -93,7 +93,7 @@ def test_refused_for_a_reduction_split_by_another_group():
 
 def test_refused_for_dtypes_the_intrinsic_does_not_take():
     s, CL, (_, _, cj, _) = local_block(ops.qmatmul(4, 32, 8, "int8", "int8"))
-    with pytest.raises(ScheduleError, match="uint8 x int8 -> int32, the stage int8 x int8"):
+    with pytest.raises(ScheduleError, match="uint8 x int8 -> int32, the stage reads int8 x int8"):
         s[CL].tensorize(cj, NAME)
     s, CL, (_, _, cj, _) = local_block(ops.matmul(4, 32, 8))
     with pytest.raises(ScheduleError, match="computes uint8 x int8 -> int32"):

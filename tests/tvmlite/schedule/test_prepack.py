@@ -194,3 +194,37 @@ def test_a_pack_cannot_narrow_or_convert_floats():
     s = te.create_schedule(C.op)
     with pytest.raises(ScheduleError, match="cannot hold every uint8"):
         s.prepack(s.cache_read(B, "local", [C]), dim=1, factor=4, dtype="int8")
+
+
+# -- a widened cache_read (A's int16 copy for AVX2's vpmaddwd) -------------------------------
+
+def test_a_widened_cache_read_keeps_the_values_and_a_widening_reader_reads_it_directly():
+    A = te.placeholder((4, 8), "uint8", name="A")
+    wide = te.compute((4, 8), lambda i, j: te.cast(A[i, j], "int32") * 3, name="W")
+    bare = te.compute((4, 8), lambda i, j: A[i, j] + A[i, j], name="U")   # uint8 wraps
+    for out in (wide, bare):
+        s = te.create_schedule(out.op)
+        AW = s.cache_read(A, "global", [out], dtype="int16")
+        assert AW.dtype == "int16" and 'dtype="int16"' in str(s)
+        assert s.steps[-1].to_json()["dtype"] == "int16"
+        assert Schedule.from_steps([out], [st.to_json() for st in s.steps]).steps == s.steps
+        body = str(s.state.stage(out.op.name).op.body)
+        assert ("uint8(" in body) == (out is bare)   # cast back only where read bare
+        mod = tvmlite.build(s, [A, out])
+        a = np.array(np.arange(32).reshape(4, 8) * 8, np.uint8)
+        got = empty((4, 8), out.dtype)
+        mod(a, got)
+        want = a.astype(np.int32) * 3 if out is wide else a + a
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_a_plain_cache_read_record_has_no_dtype_key_and_a_copy_cannot_narrow():
+    A, B, C = _int_add("int32")
+    s = te.create_schedule(C.op)
+    s.cache_read(B, "global", [C])
+    assert "dtype" not in s.steps[-1].to_json()
+    s = te.create_schedule(C.op)
+    with pytest.raises(ScheduleError, match="cache_read dtype=int16 cannot hold every int32"):
+        s.cache_read(B, "global", [C], dtype="int16")
+    with pytest.raises(ScheduleError, match="only be widened from an integer"):
+        s.cache_read(B, "global", [C], dtype="float32")
