@@ -110,37 +110,34 @@ def test_an_avx512_cpu_without_vnni_gets_the_zmm_form():
     assert intr is not None and intr.name == want
 
 
-def test_a_b_packed_without_widening_is_refused_by_the_int16_intrinsic():
+def int8_block_with_b_packed(b_dtype: str):
+    """A 4x32x8 int8 GEMM whose B is packed as `b_dtype` (A read as bytes) and whose
+    block is laid out for pmaddwd_s16: the stage and the 8-lane column axis to tensorize."""
     tensors = ops.qmatmul(4, 32, 8)
     s = te.create_schedule(tensors[2].op)
     C = tensors[2]
     BB = s.cache_read(tensors[1], "global", [C])
-    s.prepack(BB, dim=1, factor=8, group_dim=0, group=2)       # int8, not int16
+    s.prepack(BB, dim=1, factor=8, group_dim=0, group=2, dtype=b_dtype)
     CL = s.cache_write(C, "local")
     ci, cj = s[CL].op.axis
     (k,) = s[CL].op.reduce_axis
     ko, ki = s[CL].split(k, factor=2)
     cjo, cji = s[CL].split(cj, factor=8)
     s[CL].reorder(ko, ci, cjo, cji, ki)
+    return s[CL], cji
+
+
+def test_a_b_packed_without_widening_is_refused_by_the_int16_intrinsic():
+    stage, lanes = int8_block_with_b_packed("")                 # int8, not int16
     with pytest.raises(tvmlite.ScheduleError, match='B stored as int16 .*dtype="int16"'):
-        s[CL].tensorize(cji, "pmaddwd_s16_avx2")
+        stage.tensorize(lanes, "pmaddwd_s16_avx2")
 
 
 def test_an_a_read_as_bytes_is_refused_by_the_int16_intrinsic():
-    tensors = ops.qmatmul(4, 32, 8)
-    s = te.create_schedule(tensors[2].op)
-    C = tensors[2]
-    BB = s.cache_read(tensors[1], "global", [C])
-    s.prepack(BB, dim=1, factor=8, group_dim=0, group=2, dtype="int16")
-    CL = s.cache_write(C, "local")
-    ci, cj = s[CL].op.axis
-    (k,) = s[CL].op.reduce_axis
-    ko, ki = s[CL].split(k, factor=2)
-    cjo, cji = s[CL].split(cj, factor=8)
-    s[CL].reorder(ko, ci, cjo, cji, ki)
+    stage, lanes = int8_block_with_b_packed("int16")
     with pytest.raises(tvmlite.ScheduleError,
                        match='A stored as int16 \\(cache_read A with dtype="int16"\\)'):
-        s[CL].tensorize(cji, "pmaddwd_s16_avx2")
+        stage.tensorize(lanes, "pmaddwd_s16_avx2")
 
 
 def test_tensorizing_with_an_instruction_the_target_lacks_names_the_feature():
