@@ -69,6 +69,12 @@ def helper_lines(helpers: set, vector_type: Callable[[str, int], str]) -> list:
             elif kind == "vsel":
                 out.append(f"static inline {vt} {name}({mt} m, {vt} t, {vt} o) "
                            f"{{ return ({vt})((({mt})t & m) | (({mt})o & ~m)); }}")
+            elif kind in ("vmink", "vmaxk"):
+                # min/max of a float and a number k (never NaN): the same value as vmin/vmax
+                # (a NaN ``a`` wins, a tie gives k) from one compare, false for a NaN ``a``
+                op = ">=" if kind == "vmink" else "<="
+                out.append(f"static inline {vt} {name}({vt} a, {vt} k) {{ {mt} m = (a {op} k);"
+                           f" return ({vt})((({mt})k & m) | (({mt})a & ~m)); }}")
             else:
                 op = "<" if kind == "vmin" else ">"
                 nan = " | (a != a)" if dtype in ("float32", "float64") else ""

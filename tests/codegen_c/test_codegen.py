@@ -442,3 +442,64 @@ def test_vector_exp_and_sigmoid_match_libm_and_keep_special_values():
         np.testing.assert_allclose(got[:-len(special)], want[:-len(special)], rtol=3e-7,
                                    atol=1e-37)
         np.testing.assert_array_equal(got[-len(special):], tail)
+
+
+def _vector_and_scalar(make_out, inputs: list, n: int) -> tuple:
+    """(outputs of the vectorized build, of the unvectorized one, its C source) of the
+    stages ``make_out(A...)`` returns, over 1-D inputs of ``n``."""
+    tensors = [te.placeholder((n,), str(a.dtype), name=f"A{k}") for k, a in enumerate(inputs)]
+    outs = make_out(*tensors)
+    results, source = [], ""
+    for vectorize in (True, False):
+        s = te.create_schedule([o.op for o in outs])
+        if vectorize:
+            for o in outs:
+                s[o].vectorize(s[o].op.axis[0])
+        mod = tvmlite.build(s, tensors + outs)
+        got = [np.empty(n, o.dtype) for o in outs]
+        mod(*inputs, *got)
+        results.append(got)
+        source = source or mod.get_source()
+    return results[0], results[1], source
+
+
+def test_narrowing_vector_casts_go_through_halves_and_keep_the_low_bits():
+    from tvmlite.codegen_c.codegen import narrowing_steps
+    assert narrowing_steps("int32", "uint8") == ["int16", "uint8"]
+    assert narrowing_steps("int64", "int8") == ["int32", "int16", "int8"]
+    assert narrowing_steps("float32", "uint8") == ["int32", "int16", "uint8"]
+    assert narrowing_steps("int32", "int16") == ["int16"]
+    assert narrowing_steps("uint8", "int32") == ["int32"]
+    n = 64
+    ints = np.arange(-2000, -2000 + 67 * n, 67, dtype="int32")        # wraps in 8 bits
+    longs = ints.astype("int64") * 3000001
+    floats = np.linspace(0, 255.9, n).astype("float32")               # in range: exact
+    vec, scalar, src = _vector_and_scalar(lambda a, b, c: [
+        te.compute((n,), lambda i: te.cast(a[i], "uint8"), name="u"),
+        te.compute((n,), lambda i: te.cast(a[i], "int8"), name="s"),
+        te.compute((n,), lambda i: te.cast(b[i], "int8"), name="l"),
+        te.compute((n,), lambda i: te.cast(c[i], "uint8"), name="f")], [ints, longs, floats], n)
+    assert re.search(r"__builtin_convertvector\(__builtin_convertvector\([^;]*tvmlite_i16x\d+\)"
+                     r", tvmlite_u8x\d+\)", src)
+    want = [ints.astype("uint8"), ints.astype("int8"), longs.astype("int8"),
+            floats.astype("uint8")]
+    for got_v, got_s, w in zip(vec, scalar, want):
+        np.testing.assert_array_equal(got_v, w)
+        np.testing.assert_array_equal(got_s, w)
+
+
+def test_min_and_max_against_a_number_keep_nan_and_the_sign_of_zero_of_the_general_form():
+    special = [np.nan, -0.0, 0.0, 1.0, -1.0, np.inf, -np.inf, 0.5]
+    a = np.array(special * 4, "float32")
+    b = a[::-1].copy()
+    vec, scalar, src = _vector_and_scalar(lambda x, y: [
+        te.compute((a.size,), lambda i: te.max(x[i], 0.0), name="relu"),
+        te.compute((a.size,), lambda i: te.min(te.max(x[i], -0.0), 1.0), name="clip"),
+        te.compute((a.size,), lambda i: te.max(x[i], y[i]), name="general")], [a, b], a.size)
+    assert "tvmlite_vmaxk_f32x" in src and "tvmlite_vmink_f32x" in src
+    assert "tvmlite_vmax_f32x" in src                    # two tensors: the general form
+    for got_v, got_s in zip(vec, scalar):
+        np.testing.assert_array_equal(np.isnan(got_v), np.isnan(got_s))
+        np.testing.assert_array_equal(got_v.view("int32")[~np.isnan(got_s)],
+                                      got_s.view("int32")[~np.isnan(got_s)])
+    assert np.isnan(vec[0][0]) and np.isnan(vec[1][0])

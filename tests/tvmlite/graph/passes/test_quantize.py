@@ -19,6 +19,8 @@ from tvmlite.frontend import from_onnx  # noqa: E402
 from tvmlite.graph import optimize  # noqa: E402
 from tvmlite.graph.build import build_graph  # noqa: E402
 from tvmlite.graph.passes import fold_qdq  # noqa: E402
+from tvmlite.graph.passes.zero_points import channel_padding  # noqa: E402
+from tvmlite.target.intrinsics import best_intrinsic  # noqa: E402
 from tvmlite.testing.onnx_reference import reference_outputs  # noqa: E402
 
 RNG = np.random.default_rng(5)
@@ -98,10 +100,11 @@ def test_quantize_static_model_folds_into_integer_kernels(qdq_model) -> None:
         assert np.abs(ours - ref).max() <= step * 1.001
 
 
-def _qdq_conv(relu: bool, bias_float: bool, runtime_weight: bool = False):
-    """DQ(x) -> Conv(DQ(w)) [+ bias] [-> Relu] -> Q -> DQ, written by hand."""
+def _qdq_conv(relu: bool, bias_float: bool, runtime_weight: bool = False, out: int = 4):
+    """DQ(x) -> Conv(DQ(w)) [+ bias] [-> Relu] -> Q -> DQ, written by hand: 3 input
+    channels, ``out`` output channels."""
     inits = {"xs": np.float32(0.02), "xz": np.uint8(128), "wq": RNG.integers(
-        -127, 128, (4, 3, 3, 3)).astype(np.int8), "ws": np.float32(0.01),
+        -127, 128, (out, 3, 3, 3)).astype(np.int8), "ws": np.float32(0.01),
         "wz": np.int8(0), "ys": np.float32(0.015), "yz": np.uint8(3)}
     nodes = [oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
              oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"])]
@@ -112,9 +115,9 @@ def _qdq_conv(relu: bool, bias_float: bool, runtime_weight: bool = False):
     else:
         nodes.append(oh.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wf"]))
     if bias_float:
-        inits["b"] = _w(4)
+        inits["b"] = _w(out)
     else:
-        inits["bq"] = RNG.integers(-500, 500, 4).astype(np.int32)
+        inits["bq"] = RNG.integers(-500, 500, out).astype(np.int32)
         inits["bs"], inits["bz"] = np.float32(0.02 * 0.01), np.int32(0)
         nodes.append(oh.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["b"]))
     nodes.append(oh.make_node("Conv", ["xf", "wf", "b"], ["c"], pads=[1, 1, 1, 1]))
@@ -144,6 +147,30 @@ def test_fold_takes_relu_and_bias(relu: bool, bias_float: bool) -> None:
     assert np.abs(ours - ref).max() <= 0.015 * 1.001
     if relu:
         assert ours.min() >= 0
+
+
+def test_a_three_channel_integer_conv_is_padded_to_four_and_uses_the_dot_instruction():
+    """An image's first conv: its input padded to 4 channels (the extra one the zero
+    point's byte), its weight given a zero channel, so the kernel takes the target's
+    dot-product instruction (a group of 2 or 4 input channels) and stays exact."""
+    assert [channel_padding(c, c) for c in (1, 2, 3, 4, 5, 8, 30)] == [0, 0, 1, 0, 3, 0, 2]
+    assert channel_padding(3, 1) == 0                    # grouped: not padded
+    m = _qdq_conv(relu=True, bias_float=False, out=16)
+    g = optimize(from_onnx(m))
+    (conv,) = [n for n in g.nodes if n.op == "conv_integer"]
+    weight = g.constants[conv.inputs[1]]                 # HWIO after the layout pass
+    assert weight.shape == (3, 3, 4, 16) and not weight[:, :, 3].any()
+    (pad,) = [n for n in g.nodes if n.op == "pad"]       # NCHW, before the transpose
+    assert pad.attr("pads") == (0, 0, 1, 1, 0, 1, 1, 1) and pad.attr("value") == 128
+    mod = build_graph(from_onnx(m), quiet=True)
+    host = mod.target
+    intr = best_intrinsic(host.arch, host.features, "uint8", "int8", "int32")
+    if intr is not None and 16 % intr.lanes == 0:
+        (kernel,) = [k for k in mod.kernels if "conv_integer" in k.name]
+        assert f"tvmlite_{intr.name}_" in kernel.code.source
+    x = RNG.standard_normal(SHAPE).astype(np.float32)
+    ours, ref = mod.run({"x": x})[0], reference_outputs(m, {"x": x})[0]
+    assert np.abs(ours - ref).max() <= 0.015 * 1.001
 
 
 def test_unmatched_pattern_stays_float_and_correct() -> None:
