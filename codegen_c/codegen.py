@@ -121,14 +121,19 @@ def _is_number(e: Expr) -> bool:
 _HALF_INT = {8: "int32", 4: "int16"}   # the signed integer of half an item size's bits
 
 
-def narrowing_steps(src: str, dst: str) -> list[str]:
-    """The dtypes a vector conversion ``src -> dst`` goes through, ``dst`` last: an
-    integer narrowed to a quarter or less of its width (int32 -> uint8, a requantize's
-    store), or a float to an integer narrower than 32 bits, halves its width one step at
-    a time (a float first becomes int32). GCC 12 writes such a conversion lane by lane
-    on AVX2 and NEON (some 35 instructions for int32x8 -> uint8x8, most of a quantized
-    ResNet-50's epilogues on a Zen 3) but each halving as one pack or ``xtn``; truncating
-    in steps keeps the same low bits, so the values are the same."""
+def vector_cast_steps(src: str, dst: str) -> list[str]:
+    """The dtypes a vector conversion ``src -> dst`` goes through, ``dst`` last. GCC 12
+    writes some conversions lane by lane on AVX2 and NEON, and each of their steps as one
+    instruction or two:
+
+    - an integer narrowed to a quarter or less of its width (int32 -> uint8, a
+      requantize's store), or a float to an integer narrower than 32 bits, halves its
+      width one step at a time (a float first becomes int32): some 35 instructions for
+      int32x8 -> uint8x8, most of a quantized ResNet-50's epilogues on a Zen 3, against
+      one pack per halving. Truncating in steps keeps the same low bits.
+    - an integer narrower than 32 bits becomes a float through int32 (``vpmovzxbd`` and
+      ``vcvtdq2ps``, not eight scalar converts); int32 holds every such value exactly.
+    """
     steps = [dst]
     if dst in INT_DTYPES and src != "bool" and ITEMSIZE[dst] < 4 and (
             src in FLOAT_DTYPES or ITEMSIZE[src] > 2 * ITEMSIZE[dst]):
@@ -138,7 +143,20 @@ def narrowing_steps(src: str, dst: str) -> list[str]:
             chain.append(_HALF_INT[width])
             width //= 2
         steps = chain + steps
+    elif dst in FLOAT_DTYPES and src in INT_DTYPES and ITEMSIZE[src] < 4:
+        steps = ["int32", dst]
     return steps
+
+
+def held_in_register(src: str, dst: str, lanes: int) -> bool:
+    """A widening conversion whose source is a 64-bit vector (uint8x8, int16x4): GCC 12
+    on x86 converts such a vector lane by lane when it comes straight from memory (16
+    scalar loads and inserts for a uint8x8 -> int32x8, the taps of a quantized depthwise
+    conv) but with one ``vpmovzxbd`` once it is in a vector register, which the
+    ``tvmlite_inreg`` helper asks for (an empty asm where there is SSE2: elsewhere the
+    identity)."""
+    return (src in INT_DTYPES and lanes * ITEMSIZE[src] == 8
+            and ITEMSIZE[dst] > ITEMSIZE[src])
 
 
 class CodeGen:
@@ -204,7 +222,10 @@ class CodeGen:
                 return f"{conversion_name(e.value.dtype, e.dtype, L)}({self.expr(e.value)})"
             if L > 1:
                 text = self.expr(e.value)
-                for step in narrowing_steps(e.value.dtype, e.dtype):
+                if held_in_register(e.value.dtype, e.dtype, L):
+                    self.helpers.add(("inreg", e.value.dtype, L))
+                    text = f"tvmlite_inreg_{SHORT[e.value.dtype]}x{L}({text})"
+                for step in vector_cast_steps(e.value.dtype, e.dtype):
                     text = f"__builtin_convertvector({text}, {self.vt(step, L)})"
                 return text
             return f"(({CTYPE[e.dtype]})({self.expr(e.value)}))"

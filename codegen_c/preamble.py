@@ -69,6 +69,12 @@ def helper_lines(helpers: set, vector_type: Callable[[str, int], str]) -> list:
             elif kind == "vsel":
                 out.append(f"static inline {vt} {name}({mt} m, {vt} t, {vt} o) "
                            f"{{ return ({vt})((({mt})t & m) | (({mt})o & ~m)); }}")
+            elif kind == "inreg":   # codegen.held_in_register says why
+                out += [f"static inline {vt} {name}({vt} v) {{",
+                        "#if defined(__SSE2__)",
+                        '  __asm__("" : "+x"(v));',
+                        "#endif",
+                        "  return v;", "}"]
             elif kind in ("vmink", "vmaxk"):
                 # min/max of a float and a number k (never NaN): the same value as vmin/vmax
                 # (a NaN ``a`` wins, a tie gives k) from one compare, false for a NaN ``a``

@@ -14,7 +14,7 @@ import pytest
 import tvmlite
 from tvmlite import ops, te
 from tvmlite.codegen_c import compile_shared
-from tvmlite.codegen_c.codegen import generate
+from tvmlite.codegen_c.codegen import generate, held_in_register, vector_cast_steps
 from tvmlite.codegen_c.signature import cdecl
 from tvmlite.runtime.module import Module, generate_c
 from tvmlite.testing.check import check_module
@@ -444,9 +444,10 @@ def test_vector_exp_and_sigmoid_match_libm_and_keep_special_values():
         np.testing.assert_array_equal(got[-len(special):], tail)
 
 
-def _vector_and_scalar(make_out, inputs: list, n: int) -> tuple:
+def _vector_and_scalar(make_out, inputs: list, n: int, lanes: int | None = None) -> tuple:
     """(outputs of the vectorized build, of the unvectorized one, its C source) of the
-    stages ``make_out(A...)`` returns, over 1-D inputs of ``n``."""
+    stages ``make_out(A...)`` returns, over 1-D inputs of ``n``; vectors of ``lanes``
+    (default: the whole axis)."""
     tensors = [te.placeholder((n,), str(a.dtype), name=f"A{k}") for k, a in enumerate(inputs)]
     outs = make_out(*tensors)
     results, source = [], ""
@@ -454,7 +455,10 @@ def _vector_and_scalar(make_out, inputs: list, n: int) -> tuple:
         s = te.create_schedule([o.op for o in outs])
         if vectorize:
             for o in outs:
-                s[o].vectorize(s[o].op.axis[0])
+                axis = s[o].op.axis[0]
+                if lanes is not None:
+                    axis = s[o].split(axis, factor=lanes)[1]
+                s[o].vectorize(axis)
         mod = tvmlite.build(s, tensors + outs)
         got = [np.empty(n, o.dtype) for o in outs]
         mod(*inputs, *got)
@@ -464,12 +468,11 @@ def _vector_and_scalar(make_out, inputs: list, n: int) -> tuple:
 
 
 def test_narrowing_vector_casts_go_through_halves_and_keep_the_low_bits():
-    from tvmlite.codegen_c.codegen import narrowing_steps
-    assert narrowing_steps("int32", "uint8") == ["int16", "uint8"]
-    assert narrowing_steps("int64", "int8") == ["int32", "int16", "int8"]
-    assert narrowing_steps("float32", "uint8") == ["int32", "int16", "uint8"]
-    assert narrowing_steps("int32", "int16") == ["int16"]
-    assert narrowing_steps("uint8", "int32") == ["int32"]
+    assert vector_cast_steps("int32", "uint8") == ["int16", "uint8"]
+    assert vector_cast_steps("int64", "int8") == ["int32", "int16", "int8"]
+    assert vector_cast_steps("float32", "uint8") == ["int32", "int16", "uint8"]
+    assert vector_cast_steps("int32", "int16") == ["int16"]
+    assert vector_cast_steps("uint8", "int32") == ["int32"]
     n = 64
     ints = np.arange(-2000, -2000 + 67 * n, 67, dtype="int32")        # wraps in 8 bits
     longs = ints.astype("int64") * 3000001
@@ -483,6 +486,28 @@ def test_narrowing_vector_casts_go_through_halves_and_keep_the_low_bits():
                      r", tvmlite_u8x\d+\)", src)
     want = [ints.astype("uint8"), ints.astype("int8"), longs.astype("int8"),
             floats.astype("uint8")]
+    for got_v, got_s, w in zip(vec, scalar, want):
+        np.testing.assert_array_equal(got_v, w)
+        np.testing.assert_array_equal(got_s, w)
+
+
+def test_widening_casts_of_64_bit_vectors_are_held_in_a_register_and_floats_come_from_int32():
+    assert vector_cast_steps("uint8", "float32") == ["int32", "float32"]
+    assert vector_cast_steps("int16", "float64") == ["int32", "float64"]
+    assert vector_cast_steps("int32", "float32") == ["float32"]
+    assert held_in_register("uint8", "int32", 8) and held_in_register("int16", "int32", 4)
+    assert not held_in_register("uint8", "int32", 16)           # a 128-bit vector
+    assert not held_in_register("int32", "uint8", 2)            # narrowing
+    n = 64
+    u = np.arange(256 - n, 256).astype("uint8")
+    s = np.arange(-128, -128 + 4 * n, 4).astype("int8")
+    vec, scalar, src = _vector_and_scalar(lambda a, b: [
+        te.compute((n,), lambda i: te.cast(a[i], "int32"), name="ui"),
+        te.compute((n,), lambda i: te.cast(b[i], "int32"), name="si"),
+        te.compute((n,), lambda i: te.cast(a[i], "float32"), name="uf"),
+        te.compute((n,), lambda i: te.cast(b[i], "float32"), name="sf")], [u, s], n, lanes=8)
+    assert "tvmlite_inreg_u8x8(" in src and "tvmlite_inreg_i8x8(" in src
+    want = [u.astype("int32"), s.astype("int32"), u.astype("float32"), s.astype("float32")]
     for got_v, got_s, w in zip(vec, scalar, want):
         np.testing.assert_array_equal(got_v, w)
         np.testing.assert_array_equal(got_s, w)

@@ -1,13 +1,13 @@
 """ONNX ops whose general forms are converted as several graph nodes.
 
-Where an op has one graph op for its common form (a batch norm with constant weights,
+Where an op has one graph op for its common form (a batch norm at inference,
 a layer norm over the last axis, Clip with constant bounds, exact Gelu, Softmax over
 the last axis), that form keeps it, so fusion and batch-norm folding see it. The other
 forms are decomposed here into nodes the graph already has, which keeps the graph's
 op set small:
 
-- BatchNormalization with run-time weights as its elementwise formula, and in training
-  mode (opset 14+, ``training_mode=1``) with the batch's mean and variance
+- BatchNormalization in training mode (opset 14+, ``training_mode=1``) as its
+  elementwise formula with the batch's mean and variance
   (``reduce_mean`` nodes) and the running statistics as its extra outputs;
 - LayerNormalization over any axis (the input as a 2-D (rows, cols) matrix around the
   last-axis op) and its optional Mean and InvStdDev outputs as reductions;
@@ -49,32 +49,27 @@ class _Nodes:
 def batch_norm(n: Any, ctx: Context) -> list[Node]:
     eps = float(attr(n, "epsilon", 1e-5))
     training = ctx.opset >= 14 and attr(n, "training_mode", 0)
-    weights = [ctx.const(i) for i in n.input[1:5]]
-    if not training and all(w is not None for w in weights):
+    if not training:   # run-time weights too: fold_batch_norm says why
         return [node("batch_norm", n, list(n.input[:5]), epsilon=eps)]
     x = ctx.type(n.input[0])
     rank = len(x.shape)
     dtype = x.dtype
     b = _Nodes(n, ctx)
     per_channel = (x.shape[1],) + (1,) * (rank - 2)
-    scale, bias, mean, var = (b.op("reshape", [i], shape=per_channel) for i in n.input[1:5])
-    if training:
-        axes = (0,) + tuple(range(2, rank))
-        bmean = b.op("reduce_mean", [n.input[0]], axes=axes, keepdims=1)
-        d = b.op("sub", [n.input[0], bmean])
-        bvar = b.op("reduce_mean", [b.op("mul", [d, d])], axes=axes, keepdims=1)
-        mean, var = bmean, bvar
+    scale, bias = (b.op("reshape", [i], shape=per_channel) for i in n.input[1:3])
+    axes = (0,) + tuple(range(2, rank))
+    mean = b.op("reduce_mean", [n.input[0]], axes=axes, keepdims=1)
     d = b.op("sub", [n.input[0], mean])
+    var = b.op("reduce_mean", [b.op("mul", [d, d])], axes=axes, keepdims=1)
     std = b.op("sqrt", [b.op("add", [var, scalar(ctx, eps, dtype)])])
     b.op("add", [b.op("mul", [b.op("div", [d, std]), scale]), bias], out=n.output[0])
-    if training:
-        momentum = float(attr(n, "momentum", 0.9))
-        for k, (running, batch) in enumerate(((n.input[3], bmean), (n.input[4], bvar))):
-            if len(n.output) > k + 1 and n.output[k + 1]:
-                flat = b.op("reshape", [batch], shape=(x.shape[1],))
-                b.op("add", [b.op("mul", [running, scalar(ctx, momentum, dtype)]),
-                             b.op("mul", [flat, scalar(ctx, 1 - momentum, dtype)])],
-                     out=n.output[k + 1])
+    momentum = float(attr(n, "momentum", 0.9))
+    for k, (running, batch) in enumerate(((n.input[3], mean), (n.input[4], var))):
+        if len(n.output) > k + 1 and n.output[k + 1]:
+            flat = b.op("reshape", [batch], shape=(x.shape[1],))
+            b.op("add", [b.op("mul", [running, scalar(ctx, momentum, dtype)]),
+                         b.op("mul", [flat, scalar(ctx, 1 - momentum, dtype)])],
+                 out=n.output[k + 1])
     return b.nodes
 
 

@@ -92,6 +92,31 @@ def test_batch_norm_without_a_conv_is_scale_and_shift():
     assert [n.op for n in f.nodes] == ["relu", "mul", "add"]
 
 
+def test_batch_norm_of_values_is_scale_and_shift_nodes_that_fold_once_they_are_constant():
+    g = _bn_graph(False)
+    x = np.random.default_rng(1).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    want = interpret(g, {"x": x})[0]
+    # run-time parameters: k and the shift computed by nodes, the same output
+    params = {k: g.constants[k] for k in "sbmv"}
+    run_time = g.replace(inputs=("x", *params),
+                         constants={k: v for k, v in g.constants.items() if k not in params})
+    f = fold_batch_norm(run_time)
+    assert "batch_norm" not in [n.op for n in f.nodes]
+    np.testing.assert_allclose(interpret(f, {"x": x, **params})[0], want, rtol=1e-5, atol=1e-6)
+    # gamma computed from constants (a QDQ model's dequantized gamma): a multiply and an
+    # add of constants after the folding that follows, no divide or square root left
+    computed = g.replace(nodes=(Node("mul", ("s0", "one"), ("s",)),) + g.nodes,
+                         constants={**g.constants, "s0": g.constants["s"],
+                                    "one": np.ones(1, np.float32)},
+                         types={**g.types, "s0": g.types["s"], "one": t(1)})
+    computed = computed.replace(constants={k: v for k, v in computed.constants.items()
+                                           if k != "s"})
+    f = remove_dead(fold_constants(fold_batch_norm(computed)))
+    assert [n.op for n in f.nodes] == ["conv", "mul", "add"]
+    assert all(i in f.constants for n in f.nodes[1:] for i in n.inputs[1:])
+    np.testing.assert_allclose(interpret(f, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
 def test_dead_nodes_and_constants_go():
     g = Graph((Node("relu", ("x",), ("a",)), Node("add", ("x", "k"), ("dead",))), ("x",),
               ("a",), {"x": t(3), "a": t(3), "dead": t(3), "k": t(3)},

@@ -4,16 +4,25 @@
 Folded into the Conv before it when that conv's output feeds only the batch norm
 (weights scaled by ``k`` per output channel, the shift added as a bias), or into a
 MatMul by a constant (columns scaled); else it becomes a per-channel multiply and add,
-two elementwise nodes that fuse into the kernel before them."""
+two elementwise nodes that fuse into the kernel before them.
+
+Parameters that are not constants here (run-time inputs; a QDQ model's quantized
+gamma and beta are DequantizeLinear nodes until ``fold_constants`` evaluates them) get
+``k`` and the shift as per-channel nodes on them, so the constant folding after this
+pass leaves the same multiply and add. The importer therefore keeps every inference
+batch norm as one node: decomposed there, a QDQ model's batch norm was the formula's
+subtract, square root, two divides, multiply and add in each kernel's epilogue."""
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
-from tvmlite.graph.ir import Graph, GraphError, Node, TensorType
+from tvmlite.graph.ir import Graph, Node, TensorType
 
 
 def fold_batch_norm(g: Graph) -> Graph:
-    """``g`` with every batch_norm folded (its four parameters must be constants)."""
+    """``g`` with every batch_norm folded into a conv, a matmul or a multiply and add."""
     if not any(n.op == "batch_norm" for n in g.nodes):
         return g
     consts, types = dict(g.constants), dict(g.types)
@@ -40,8 +49,8 @@ def fold_batch_norm(g: Graph) -> Graph:
             continue
         params = [consts.get(i) for i in n.inputs[1:5]]
         if any(p is None for p in params):
-            raise GraphError(f"node {n.name!r} (BatchNormalization): scale, bias, mean and "
-                             f"var must be constants at inference")
+            out += _scale_and_shift_nodes(n, types, add_const)
+            continue
         gamma, beta, mean, var = (np.asarray(p, np.float64) for p in params)
         k = gamma / np.sqrt(var + n.attr("epsilon"))
         shift = beta - mean * k
@@ -81,6 +90,33 @@ def fold_batch_norm(g: Graph) -> Graph:
         out.append(Node("add", (mid, sc), n.outputs, (), n.name))
     return g.replace(nodes=tuple(o for o in out if o is not None), constants=consts,
                      types=types)
+
+
+def _scale_and_shift_nodes(n: Node, types: dict, add_const: Any) -> list[Node]:
+    """``x * k + shift`` of a batch norm whose parameters are values, not constants:
+    ``k = gamma / sqrt(var + eps)`` and ``shift = beta - mean * k`` as nodes on them,
+    reshaped per channel (axis 1); new values' types go into ``types``."""
+    x = types[n.inputs[0]]
+    shape = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    nodes: list[Node] = []
+
+    def emit(op: str, inputs: tuple[str, ...], value_type: TensorType,
+             attrs: tuple = (), out: str | None = None) -> str:
+        name = out or n.output + f"_{op}"
+        while out is None and name in types:
+            name += "_"
+        types[name] = value_type
+        nodes.append(Node(op, inputs, (name,), attrs, n.name))
+        return name
+    per_channel = TensorType(shape, x.dtype)
+    gamma, beta, mean, var = (emit("reshape", (i,), per_channel, (("shape", shape),))
+                              for i in n.inputs[1:5])
+    eps = add_const(n.output + "_eps", np.asarray(n.attr("epsilon"), x.dtype))
+    k = emit("div", (gamma, emit("sqrt", (emit("add", (var, eps), per_channel),),
+                                 per_channel)), per_channel)
+    shift = emit("sub", (beta, emit("mul", (mean, k), per_channel)), per_channel)
+    emit("add", (emit("mul", (n.inputs[0], k), x), shift), x, out=n.output)
+    return nodes
 
 
 def _biased_conv(add: Node | None, nodes: list[Node], producer: dict[str, int],
