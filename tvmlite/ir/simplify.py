@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Dict, Tuple
 
+from tvmlite.ir.dtypes import INT_DTYPES, value_range
 from tvmlite.ir.expr import BinOp, Cast, Cmp, Const, Expr, Not, Select, Var, is_float, rebuild
 
 Range = Tuple[float, float]  # inclusive (lo, hi); +-inf when unknown
@@ -183,12 +184,28 @@ def _simp(e: Expr, R: Ranges) -> Expr:
         return Select(c, t, o)
     if isinstance(e, Cast):
         v = _simp(e.value, R)
+        if _round_trip(e.dtype, v, R):
+            v = v.value
         if v.dtype == e.dtype:
             return v
         if isinstance(v, Const):
             return Const(v.value, e.dtype)
         return Cast(e.dtype, v)
     return rebuild(e, lambda x: _simp(x, R))
+
+
+def _round_trip(dtype: str, v: Expr, R: Ranges) -> bool:
+    """``dtype(v)`` with ``v = narrow(w)`` is ``dtype(w)``: integers all, ``narrow``'s
+    values all in ``dtype``, and ``w`` in ``narrow``'s range, so neither cast changes the
+    value. A quantized model's QuantizeLinear -> DequantizeLinear pair, fused into one
+    epilogue, stores nothing between the two: its uint8 in the middle then costs two
+    packs and a widening per vector, and the zero point added and taken off again."""
+    if not (isinstance(v, Cast) and dtype in INT_DTYPES and v.dtype in INT_DTYPES
+            and v.value.dtype in INT_DTYPES):
+        return False
+    lo, hi = value_range(v.dtype)
+    outer, inner = value_range(dtype), bound(v.value, R)
+    return outer[0] <= lo and hi <= outer[1] and lo <= inner[0] and inner[1] <= hi
 
 
 def _fold(op: str, x, y):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tvmlite.ir.expr import BinOp, Const, Var
+from tvmlite.ir.expr import BinOp, Cast, Const, Var
 from tvmlite.ir.simplify import bound, simplify
 
 F, G = Var("f"), Var("g")
@@ -94,3 +94,16 @@ def test_guards_of_a_symbolic_tile_count_that_always_hold_go():
     tiles = (L + c(7)) // c(8)
     guard = simplify(BinOp("%", F, tiles) * c(8) >= c(0), {"f": (0, 100), "L": (1, 24)})
     assert isinstance(guard, Const) and guard.value
+
+
+def test_a_narrow_integer_cast_back_whose_value_fits_goes():
+    x = Var("x", "int32")
+    q = Cast("int32", Cast("uint8", BinOp("+", x, Const(135, "int32"))))
+    # x in [-135, 120]: x + 135 fits uint8, so the round trip is the value itself
+    assert simplify(BinOp("-", q, Const(135, "int32")), {"x": (-135, 120)}) == x
+    # one past the range: uint8 wraps, the casts stay
+    assert isinstance(simplify(q, {"x": (-135, 121)}), Cast)
+    assert isinstance(simplify(q, {}), Cast)
+    # a float in the middle is not an integer round trip
+    f = Cast("int32", Cast("float32", x))
+    assert isinstance(simplify(f, {"x": (0, 10)}), Cast)
