@@ -23,8 +23,9 @@ weights is one):
 - the output-channel panels outermost, then the output's other axes, fused into one
   parallel loop (each task walks one panel of B over its pixels);
 - a stage A reads (a padding, a layout transpose) is computed once at the root, in
-  parallel, so the block reads plain bytes; for an intrinsic with ``a_storage`` (AVX2's
-  ``vpmaddwd``) that copy is A widened to int16, the padding inlined in it.
+  parallel and in vectors, so the block reads plain bytes; for an intrinsic with
+  ``a_storage`` (AVX2's ``vpmaddwd``) that copy is A widened to int16, the padding
+  inlined in it.
 
 Where no intrinsic applies (3 input channels, a depthwise conv whose A index is not the
 reduce axis, a target without one) the same block is plain vectors of the accumulator;
@@ -155,7 +156,7 @@ def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target,
            intr: Intrinsic | None) -> Schedule | None:
     op = anchor.op
     if intr is not None and intr.is_tile:
-        return _tile_block(s, kc, anchor, intr)
+        return _tile_block(s, kc, anchor, intr, target)
     lanes = intr.lanes if intr is not None else _plain_lanes(target, op.dtype, op.shape[-1])
     if lanes is None:
         return None
@@ -164,7 +165,7 @@ def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target,
                                 rows_first=not (intr is not None
                                                 and intr.broadcast_in_registers))
     out = kc.output
-    local, _ = _operands(s, kc, anchor, lanes, group, intr)
+    local, _ = _operands(s, kc, anchor, lanes, group, intr, target)
     output_block(s, out, local, rows, vectors * lanes, lanes)
     cl = s[local]
     sp, red = list(cl.op.axis), list(cl.op.reduce_axis)
@@ -183,8 +184,17 @@ def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target,
     return s
 
 
+def _copy_lanes(op: Any, target: Target) -> int:
+    """The vector of A's copy: a whole register of its dtype, or a half or a quarter one
+    where that divides its last axis (a depthwise conv's 144 channels: 16 bytes). A
+    scalar padding copy was a quarter of a quantized depthwise conv's time on a Zen 3."""
+    full = target.vector_lanes(op.dtype)
+    extent = op.axis[-1].extent if op.axis else 1
+    return next((v for v in (full, full // 2, full // 4) if v > 1 and extent % v == 0), full)
+
+
 def _operands(s: Schedule, kc: Any, anchor: DotAnchor, factor: int, group: int,
-              intr: Intrinsic | None) -> tuple[Any, Any]:
+              intr: Intrinsic | None, target: Target) -> tuple[Any, Any]:
     """A's producers once at the root (in parallel), everything else inlined, the
     anchor's local block, and B pre-packed in panels of ``factor`` output channels with
     the reduce axis in groups: (the local block, the packed B or None)."""
@@ -196,8 +206,7 @@ def _operands(s: Schedule, kc: Any, anchor: DotAnchor, factor: int, group: int,
         if st.name in (out.op.name, op.name):
             continue
         if st.name == a_name and not widen_a:   # padded / transposed activations: once
-            axes = list(st.op.axis)
-            st.parallel(st.fuse(*axes[:2]) if len(axes) > 2 else axes[0])
+            widen_in_parallel(s, st.name, _copy_lanes(st.op, target))
         elif st.name != a_name:
             st.compute_inline()
     anchor_t = s.tensor(op.name)
@@ -219,7 +228,8 @@ def _operands(s: Schedule, kc: Any, anchor: DotAnchor, factor: int, group: int,
     return local, packed
 
 
-def _tile_block(s: Schedule, kc: Any, anchor: DotAnchor, intr: Intrinsic) -> Schedule:
+def _tile_block(s: Schedule, kc: Any, anchor: DotAnchor, intr: Intrinsic,
+                target: Target) -> Schedule:
     """The AMX block (``dot_block.tile_block``): ``rows x cols`` tiles of output pixels
     by output channels, B packed in panels as wide as the block, the local block's rows,
     channels and innermost reduce axis (in groups) the tile nest, the other reduce axes
@@ -227,7 +237,7 @@ def _tile_block(s: Schedule, kc: Any, anchor: DotAnchor, intr: Intrinsic) -> Sch
     op, out = anchor.op, kc.output
     rt, ct = tile_block(op.shape[-2], op.shape[-1], intr)
     R, W = rt * intr.tile_rows, ct * intr.lanes
-    local, _ = _operands(s, kc, anchor, W, intr.group, intr)
+    local, _ = _operands(s, kc, anchor, W, intr.group, intr, target)
     output_block(s, out, local, R, W, intr.lanes, unroll_rows=False)
     cl = s[local]
     sp, red = list(cl.op.axis), list(cl.op.reduce_axis)

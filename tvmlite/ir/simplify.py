@@ -184,7 +184,8 @@ def _simp(e: Expr, R: Ranges) -> Expr:
         return Select(c, t, o)
     if isinstance(e, Cast):
         v = _simp(e.value, R)
-        if _round_trip(e.dtype, v, R):
+        if isinstance(v, Cast) and (_round_trip(e.dtype, v, R)
+                                    or _whole_float_round_trip(e.dtype, v, R)):
             v = v.value
         if v.dtype == e.dtype:
             return v
@@ -194,18 +195,37 @@ def _simp(e: Expr, R: Ranges) -> Expr:
     return rebuild(e, lambda x: _simp(x, R))
 
 
-def _round_trip(dtype: str, v: Expr, R: Ranges) -> bool:
+def _round_trip(dtype: str, v: Cast, R: Ranges) -> bool:
     """``dtype(v)`` with ``v = narrow(w)`` is ``dtype(w)``: integers all, ``narrow``'s
     values all in ``dtype``, and ``w`` in ``narrow``'s range, so neither cast changes the
     value. A quantized model's QuantizeLinear -> DequantizeLinear pair, fused into one
     epilogue, stores nothing between the two: its uint8 in the middle then costs two
     packs and a widening per vector, and the zero point added and taken off again."""
-    if not (isinstance(v, Cast) and dtype in INT_DTYPES and v.dtype in INT_DTYPES
-            and v.value.dtype in INT_DTYPES):
+    if not (dtype in INT_DTYPES and v.dtype in INT_DTYPES and v.value.dtype in INT_DTYPES):
         return False
     lo, hi = value_range(v.dtype)
     outer, inner = value_range(dtype), bound(v.value, R)
     return outer[0] <= lo and hi <= outer[1] and lo <= inner[0] and inner[1] <= hi
+
+
+ROUNDING_MAGIC = 12582912.0   # 1.5 * 2**23: (g + M) - M is g rounded (ops.round_half_even)
+
+
+def _whole_float_round_trip(dtype: str, v: Cast, R: Ranges) -> bool:
+    """``float32(int32(f))`` is ``f`` for ``f = (g + M) - M`` with ``|g| <= 2**22``: such
+    an ``f`` is a whole number (IEEE rounding put ``g + M`` where float32's spacing is 1)
+    that int32 and float32 both hold exactly. A requantize followed by a dequantize
+    converts its rounded value to int32 and straight back."""
+    if not (dtype == "float32" and v.dtype == "int32"):
+        return False
+    f = v.value
+    if not (isinstance(f, BinOp) and f.op == "-" and f.dtype == "float32"
+            and isinstance(f.b, Const) and f.b.value == ROUNDING_MAGIC
+            and isinstance(f.a, BinOp) and f.a.op == "+" and isinstance(f.a.b, Const)
+            and f.a.b.value == ROUNDING_MAGIC):
+        return False
+    lo, hi = bound(f.a.a, R)
+    return -2.0 ** 22 <= lo and hi <= 2.0 ** 22
 
 
 def _fold(op: str, x, y):

@@ -107,3 +107,14 @@ def test_a_narrow_integer_cast_back_whose_value_fits_goes():
     # a float in the middle is not an integer round trip
     f = Cast("int32", Cast("float32", x))
     assert isinstance(simplify(f, {"x": (0, 10)}), Cast)
+
+
+def test_a_rounded_float_through_int32_and_back_is_itself():
+    M = Const(12582912.0, "float32")
+    g = BinOp("min", BinOp("max", Var("g", "float32"), Const(-135.0, "float32")),
+              Const(120.0, "float32"))
+    rounded = BinOp("-", BinOp("+", g, M), M)
+    assert simplify(Cast("float32", Cast("int32", rounded))) == rounded
+    # unbounded: the sum may land where float32's spacing is above 1, the casts stay
+    loose = BinOp("-", BinOp("+", Var("g", "float32"), M), M)
+    assert isinstance(simplify(Cast("float32", Cast("int32", loose))), Cast)

@@ -5,6 +5,8 @@ where onnxruntime's u8 x s8 kernels saturate: testing/onnx_reference.py); what d
 correct as float kernels."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -184,3 +186,50 @@ def test_unmatched_pattern_stays_float_and_correct() -> None:
     ours = build_graph(g, quiet=True).run(feeds)[0]
     ref = reference_outputs(m, feeds)[0]
     assert np.abs(ours - ref).max() <= 0.015 * 1.001
+
+
+def test_a_depthwise_conv_with_a_quantized_batch_norm_pads_in_vectors_and_folds_the_norm():
+    """quantize_static's form of MobileNet's block: a 1x1 conv, then DQ -> Conv(group=C)
+    -> Q -> DQ -> BatchNormalization (gamma and beta themselves DequantizeLinear of int8)
+    -> Q -> DQ. The norm becomes one multiply and add (no square root, no divide left), the
+    padded copy the depthwise kernel reads is made in vectors, and the output stays
+    within one step of the reference."""
+    c = 16
+    inits = {"xs": np.float32(0.02), "xz": np.uint8(128),
+             "pq": RNG.integers(-127, 128, (c, c, 1, 1)).astype(np.int8),
+             "wq": RNG.integers(-127, 128, (c, 1, 3, 3)).astype(np.int8),
+             "ws": np.float32(0.01), "wz": np.int8(0), "cs": np.float32(0.03),
+             "cz": np.uint8(120), "gq": RNG.integers(60, 127, c).astype(np.int8),
+             "gs": np.float32(0.01), "bq": RNG.integers(-50, 50, c).astype(np.int8),
+             "bs": np.float32(0.02), "qz": np.int8(0), "mean": _w(c),
+             "var": (RNG.random(c) + 0.5).astype(np.float32), "ys": np.float32(0.02),
+             "yz": np.uint8(3)}
+    nodes = [oh.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             oh.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"]),
+             oh.make_node("DequantizeLinear", ["pq", "ws", "wz"], ["pf"]),
+             oh.make_node("Conv", ["xf", "pf"], ["pw"]),
+             oh.make_node("QuantizeLinear", ["pw", "xs", "xz"], ["pwq"]),
+             oh.make_node("DequantizeLinear", ["pwq", "xs", "xz"], ["pwf"]),
+             oh.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wf"]),
+             oh.make_node("Conv", ["pwf", "wf"], ["conv"], pads=[1, 1, 1, 1], group=c),
+             oh.make_node("QuantizeLinear", ["conv", "cs", "cz"], ["cq"]),
+             oh.make_node("DequantizeLinear", ["cq", "cs", "cz"], ["cf"]),
+             oh.make_node("DequantizeLinear", ["gq", "gs", "qz"], ["gamma"]),
+             oh.make_node("DequantizeLinear", ["bq", "bs", "qz"], ["beta"]),
+             oh.make_node("BatchNormalization", ["cf", "gamma", "beta", "mean", "var"],
+                          ["bn"]),
+             oh.make_node("QuantizeLinear", ["bn", "ys", "yz"], ["yq"]),
+             oh.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    g = oh.make_graph(nodes, "dw", [oh.make_tensor_value_info("x", TP.FLOAT, (1, c, 8, 8))],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, None)],
+                      [nh.from_array(np.asarray(v), k) for k, v in inits.items()])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
+    m.ir_version = 8
+    ops = {n.op for n in optimize(from_onnx(m)).nodes}
+    assert "conv_integer" in ops and not ops & {"sqrt", "div", "batch_norm"}
+    mod = build_graph(from_onnx(m), quiet=True)
+    depthwise = [k for k in mod.kernels if "conv_integer" in k.name][-1]
+    assert re.search(r'\["\w*pad"\]\.vectorize', str(depthwise.schedule))
+    x = RNG.standard_normal((1, c, 8, 8)).astype(np.float32)
+    ours, ref = mod.run({"x": x})[0], reference_outputs(m, {"x": x})[0]
+    assert np.abs(ours - ref).max() <= 0.02 * 1.001
