@@ -125,18 +125,35 @@ def test_a_vector_axis_without_whole_vectors_is_blocked_in_shorter_ones():
     assert d["tile:conv2d_nhwc_local.f"][-1] == 8
 
 
-def test_a_gemv_and_a_conv_row_axis_without_a_block_tile_get_none():
-    """w = 14 on AVX2 allows 2 rows (of 6 at most), 4 accumulators: not a micro-kernel;
-    nor is a matrix-vector product's single row."""
+def test_a_gemv_gets_none_and_a_conv_with_few_dividing_rows_gets_rows_of_one_vector():
+    """A matrix-vector product's single row is not a micro-kernel. w = 14 on AVX2 allows
+    2 rows of 2 vectors (4 accumulators); 7 rows of one vector hold 7, one short of the
+    floor of 8, and the kernel built from them is right."""
     gemv = Workload.from_op("matmul", 1, 256, 256)
     assert all(blocked_decisions(gemv, sk, Target.host()) is None
                for sk in generate_sketches(gemv))
     wl = Workload.from_op("conv2d_nhwc", 4, 14, 14, 32, 64, 3, padding=1)
     sk = next(sk for sk in generate_sketches(wl) if "cache-read" in str(sk)
               and "cache-write" in str(sk))
-    assert blocked_decisions(wl, sk, Target.from_name("x86_64-avx2")) is None
+    avx2 = Target.from_name("x86_64-avx2")
+    d = blocked_decisions(wl, sk, avx2)
+    assert d["tile:conv2d_nhwc_local.w"][-1] == 7 and d["tile:conv2d_nhwc_local.f"][-1] == 8
+    assert fma_block_floor(avx2, 16) - 1 == 7
     d = blocked_decisions(wl, sk, Target.from_name("x86_64-avx512"))
     assert d["tile:conv2d_nhwc_local.w"][-1] == 14 and d["at:pad"] == 0
+    host = Target.host()
+    d = blocked_decisions(wl, sk, host)
+    s, _ = realize(wl, sk, d, random.Random(0), host)
+    mod = build(s, list(wl.tensors))
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (4, 14, 14, 32)).astype("float32")
+    w = rng.uniform(-1, 1, (3, 3, 32, 64)).astype("float32")
+    out = np.full((4, 14, 14, 64), np.nan, "float32")
+    mod(x, w, out)
+    xp = np.pad(x.astype("float64"), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = sum(np.einsum("nhwc,cf->nhwf", xp[:, i:i + 14, j:j + 14], w[i, j])
+               for i in range(3) for j in range(3))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
 def test_blocked_kernels_over_symbolic_sizes_are_right_at_every_size():
