@@ -132,9 +132,9 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
         if nr % lanes:      # the vector loop is split in whole shorter vectors: one per row
             nr = max(d for d in (lanes // 2, lanes // 4, 4, 1) if nr % d == 0 or d == 1)
         width = -(-nr // lanes)
-        # rows of one vector: half of what the registers hold, as 14 of AVX2's 16 spilled
+        # rows of one vector: two registers kept free, as 14 of AVX2's 16 spilled
         # (ResNet-50's 28x28x512 -> 14x14x1024 1x1 conv on Zen 3: 5.4 ms; 7 rows 1.6-2.5)
-        most = register_block_rows(registers, width) // (2 if width == 1 else 1)
+        most = register_block_rows(registers, width) - (2 if width == 1 else 0)
         mr = largest(rows[0], 1, most, True) if rows else 1
         return nr, width, mr
     nr, width, mr = block(2 * lanes)

@@ -40,7 +40,7 @@ from tvmlite.graph.ops import KIND
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.records.workload import Workload
-from tvmlite.search.template_free.blocking import blocked_decisions
+from tvmlite.search.template_free.blocking import block_rows_axis, blocked_decisions
 from tvmlite.search.template_free.realize import realize
 from tvmlite.search.template_free.sketch import generate_sketches
 from tvmlite.target.target import Target
@@ -169,17 +169,25 @@ def default_schedule(kc: KernelCompute, target: Target,
 
 def blocked_schedule(kc: KernelCompute, target: Target) -> Schedule | None:
     """The first sketch's target-derived blocking (``blocked_decisions``), or None when
-    no sketch of the kernel has a BLAS's structure."""
+    no sketch of the kernel has a BLAS's structure. Where the register block's rows
+    divide no tile of their axis into enough accumulators (a conv's w = 13: prime), the
+    rows end in a remainder block (the axis loose, ``block_rows_axis``): on Zen 3 the
+    13 x 13 convs of SqueezeNet otherwise got the generic schedule."""
     wl = Workload.from_tensors(list(kc.tensors), name="graph_kernel")
     for sk in generate_sketches(wl):
-        decisions = blocked_decisions(wl, sk, target, kc.constants, prepack=True)
-        if decisions is None:
-            continue
-        try:
-            s, _ = realize(wl, sk, decisions, random.Random(0), target, kc.constants)
-        except (ScheduleError, ValueError):
-            continue
-        return s
+        rows = block_rows_axis(wl, sk)
+        for loose in (frozenset(), frozenset({rows}) if rows else None):
+            if loose is None:
+                continue
+            decisions = blocked_decisions(wl, sk, target, kc.constants, loose, prepack=True)
+            if decisions is None:
+                continue
+            try:
+                s, _ = realize(wl, sk, decisions, random.Random(0), target, kc.constants,
+                               loose)
+            except (ScheduleError, ValueError):
+                continue
+            return s
     return None
 
 

@@ -185,3 +185,16 @@ def test_embedding_gather_with_run_time_indices():
     ref = ort.InferenceSession(m.SerializeToString(),
                                providers=["CPUExecutionProvider"]).run(None, {"ids": ids})[0]
     np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.parametrize("size", [7, 13])
+def test_convs_whose_rows_divide_into_no_register_block_are_blocked_and_right(size):
+    """w = 7 (rows of one vector) and w = 13, prime (rows with a remainder block): on 16
+    vector registers neither has a block of two-vector rows, and both used to get the
+    generic schedule, one accumulator per output vector."""
+    m = model([oh.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+              [("x", (1, 16, size, size))], ["y"], [("w", w(32, 16, 3, 3))])
+    mod = tvmlite.build(from_onnx(m))
+    (kernel,) = [k for k in mod.kernels if "conv" in k.name]
+    assert "cache_write" in str(kernel.schedule)         # a local accumulator block
+    check(m, mod)
