@@ -213,10 +213,11 @@ class GraphModule:
 
     def _runner(self, feeds: Mapping[str, Any]) -> tuple[Callable[[], None], dict]:
         calls, env = self._calls(feeds)
+        bound = [mod.bind(*args) for mod, args in calls]
 
         def run() -> None:
-            for mod, args in calls:
-                mod.run_packed(*args)
+            for call in bound:
+                call()
         return run, env
 
     def _calls(self, feeds: Mapping[str, Any]) -> tuple[list, dict]:
@@ -268,11 +269,12 @@ class GraphModule:
         calls, _ = self._calls(feeds)
         out = []
         for k, (mod, args) in zip(self.kernels, calls):
-            mod.run_packed(*args)
+            call = mod.bind(*args)
+            call()
             times = []
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                mod.run_packed(*args)
+                call()
                 times.append(time.perf_counter() - t0)
             out.append((k.name, statistics.median(times)))
         return out

@@ -127,6 +127,19 @@ class Module:
         of ``func.args``."""
         self._run(self._pointers([unwrap(a) for a in arrays]))
 
+    def bind(self, *arrays: Any) -> Callable[[], None]:
+        """``run_packed`` on ``arrays`` as a function of no arguments, the arrays checked
+        and their pointers taken once (the function keeps them alive). A model's run loop
+        calls every kernel on the same buffers each time, and the checks cost more than a
+        small kernel: 8 ms a run over the 65 kernels of a quantized MobileNet-V2, whose
+        kernels took 9."""
+        kept = tuple(unwrap(a) for a in arrays)
+        ptrs = self._pointers(kept)
+
+        def call(_kept: tuple = kept) -> None:
+            self._run(ptrs)
+        return call
+
     # -- arguments ---------------------------------------------------------------
     def _pointers(self, arrays: Sequence[Any]) -> list:
         args = self.func.args

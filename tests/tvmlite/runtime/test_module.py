@@ -50,6 +50,19 @@ def test_call_computes_and_returns_none(mm):
     assert repr(mod) == "Module(default_function, args=['A', 'B', 'C'])"
 
 
+def test_bind_checks_once_and_runs_on_the_same_arrays(mm):
+    mod, _ = mm
+    a, b, c = arrays()
+    run = mod.bind(a, b, c)
+    a[...] = 2 * a                         # the pointers are kept: new values are read
+    assert run() is None
+    np.testing.assert_allclose(c, matmul_reference(a, b), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="shape"):   # the checks run at bind time
+        mod.bind(a, b, a)
+    with pytest.raises(TypeError, match="dtype"):
+        mod.bind(a, b, c.astype("float64"))
+
+
 @pytest.mark.parametrize("n", [0, 2, 4])
 def test_wrong_number_of_arrays(mm, n):
     mod, _ = mm
