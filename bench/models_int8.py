@@ -11,8 +11,8 @@ the QDQ format (uint8 activations, int8 weights per channel unless ``--per-tenso
 QDQ pass folds every DequantizeLinear -> Conv/MatMul -> QuantizeLinear into an integer
 kernel; onnxruntime (CPU provider, all graph optimizations, which fuse the same patterns
 into QLinearConv) runs the same file. Both at ``--threads`` threads, batch 1, median of
-``--repeat`` runs, on the same input; tvmlite first, then onnxruntime (its spinning
-intra-op threads slow whatever runs right after them on 2 cores). The table gives the
+``--repeat`` runs, on the same input, each in a fresh process (``bench.model_worker``,
+as ``bench/models.py`` times them: tvmlite's exported C library). The table gives the
 latencies, onnxruntime's / ours, the output difference in output quantization steps
 (the goal: at most 1) and how many convs/matmuls became integer kernels.
 
@@ -23,16 +23,14 @@ calibration batches. Results: ``bench/results/models-int8-<cpu>.md`` + ``.json``
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
+import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench import onnx_models, peers, results
+from bench import model_worker, onnx_models, peers, results
 from tvmlite.testing.onnx_reference import INEXACT_REASON, onnxruntime_integers_exact
 
 MODELS = ("resnet50", "mobilenet_v2")
@@ -91,46 +89,36 @@ def _output_step(model: Any) -> float:
     return float(np.asarray(inits[last.input[1]]).reshape(-1)[0])
 
 
-def _median_seconds(run: Any, repeat: int) -> float:
-    run()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def measure(path: Path, threads: int, repeat: int) -> dict:
-    """Latencies of tvmlite and onnxruntime on the QDQ model at ``path``, the output
-    difference in output steps, and the integer kernels tvmlite made."""
+    """Latencies of tvmlite and onnxruntime on the QDQ model at ``path``, each timed in a
+    fresh process (``bench.model_worker``: tvmlite's exported C library as ``tvmlite run``
+    times it, onnxruntime as ``tvmlite tune`` does), the output difference in output
+    steps, and the integer kernels tvmlite made."""
     import onnx
-    import onnxruntime as ort
 
     from tvmlite.frontend import from_onnx
     from tvmlite.graph import optimize
-    from tvmlite.graph.build import build_graph
     model = onnx.load(str(path))
     shape, input_name = _input(model)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-    graph = from_onnx(model)
-    ops = [n.op for n in optimize(graph).nodes]
-    t0 = time.perf_counter()
-    mod = build_graph(graph, quiet=True)
-    build_s = time.perf_counter() - t0
-    ours_out = mod.run({input_name: x})[0]
-    # time_evaluator: buffers made and weights packed once, outside the timing
-    ours = statistics.median(mod.time_evaluator(number=1, repeat=repeat)(
-        {input_name: x}).results)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    ref_out = sess.run(None, {input_name: x})[0]
-    theirs = _median_seconds(lambda: sess.run(None, {input_name: x}), repeat)
-    steps = float(np.abs(ours_out.astype(np.float64) - ref_out).max() / _output_step(model))
-    return {"tvmlite_ms": ours * 1e3, "ort_ms": theirs * 1e3, "speedup": theirs / ours,
-            "max_diff_steps": steps, "build_s": build_s,
+    ops = [n.op for n in optimize(from_onnx(model)).nodes]
+    feed = path.with_suffix(".input.npy")
+    np.save(feed, x)
+    answers = {}
+    for who, env in (("tvmlite", peers.kernel_env(threads)), ("ort", peers.numpy_env(threads))):
+        payload = {"model": str(path), "input": str(feed), "input_name": input_name,
+                   "output": str(path.with_suffix(f".y-{who}.npy")), "threads": threads,
+                   "repeat": repeat}
+        answer = peers.run_answering([sys.executable, "-m", "bench.model_worker", who,
+                                      json.dumps(payload)], env, model_worker.RESULT)
+        if "error" in answer:
+            raise SystemExit(f"models_int8: {path.name}: {who}: {answer['error']}")
+        answers[who] = {**answer, "y": np.load(payload["output"])}
+    ours, theirs = answers["tvmlite"], answers["ort"]
+    steps = float(np.abs(ours["y"].astype(np.float64) - theirs["y"]).max() / _output_step(model))
+    return {"tvmlite_ms": ours["seconds"] * 1e3, "ort_ms": theirs["seconds"] * 1e3,
+            "speedup": theirs["seconds"] / ours["seconds"], "max_diff_steps": steps,
+            "build_s": ours["build_seconds"],
             "integer_kernels": ops.count("conv_integer") + ops.count("matmul_integer"),
             "float_left": ops.count("conv") + ops.count("matmul")}
 
@@ -162,8 +150,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
-    # OpenMP reads its thread count once, when the first kernel loads
-    os.environ["OMP_NUM_THREADS"] = str(a.threads)
     rows = []
     for name in a.models:
         path = quantized_model(name, a.quick, a.cache, a.calibration, not a.per_tensor)
@@ -184,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                           notes=(f"QDQ (quantize_static, uint8 activations, int8 weights "
                                  f"{'per tensor' if a.per_tensor else 'per channel'}, "
                                  f"{a.calibration} random calibration batches), batch 1, "
-                                 f"{a.threads} threads, median of {a.repeat}; tvmlite "
-                                 f"untuned (default schedules); onnxruntime's u8 x s8 "
+                                 f"{a.threads} threads, median of {a.repeat}, each "
+                                 f"contender in a fresh process; tvmlite untuned (default "
+                                 f"schedules, the exported library); onnxruntime's u8 x s8 "
                                  f"products on this CPU: {exactness}",))
     stem = f"models-int8{'-quick' if a.quick else ''}-{peers.cpu_slug()}"
     md, _ = results.write(a.out / stem, "Quantized models against onnxruntime", [table],
