@@ -212,6 +212,22 @@ def block_rows_axis(workload: Workload, sketch: Sketch) -> tuple[str, str] | Non
     return (fuse.stage, spatial[-2].name) if len(spatial) >= 2 else None
 
 
+def register_block(workload: Workload, sketch: Sketch, decisions: dict,
+                   lanes: int) -> tuple[int, int, int]:
+    """(rows, vectors per row, extent of the rows axis) of the register block
+    ``decisions`` give ``sketch`` (``block_rows_axis``); (0, 0, 0) without one."""
+    found = block_rows_axis(workload, sketch)
+    if found is None:
+        return 0, 0, 0
+    stage, rows = found
+    st = structure(workload, sketch).state.stage(stage)
+    spatial = [it for it in st.roots if it.kind == "spatial" and it.extent > 1]
+    extent = next(it.extent for it in spatial if it.name == rows)
+    mr = decisions.get(f"tile:{stage}.{rows}", [1])[-1]
+    nr = decisions.get(f"tile:{stage}.{spatial[-1].name}", [1])[-1]
+    return mr, -(-nr // lanes), extent
+
+
 def share_cores(tiles: dict, spatial: Sequence[Any], order: Sequence[Any], need: int) -> None:
     """Shrink the cache blocks (``tiles[axis][0]``, in ``order``) until the loops outside
     them -- the parallel loop -- have at least ``need`` iterations: a small conv's whole

@@ -17,7 +17,9 @@ from tvmlite.search.template_free.blocking import (
     PANEL_SHARE,
     PARALLEL_SHARE,
     ROWS_SHARE,
+    block_rows_axis,
     blocked_decisions,
+    register_block,
 )
 from tvmlite.search.template_free.evolution import Candidate
 from tvmlite.search.template_free.policy import SketchPolicy
@@ -257,3 +259,17 @@ def test_a_remainder_row_block_stays_loose_in_its_children_and_in_a_resumed_log(
     inp = policy.blocked()[[c.key for c in policy.blocked_candidates()].index(loose[0].key)]
     resumed.update([inp], [MeasureResult(costs=(1e-3,))], train=False)
     assert [(c.key, c.loose) for c in resumed.best_seeds] == [(loose[0].key, loose[0].loose)]
+
+
+def test_register_block_reads_rows_vectors_and_the_rows_extent():
+    wl = Workload.from_op("conv2d_nhwc", 1, 56, 56, 64, 64, 3, padding=1)
+    sk = next(sk for sk in generate_sketches(wl) if "cache-read" in str(sk)
+              and "cache-write" in str(sk))
+    avx2 = Target.from_name("x86_64-avx2")
+    strict = blocked_decisions(wl, sk, avx2)
+    assert register_block(wl, sk, strict, 8) == (4, 2, 56)      # 56 = 4 x 14: 4 rows
+    rows = block_rows_axis(wl, sk)
+    loose = blocked_decisions(wl, sk, avx2, loose=frozenset({rows}))
+    assert register_block(wl, sk, loose, 8) == (6, 2, 56)       # 6 rows and a remainder
+    gemv = Workload.from_op("matmul", 1, 256, 256)
+    assert register_block(gemv, generate_sketches(gemv)[0], {}, 8)[0] in (0, 1)
