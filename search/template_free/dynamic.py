@@ -180,9 +180,12 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
         turn, proposed, cost = 0, 0, 0   # cost: measurements the proposed ones took
         while spent + 1 <= trials - probes:
             each = cost / proposed if proposed else len(sizes)   # measurements a candidate
-            # the first round half the budget (at every size), the next ones the rest
-            want = min(per_round if not turn else options.measures_per_round,
-                       int((trials - probes - spent) / max(1.0, each)))
+            # the first round half the budget (at every size), the next ones the rest; at
+            # least one candidate while a measurement is left (a resumed run whose log
+            # holds the blocked candidates has no other source: none proposed would end
+            # the search with its budget unspent, as if the space were exhausted)
+            want = max(1, min(per_round if not turn else options.measures_per_round,
+                              int((trials - probes - spent) / max(1.0, each))))
             if turn and want < max(2, per_round // 2):
                 break          # a handful of candidates is not worth a round's search
             t0 = time.perf_counter()
