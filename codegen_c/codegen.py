@@ -13,7 +13,8 @@ no vector form) is recorded as a ``LaneFallback`` in ``CodeGen.fallbacks``;
 Map: the OpenMP schedule of a parallel loop · types · expressions · statements · the
 kernel, timing and thread entry points (``generate``). Their parameter lists, the timer's
 text and the declarations cffi and headers need are ``signature.py``; the vector types
-and helper functions the body calls are written by ``preamble.py``.
+and helper functions the body calls are written by ``preamble.py``; how a vector cast is
+written is ``vector_casts.py``, which buffers live in registers ``promotion.py``.
 """
 from __future__ import annotations
 
@@ -32,12 +33,12 @@ from tvmlite.codegen_c.intrinsics import (
 )
 from tvmlite.codegen_c.lowp import conversion_name, legalize
 from tvmlite.codegen_c.preamble import MASK_OF, SHORT, helper_lines, typedef_lines
+from tvmlite.codegen_c.promotion import promotable
 from tvmlite.codegen_c.signature import params, timer_lines
+from tvmlite.codegen_c.vector_casts import held_in_register, vector_cast_steps
 from tvmlite.ir.dtypes import (
     ALIGNMENT,
     CTYPE,
-    FLOAT_DTYPES,
-    INT_DTYPES,
     ITEMSIZE,
     STORAGE_FLOATS,
     round_up_to_alignment,
@@ -116,47 +117,6 @@ def _is_number(e: Expr) -> bool:
     """``e`` is a constant (or one broadcast) that is not NaN."""
     value = e.value if isinstance(e, Broadcast) else e
     return isinstance(value, Const) and not math.isnan(value.value)
-
-
-_HALF_INT = {8: "int32", 4: "int16"}   # the signed integer of half an item size's bits
-
-
-def vector_cast_steps(src: str, dst: str) -> list[str]:
-    """The dtypes a vector conversion ``src -> dst`` goes through, ``dst`` last. GCC 12
-    writes some conversions lane by lane on AVX2 and NEON, and each of their steps as one
-    instruction or two:
-
-    - an integer narrowed to a quarter or less of its width (int32 -> uint8, a
-      requantize's store), or a float to an integer narrower than 32 bits, halves its
-      width one step at a time (a float first becomes int32): some 35 instructions for
-      int32x8 -> uint8x8, most of a quantized ResNet-50's epilogues on a Zen 3, against
-      one pack per halving. Truncating in steps keeps the same low bits.
-    - an integer narrower than 32 bits becomes a float through int32 (``vpmovzxbd`` and
-      ``vcvtdq2ps``, not eight scalar converts); int32 holds every such value exactly.
-    """
-    steps = [dst]
-    if dst in INT_DTYPES and src != "bool" and ITEMSIZE[dst] < 4 and (
-            src in FLOAT_DTYPES or ITEMSIZE[src] > 2 * ITEMSIZE[dst]):
-        width = 4 if src in FLOAT_DTYPES else ITEMSIZE[src]
-        chain = ["int32"] if src in FLOAT_DTYPES else []
-        while width > 2 * ITEMSIZE[dst]:
-            chain.append(_HALF_INT[width])
-            width //= 2
-        steps = chain + steps
-    elif dst in FLOAT_DTYPES and src in INT_DTYPES and ITEMSIZE[src] < 4:
-        steps = ["int32", dst]
-    return steps
-
-
-def held_in_register(src: str, dst: str, lanes: int) -> bool:
-    """A widening conversion whose source is a 64-bit vector (uint8x8, int16x4): GCC 12
-    on x86 converts such a vector lane by lane when it comes straight from memory (16
-    scalar loads and inserts for a uint8x8 -> int32x8, the taps of a quantized depthwise
-    conv) but with one ``vpmovzxbd`` once it is in a vector register, which the
-    ``tvmlite_inreg`` helper asks for (an empty asm where there is SSE2: elsewhere the
-    identity)."""
-    return (src in INT_DTYPES and lanes * ITEMSIZE[src] == 8
-            and ITEMSIZE[dst] > ITEMSIZE[src])
 
 
 class CodeGen:
@@ -433,42 +393,6 @@ class CodeGen:
             self.emit(f"free({b.name});", depth + 2)
             self.emit("}", depth + 1)
         self.emit("}", depth)
-
-
-MAX_PROMOTED_BYTES = 2048
-
-
-def promotable(s: Allocate) -> int:
-    """Lanes L if every access to the buffer is a whole vector at a constant offset that is
-    a multiple of L: then C keeps it in vector variables (registers), not in memory."""
-    b = s.buffer
-    if not is_static(numel(b.shape)) or b.size * ITEMSIZE[b.dtype] > MAX_PROMOTED_BYTES:
-        return 0
-    idx: list = []
-    for st in walk_stmts(s.body):
-        exprs = []
-        if isinstance(st, TensorIntrinsic):
-            if b.name in (st.a.name, st.b.name) or st.tile and st.out.name == b.name:
-                return 0   # a tile block reads its accumulators from memory
-            if st.out.name == b.name:
-                idx.append(Ramp(st.out_index, 1, get_intrinsic(st.name).lanes))
-        elif isinstance(st, Store):
-            if st.buffer.name == b.name:
-                idx.append(st.indices[0])
-            exprs = [st.value] + list(st.indices)
-        elif isinstance(st, IfThenElse):
-            exprs = [st.cond]
-        for e in exprs:
-            idx.extend(x.indices[0] for x in walk(e)
-                       if isinstance(x, Load) and x.buffer.name == b.name)
-    if not idx or not all(isinstance(i, Ramp) and i.stride == 1 and isinstance(i.base, Const)
-                          for i in idx):
-        return 0
-    lanes = {i.lanes for i in idx}
-    if len(lanes) != 1:
-        return 0
-    L = lanes.pop()
-    return L if b.size % L == 0 and all(i.base.value % L == 0 for i in idx) else 0
 
 
 def _const(e: Const) -> str:

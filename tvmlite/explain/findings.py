@@ -15,7 +15,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from tvmlite.codegen_c.codegen import promotable
+from tvmlite.codegen_c.promotion import promotable
 from tvmlite.explain.traffic import FLOAT_OPS
 from tvmlite.ir.expr import ITEMSIZE, BinOp, Broadcast, Call, Load, Ramp, free_vars, walk
 from tvmlite.ir.printer import expr_str

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from tvmlite.codegen_c import compile_shared
-from tvmlite.codegen_c.codegen import MAX_PROMOTED_BYTES, STACK_LIMIT, generate
+from tvmlite.codegen_c.codegen import STACK_LIMIT, generate
+from tvmlite.codegen_c.promotion import MAX_PROMOTED_BYTES
 from tvmlite.explain.findings import (
     Finding,
     memory_accumulation_findings,

@@ -18,7 +18,7 @@ How the bytes are counted (a reuse-distance model, per cache size C):
 The bytes L1 itself serves are the bytes of every load the vectorized code executes
 (stores have their own port) (a vector access counts its lanes, a broadcast one element; a load
 repeated in straight-line code counts once, as the compiler keeps it in a register); buffers codegen
-keeps in vector registers (``codegen.promotable``) cost nothing anywhere. A kernel
+keeps in vector registers (``promotion.promotable``) cost nothing anywhere. A kernel
 whose whole working set fits in a cache moves nothing across that cache's boundary: it
 is timed run after run, so its data stay there (warm). The bytes of
 the L1/L2 boundary use C = L1d, L2/L3 C = L2, L3/memory C = L3 (the target's caches).
@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tvmlite.codegen_c.codegen import promotable
+from tvmlite.codegen_c.promotion import promotable
 from tvmlite.ir.expr import ITEMSIZE, BinOp, Call, Load, Ramp, Select, free_vars, walk
 from tvmlite.ir.printer import expr_str
 from tvmlite.ir.simplify import Ranges, bound

@@ -35,13 +35,10 @@ from typing import Any, ClassVar, Sequence
 
 from tvmlite.checks import check_int
 from tvmlite.ir.expr import BinOp, Cast, Const, Reduce, TensorRead, Var, rebuild, substitute, walk
+from tvmlite.schedule.stage_steps import check_untouched, check_widening, read_copy, taken_names
 from tvmlite.schedule.state import ScheduleError, Stage, State, fresh_stage
 from tvmlite.schedule.steps import (
     Step,
-    check_untouched,
-    check_widening,
-    read_copy,
-    taken_names,
     unique_name,
 )
 from tvmlite.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor

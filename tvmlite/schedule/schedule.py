@@ -13,19 +13,17 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from tvmlite.schedule.prepack import ConstantStep, PrepackStep
+from tvmlite.schedule.stage_steps import CacheReadStep, CacheWriteStep, RfactorStep
 from tvmlite.schedule.state import ScheduleError, State, initial_state
 from tvmlite.schedule.step_json import step_from_json
 from tvmlite.schedule.steps import (
     AnnotateStep,
-    CacheReadStep,
-    CacheWriteStep,
     ComputeAtStep,
     ComputeInlineStep,
     ComputeRootStep,
     FuseStep,
     PragmaStep,
     ReorderStep,
-    RfactorStep,
     SplitStep,
     Step,
 )

@@ -9,19 +9,17 @@ from dataclasses import fields
 from typing import Any
 
 from tvmlite.schedule.prepack import ConstantStep, PrepackStep
+from tvmlite.schedule.stage_steps import CacheReadStep, CacheWriteStep, RfactorStep
 from tvmlite.schedule.state import ANNOTATIONS, ScheduleError
 from tvmlite.schedule.steps import (
     PRAGMAS,
     AnnotateStep,
-    CacheReadStep,
-    CacheWriteStep,
     ComputeAtStep,
     ComputeInlineStep,
     ComputeRootStep,
     FuseStep,
     PragmaStep,
     ReorderStep,
-    RfactorStep,
     SplitStep,
     check_ident,
     check_step_int,

@@ -12,18 +12,16 @@ import tvmlite
 from tvmlite import ScheduleError, ops, te
 from tvmlite.schedule.prepack import ConstantStep, PrepackStep
 from tvmlite.schedule.schedule import Schedule
+from tvmlite.schedule.stage_steps import CacheReadStep, CacheWriteStep, RfactorStep
 from tvmlite.schedule.step_json import STEP_KINDS, step_from_json
 from tvmlite.schedule.steps import (
     AnnotateStep,
-    CacheReadStep,
-    CacheWriteStep,
     ComputeAtStep,
     ComputeInlineStep,
     ComputeRootStep,
     FuseStep,
     PragmaStep,
     ReorderStep,
-    RfactorStep,
     SplitStep,
 )
 from tvmlite.schedule.tensorize import TensorizeStep
