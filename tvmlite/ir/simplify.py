@@ -208,7 +208,7 @@ def _round_trip(dtype: str, v: Cast, R: Ranges) -> bool:
     return outer[0] <= lo and hi <= outer[1] and lo <= inner[0] and inner[1] <= hi
 
 
-ROUNDING_MAGIC = 12582912.0   # 1.5 * 2**23: (g + M) - M is g rounded (ops.round_half_even)
+ROUNDING_MAGIC = 12582912.0   # 1.5 * 2**23: (g + M) - M rounds g (quantized.round_half_even)
 
 
 def _whole_float_round_trip(dtype: str, v: Cast, R: Ranges) -> bool:

@@ -29,6 +29,7 @@ from tvmlite import te
 from tvmlite.checks import is_int, is_number
 from tvmlite.ir.dtypes import value_range
 from tvmlite.ir.expr import Expr
+from tvmlite.ir.simplify import ROUNDING_MAGIC
 from tvmlite.ops.common import divisible, named, out_size, pad, positive, size_arg, tuple_arg
 
 __all__ = ["QUANT_DTYPES", "round_half_even", "quantize_value", "dequantize_value",
@@ -53,7 +54,7 @@ def round_half_even(f: Any) -> Expr:
     comparison form used before read it 13 times, and a fused requantize -> batch norm ->
     quantize epilogue chains three roundings (13**3 = 2197 copies: 18 MB of C in
     ResNet-50's residual kernels, which gcc did not compile in 60 s)."""
-    magic = te.const(12582912.0, "float32")    # 1.5 * 2**23
+    magic = te.const(ROUNDING_MAGIC, "float32")    # 1.5 * 2**23 (ir.simplify knows it)
     return te.cast((f + magic) - magic, "int32")
 
 

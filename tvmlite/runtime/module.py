@@ -125,7 +125,7 @@ class Module:
     def run_packed(self, *arrays: Any) -> None:
         """Call the kernel itself: packed inputs already packed (``pack``), in the order
         of ``func.args``."""
-        self._run(self._pointers([unwrap(a) for a in arrays]))
+        self.bind(*arrays)()
 
     def bind(self, *arrays: Any) -> Callable[[], None]:
         """``run_packed`` on ``arrays`` as a function of no arguments, the arrays checked
