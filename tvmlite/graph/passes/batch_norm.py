@@ -82,14 +82,25 @@ def fold_batch_norm(g: Graph) -> Graph:
         shape = (-1,) + (1,) * (rank - 2)
         kc = add_const(n.output + "_scale", k.reshape(shape).astype(dtype))
         sc = add_const(n.output + "_shift", shift.reshape(shape).astype(dtype))
-        mid = n.output + "_scaled"
-        while mid in types:
-            mid += "_"
-        types[mid] = types[x]
-        out.append(Node("mul", (x, kc), (mid,), (), n.name))
-        out.append(Node("add", (mid, sc), n.outputs, (), n.name))
+        out += _multiply_add(n, kc, sc, types)
     return g.replace(nodes=tuple(o for o in out if o is not None), constants=consts,
                      types=types)
+
+
+def _fresh(types: dict, base: str, value_type: TensorType) -> str:
+    """A value name not in ``types`` (``base``, else ``base_``...), typed there."""
+    name = base
+    while name in types:
+        name += "_"
+    types[name] = value_type
+    return name
+
+
+def _multiply_add(n: Node, k: str, shift: str, types: dict) -> list[Node]:
+    """Batch norm ``n`` as ``x * k + shift`` (per-channel values ``k`` and ``shift``)."""
+    mid = _fresh(types, n.output + "_scaled", types[n.inputs[0]])
+    return [Node("mul", (n.inputs[0], k), (mid,), (), n.name),
+            Node("add", (mid, shift), n.outputs, (), n.name)]
 
 
 def _scale_and_shift_nodes(n: Node, types: dict, add_const: Any) -> list[Node]:
@@ -98,25 +109,19 @@ def _scale_and_shift_nodes(n: Node, types: dict, add_const: Any) -> list[Node]:
     reshaped per channel (axis 1); new values' types go into ``types``."""
     x = types[n.inputs[0]]
     shape = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    per_channel = TensorType(shape, x.dtype)
     nodes: list[Node] = []
 
-    def emit(op: str, inputs: tuple[str, ...], value_type: TensorType,
-             attrs: tuple = (), out: str | None = None) -> str:
-        name = out or n.output + f"_{op}"
-        while out is None and name in types:
-            name += "_"
-        types[name] = value_type
+    def emit(op: str, *inputs: str, attrs: tuple = ()) -> str:
+        name = _fresh(types, f"{n.output}_{op}", per_channel)
         nodes.append(Node(op, inputs, (name,), attrs, n.name))
         return name
-    per_channel = TensorType(shape, x.dtype)
-    gamma, beta, mean, var = (emit("reshape", (i,), per_channel, (("shape", shape),))
+    gamma, beta, mean, var = (emit("reshape", i, attrs=(("shape", shape),))
                               for i in n.inputs[1:5])
     eps = add_const(n.output + "_eps", np.asarray(n.attr("epsilon"), x.dtype))
-    k = emit("div", (gamma, emit("sqrt", (emit("add", (var, eps), per_channel),),
-                                 per_channel)), per_channel)
-    shift = emit("sub", (beta, emit("mul", (mean, k), per_channel)), per_channel)
-    emit("add", (emit("mul", (n.inputs[0], k), x), shift), x, out=n.output)
-    return nodes
+    k = emit("div", gamma, emit("sqrt", emit("add", var, eps)))
+    shift = emit("sub", beta, emit("mul", mean, k))
+    return nodes + _multiply_add(n, k, shift, types)
 
 
 def _biased_conv(add: Node | None, nodes: list[Node], producer: dict[str, int],
