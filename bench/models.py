@@ -16,6 +16,9 @@ input, each output checked against onnxruntime's:
 * tvmlite untuned (default schedules) and, with ``--tuned``, tuned: ``tvmlite tune
   MODEL.onnx --trials N --log L`` with N = ``--trials-per-task`` x the model's tasks (the
   goal's budget is 64), then the library built from the log, timed like the untuned one;
+* tvmlite untuned at ``--precision bf16`` (``graph.passes.precision``: bf16 weights and
+  activations, float32 sums; ``vdpbf16ps`` where the CPU has AVX512-BF16), beside
+  OpenVINO's default precision, which is bf16 on such a CPU;
 * ``ort``: onnxruntime, CPU provider, all graph optimizations (this python);
 * ``openvino``: at ``INFERENCE_PRECISION_HINT`` f32, and at its default precision (named
   beside: bf16 on a CPU with AVX-512 BF16 or AMX);
@@ -119,11 +122,13 @@ class Run:
         return self.timed(m, "ort", [sys.executable, "-m", "bench.model_worker", "ort"],
                           peers.numpy_env(self.threads), {})
 
-    def tvmlite(self, m: onnx_models.ModelFile, log: Path | None) -> dict:
-        who = "tuned" if log else "untuned"
+    def tvmlite(self, m: onnx_models.ModelFile, log: Path | None,
+                precision: str = "fp32") -> dict:
+        who = ("tuned" if log else "untuned") if precision == "fp32" else precision
         return self.timed(m, who, [sys.executable, "-m", "bench.model_worker", "tvmlite"],
-                          peers.kernel_env(self.threads), {"log": str(log) if log else None,
-                                                           "log_size": _size(log)})
+                          peers.kernel_env(self.threads),
+                          {"log": str(log) if log else None, "log_size": _size(log),
+                           **({"precision": precision} if precision != "fp32" else {})})
 
     def openvino(self, m: onnx_models.ModelFile, precision: str) -> dict:
         who = "openvino" if precision == "f32" else "openvino-default"
@@ -207,6 +212,7 @@ class Run:
                                    lambda: count_tasks(m.path), tuning=True)["tasks"]
         row["ort"] = self.ort(m) if "ort" in a.peers else {"error": "not in --peers"}
         row["untuned"] = self.tvmlite(m, None)
+        row["bf16"] = self.tvmlite(m, None, "bf16")
         trials = a.trials_per_task * row["tasks"]
         if a.tuned:
             log, state = self.tune(m, trials)

@@ -19,7 +19,8 @@ from typing import Any
 from bench import results
 
 # contender key: column name
-CONTENDERS = {"untuned": "tvmlite untuned", "tuned": "tvmlite tuned", "ort": "onnxruntime",
+CONTENDERS = {"untuned": "tvmlite untuned", "tuned": "tvmlite tuned",
+              "bf16": "tvmlite bf16 untuned", "ort": "onnxruntime",
               "openvino": "OpenVINO f32", "openvino-default": "OpenVINO default",
               "torch-eager": "PyTorch eager", "torch-compile": "torch.compile",
               "tvm": "TVM MetaSchedule"}
@@ -39,12 +40,13 @@ def ours(row: dict) -> str:
     return "tuned" if "tuned" in row else "untuned"
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b is not None else None
+
+
 def speedup(row: dict, peer: str) -> float | None:
     mine = ours(row)
-    if peer == mine:
-        return None
-    a, b = seconds(row, peer), seconds(row, mine)
-    return a / b if a is not None and b is not None else None
+    return None if peer == mine else _ratio(seconds(row, peer), seconds(row, mine))
 
 
 def _ms(row: dict, who: str) -> float | None:
@@ -85,6 +87,18 @@ def tables(rows: list[dict], a: argparse.Namespace) -> list[results.Table]:
                           (*ratio_rows, gm), "speedup: the peer's time over tvmlite's "
                           "(above 1: tvmlite is faster)")
     out = [latency, speed]
+    if "bf16" in present:
+        out.append(results.Table(
+            ("model", "tvmlite bf16 ms", "OpenVINO default ms", "OpenVINO default precision",
+             "x OpenVINO default", "tvmlite bf16 error", "OpenVINO default error"),
+            tuple((r["model"], _ms(r, "bf16"), _ms(r, "openvino-default"),
+                   (r.get("openvino-default") or {}).get("precision"),
+                   _ratio(seconds(r, "openvino-default"), seconds(r, "bf16")),
+                   (r.get("bf16") or {}).get("err"),
+                   (r.get("openvino-default") or {}).get("err")) for r in rows),
+            "bf16: tvmlite --precision bf16 (untuned) against OpenVINO's default precision "
+            "(x: OpenVINO's time over ours; errors against onnxruntime's fp32 output, "
+            "relative to its largest)"))
     if any("tune" in r for r in rows):
         out.append(results.Table(
             ("model", "tasks", "trials", "tune s (wall)", "search s", "measure s",

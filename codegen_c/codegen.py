@@ -235,6 +235,9 @@ class CodeGen:
             if e.func == "exp":
                 return f"tvmlite_vexp_f32x{L}({x})"
             return f"(1.0f / (1.0f + tvmlite_vexp_f32x{L}(-({x}))))"
+        if e.dtype == "float32" and e.func == "sqrt":   # the ISA's vector root (preamble)
+            self.helpers.add(("vsqrt", "float32", L))
+            return f"tvmlite_vsqrt_f32x{L}({self.expr(e.arg)})"
         vt = self.vt(e.dtype, L)
         self.fallbacks.append(LaneFallback("call", e.func, L, 0, len(self.lines) + 1))
         t = self.fresh("x")

@@ -36,7 +36,7 @@ NEON widening fallbacks, sdot/udot) · ``tile_helper_name``, ``tile_helper_sourc
 """
 from __future__ import annotations
 
-from tvmlite.ir.dtypes import CTYPE, DTYPE_INFO, ITEMSIZE
+from tvmlite.ir.dtypes import C_HELPER, CTYPE, DTYPE_INFO, ITEMSIZE
 from tvmlite.target.intrinsics import get_intrinsic
 
 __all__ = ["helper_name", "include_line", "helper_source", "tile_helper_name",
@@ -133,7 +133,7 @@ def _neon_as8(dt: str, x: str) -> str:
 
 def helper_source(name: str, a: str, b: str, acc_type: str) -> list:
     """The helper's C lines; ``acc_type`` is the accumulators' vector type name."""
-    head = (f"static inline {acc_type} {helper_name(name, a, b)}({acc_type} acc, "
+    head = (f"{C_HELPER} {acc_type} {helper_name(name, a, b)}({acc_type} acc, "
             f"const {CTYPE[a]}* restrict a, const {CTYPE[b]}* restrict b) {{")
     return [head] + ["  " + line for line in _body(name, a, b)] + ["}"]
 

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from tvmlite.ir.dtypes import STORAGE_FLOATS, numpy_dtype
+from tvmlite.ir.dtypes import C_HELPER, STORAGE_FLOATS, numpy_dtype
 from tvmlite.ir.expr import Cast, Const, Expr, Load, rebuild
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
 
@@ -125,18 +125,18 @@ def conversion_lines(src: str, dst: str, lanes: int,
     name = conversion_name(src, dst, lanes)
     if lanes == 1:
         arg, ret = ("uint16_t h", "float") if src != "float32" else ("float x", "uint16_t")
-        return [f"static inline {ret} {name}({arg}) {_SCALAR[(src, dst)]}"]
+        return [f"{C_HELPER} {ret} {name}({arg}) {_SCALAR[(src, dst)]}"]
     f, u = vector_type("float32", lanes), vector_type("uint32", lanes)
     h = vector_type("uint16", lanes)
     if (src, dst) == ("bfloat16", "float32"):
         body = f"return ({f})(__builtin_convertvector(x, {u}) << 16);"
-        return [f"static inline {f} {name}({h} x) {{ {body} }}"]
+        return [f"{C_HELPER} {f} {name}({h} x) {{ {body} }}"]
     if (src, dst) == ("float32", "bfloat16"):
         body = (f"{u} v = ({u})x; {u} nan = ({u})(x != x); "
                 f"{u} r = (v + 0x7FFFu + ((v >> 16) & 1u)) >> 16; "
                 f"r = (r & ~nan) | (((v >> 16) | 0x40u) & nan); "
                 f"return __builtin_convertvector(r, {h});")
-        return [f"static inline {h} {name}({f} x) {{ {body} }}"]
+        return [f"{C_HELPER} {h} {name}({f} x) {{ {body} }}"]
     if (src, dst) == ("float16", "float32"):
         body = (f"{u} w = __builtin_convertvector(x, {u}); {u} o = (w & 0x7FFFu) << 13; "
                 f"{u} e = o & (0x7C00u << 13); o += (127u - 15u) << 23; "
@@ -145,7 +145,7 @@ def conversion_lines(src: str, dst: str, lanes: int,
                 f"{f} sub = ({f})(o + (1u << 23)) - ({f})(({u}){{0}} + (113u << 23)); "
                 f"o = (o & ~zero) | (({u})sub & zero); "
                 f"return ({f})(o | ((w & 0x8000u) << 16));")
-        return [f"static inline {f} {name}({h} x) {{ {body} }}"]
+        return [f"{C_HELPER} {f} {name}({h} x) {{ {body} }}"]
     body = (f"{u} v = ({u})x; {u} s = v & 0x80000000u; v ^= s; "
             f"{u} big = ({u})(v >= 0x47800000u), small = ({u})(v < 0x38800000u); "
             f"{u} special = 0x7C00u | (({u})(v > 0x7F800000u) & 0x0200u); "
@@ -153,4 +153,4 @@ def conversion_lines(src: str, dst: str, lanes: int,
             f"{u} nrm = (v + 0xC8000FFFu + ((v >> 13) & 1u)) >> 13; "
             f"{u} o = (nrm & ~(big | small)) | (sub & small) | (special & big); "
             f"return __builtin_convertvector(o | (s >> 16), {h});")
-    return [f"static inline {h} {name}({f} x) {{ {body} }}"]
+    return [f"{C_HELPER} {h} {name}({f} x) {{ {body} }}"]

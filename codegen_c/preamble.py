@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from tvmlite.codegen_c.lowp import conversion_lines
-from tvmlite.ir.dtypes import CTYPE, DTYPE_INFO, ITEMSIZE
+from tvmlite.ir.dtypes import C_HELPER, CTYPE, DTYPE_INFO, ITEMSIZE
 
 SHORT = {name: d.short for name, d in DTYPE_INFO.items()}
 MASK_OF = {name: d.mask for name, d in DTYPE_INFO.items()}
@@ -39,7 +39,7 @@ def helper_lines(helpers: set, vector_type: Callable[[str, int], str]) -> list:
         if kind in ("min", "max"):
             op = "<" if kind == "min" else ">"
             nan = " || a != a" if dtype in ("float32", "float64") else ""  # NaN wins
-            out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) "
+            out.append(f"{C_HELPER} {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) "
                        f"{{ return a {op} b{nan} ? a : b; }}")
         elif kind in ("floordiv", "floormod") and ITEMSIZE[dtype] < 4:
             # narrow integers: computed in int32, where no divisor traps, then wrapped
@@ -48,7 +48,7 @@ def helper_lines(helpers: set, vector_type: Callable[[str, int], str]) -> list:
                     if kind == "floordiv" else
                     "{ int32_t x = a, y = b; if (y == 0) return 0; int32_t r = x % y; "
                     "return (" + ct + ")((r != 0 && ((r < 0) != (y < 0))) ? r + y : r); }")
-            out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) {body}")
+            out.append(f"{C_HELPER} {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) {body}")
         elif kind in ("floordiv", "floormod"):
             # Defined for every divisor (as TVM and Halide define them): x // 0 == 0 and
             # x % 0 == 0, and x // -1 == -x wrapping (INT_MIN // -1 == INT_MIN): C's
@@ -60,17 +60,19 @@ def helper_lines(helpers: set, vector_type: Callable[[str, int], str]) -> list:
                     if kind == "floordiv" else
                     "{ if (b == 0 || b == -1) return 0; " + ct + " r = a % b; "
                     "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }")
-            out.append(f"static inline {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) {body}")
+            out.append(f"{C_HELPER} {ct} tvmlite_{kind}_{sh}({ct} a, {ct} b) {body}")
         else:
             vt, mt = vector_type(dtype, lanes), vector_type(MASK_OF[dtype], lanes)
             name = f"tvmlite_{kind}_{sh}x{lanes}"
             if kind == "vexp":
                 out.append(VEXP.format(name=name, vt=vt, mt=mt))
+            elif kind == "vsqrt":
+                out += vsqrt_lines(name, vt, lanes)
             elif kind == "vsel":
-                out.append(f"static inline {vt} {name}({mt} m, {vt} t, {vt} o) "
+                out.append(f"{C_HELPER} {vt} {name}({mt} m, {vt} t, {vt} o) "
                            f"{{ return ({vt})((({mt})t & m) | (({mt})o & ~m)); }}")
             elif kind == "inreg":   # codegen.held_in_register says why
-                out += [f"static inline {vt} {name}({vt} v) {{",
+                out += [f"{C_HELPER} {vt} {name}({vt} v) {{",
                         "#if defined(__SSE2__)",
                         '  __asm__("" : "+x"(v));',
                         "#endif",
@@ -79,12 +81,12 @@ def helper_lines(helpers: set, vector_type: Callable[[str, int], str]) -> list:
                 # min/max of a float and a number k (never NaN): the same value as vmin/vmax
                 # (a NaN ``a`` wins, a tie gives k) from one compare, false for a NaN ``a``
                 op = ">=" if kind == "vmink" else "<="
-                out.append(f"static inline {vt} {name}({vt} a, {vt} k) {{ {mt} m = (a {op} k);"
+                out.append(f"{C_HELPER} {vt} {name}({vt} a, {vt} k) {{ {mt} m = (a {op} k);"
                            f" return ({vt})((({mt})k & m) | (({mt})a & ~m)); }}")
             else:
                 op = "<" if kind == "vmin" else ">"
                 nan = " | (a != a)" if dtype in ("float32", "float64") else ""
-                out.append(f"static inline {vt} {name}({vt} a, {vt} b) {{ {mt} m = (a {op} b)"
+                out.append(f"{C_HELPER} {vt} {name}({vt} a, {vt} b) {{ {mt} m = (a {op} b)"
                            f"{nan}; return ({vt})((({mt})a & m) | (({mt})b & ~m)); }}")
     return out
 
@@ -93,7 +95,37 @@ def helper_lines(helpers: set, vector_type: Callable[[str, int], str]) -> list:
 # precision), e^r by a degree-6 polynomial (Cephes' expf coefficients): within 2 ulp of
 # libm for |x| <= 87; above 88.37 it is +inf (libm: 88.72), below -87.3 it is 0 (no
 # subnormals), NaN stays NaN.
-VEXP = """static inline {vt} {name}({vt} x) {{
+# the vector square roots of each ISA, widest first: (macro, float32 lanes, type, intrinsic)
+SQRT_ISAS = (("__AVX512F__", 16, "__m512", "_mm512_sqrt_ps"),
+             ("__AVX__", 8, "__m256", "_mm256_sqrt_ps"),
+             ("__SSE2__", 4, "__m128", "_mm_sqrt_ps"),
+             ("__aarch64__", 4, "float32x4_t", "vsqrtq_f32"))
+
+
+def vsqrt_lines(name: str, vt: str, lanes: int) -> list[str]:
+    """A float32 square root on ``lanes`` lanes in the widest vector instruction the
+    compiler's target has (its ``-march``: the ISA macros) that divides them, else one
+    lane at a time. Why not ``__builtin_sqrtf`` per lane: it may set errno, so GCC keeps
+    a scalar root and a libm call per lane (an LRN's pow(x, 0.75) on Zen 4). Correctly
+    rounded either way, NaN for a negative lane, as sqrtf."""
+    out = ["#if defined(__x86_64__) || defined(__i386__)", "#include <immintrin.h>",
+           "#elif defined(__aarch64__)", "#include <arm_neon.h>", "#endif",
+           f"{C_HELPER} {vt} {name}({vt} x) {{", f"  {vt} r;"]
+    first = True
+    for macro, width, ctype, intrinsic in SQRT_ISAS:
+        if lanes % width:
+            continue
+        out += [f"#{'if' if first else 'elif'} defined({macro})",
+                f"  for (int i = 0; i < {lanes}; i += {width}) {{ {ctype} v; "
+                f"__builtin_memcpy(&v, (float*)&x + i, sizeof v); v = {intrinsic}(v); "
+                "__builtin_memcpy((float*)&r + i, &v, sizeof v); }"]
+        first = False
+    loop = f"  for (int i = 0; i < {lanes}; ++i) r[i] = __builtin_sqrtf(x[i]);"
+    out += [loop] if first else ["#else", loop, "#endif"]
+    return out + ["  return r;", "}"]
+
+
+VEXP = C_HELPER + """ {vt} {name}({vt} x) {{
   const {vt} z = {{0}};
   const {vt} hi = z + 88.3762626647949f, lo = z - 87.3365447504f;
   {mt} over = x > hi, under = x < lo, nan = x != x;

@@ -227,3 +227,33 @@ def test_vector_lanes_are_the_targets_vector_bits_over_the_element_bits():
     s[B].vectorize(bi)
     src = tvmlite.runtime.module.generate_c(s, [A, B], neon)[1]
     assert "typedef int8_t tvmlite_i8x16 __attribute__((vector_size(16)));" in src
+
+
+def test_compute_lanes_of_a_storage_float_are_float32s():
+    from tvmlite.target.target import Target
+    t = Target.from_name("x86_64-avx512")
+    assert t.vector_lanes("bfloat16") == 32
+    assert [t.compute_lanes(d) for d in ("bfloat16", "float16", "float32", "int8")] == \
+        [16, 16, 16, 64]
+
+
+def test_a_bfloat16_max_pool_is_exact_with_one_rounding_per_output():
+    """A max of bf16 values is one of them: taken in float32 (a reduction stage of its
+    own) and cast once at the store, it equals numpy's max bit for bit, and no partial
+    max is rounded (the old form converted to bf16 at each of the 9 taps); each helper
+    the C calls is forced inline (GCC left a 32-lane conversion out of line)."""
+    from tvmlite.ops.nn import max_pool2d_compute
+    x = te.placeholder((1, 9, 9, 32), "bfloat16", name="x")
+    y = max_pool2d_compute(x, 3, 2, 1, "NHWC")
+    assert y.dtype == "bfloat16" and y.op.input_tensors[0].dtype == "float32"
+    xs = np.random.default_rng(0).standard_normal((1, 9, 9, 32)).astype(BF16)
+    mod = tvmlite.build(te.create_schedule(y.op), [x, y])
+    out = tvmlite.nd.empty(y.shape, "bfloat16")
+    mod(xs, out)
+    pad = np.pad(xs.astype(np.float32), ((0, 0), (1, 1), (1, 1), (0, 0)),
+                 constant_values=-np.inf)
+    want = np.max([pad[:, i:i + 9:2, j:j + 9:2] for i in range(3) for j in range(3)], axis=0)
+    _same_bits_or_both_nan(out.numpy(), want.astype(BF16))
+    src = mod.get_source()
+    assert src.count("tvmlite_cvt_f32_bf16(") == 2   # its definition and the one store
+    assert "static inline tvmlite" not in src and "always_inline" in src

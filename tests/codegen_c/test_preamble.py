@@ -1,5 +1,6 @@
 """The vector types and helper functions a kernel's C calls (codegen_c/preamble.py)."""
 from tvmlite.codegen_c.preamble import helper_lines, typedef_lines
+from tvmlite.ir.dtypes import C_HELPER
 
 
 def test_every_vector_type_has_an_unaligned_twin():
@@ -18,7 +19,7 @@ def test_a_vector_helper_asks_for_its_mask_type():
         return f"v_{dtype}_{lanes}"
 
     (line,) = helper_lines({("vsel", "float32", 8)}, vt)
-    assert line.startswith("static inline v_float32_8 tvmlite_vsel_f32x8(v_int32_8 m, ")
+    assert line.startswith(f"{C_HELPER} v_float32_8 tvmlite_vsel_f32x8(v_int32_8 m, ")
     assert ("int32", 8) in asked
 
 

@@ -96,3 +96,19 @@ def test_min_and_max_against_a_number_keep_nan_and_the_sign_of_zero_of_the_gener
         np.testing.assert_array_equal(got_v.view("int32")[~np.isnan(got_s)],
                                       got_s.view("int32")[~np.isnan(got_s)])
     assert np.isnan(vec[0][0]) and np.isnan(vec[1][0])
+
+
+def test_a_vector_square_root_is_the_isas_and_rounds_as_numpy():
+    """sqrt on vectors is the ISA's vector root where one divides the lanes (the
+    compiler's macros choose: zmm, ymm, xmm, NEON), else one lane at a time; correctly
+    rounded either way, NaN for a negative lane, as numpy's."""
+    x = np.random.default_rng(0).uniform(0, 1e6, 96).astype(np.float32)
+    x[:6] = [0.0, -0.0, -1.0, np.inf, np.nan, 1e-40]
+    with np.errstate(invalid="ignore"):
+        want = np.sqrt(x)
+    for lanes in (4, 8, 16, 32, 6):    # 32: cut into the target's registers first
+        (vec,), (sca,), src = _vector_and_scalar(lambda a: [te.compute(
+            a.shape, lambda i: te.sqrt(a[i]), name="r")], [x], 96, lanes)
+        np.testing.assert_array_equal(vec, want)
+        np.testing.assert_array_equal(vec, sca)
+        assert "tvmlite_vsqrt_f32x" in src and "__builtin_sqrtf(tvmlite_x" not in src

@@ -99,6 +99,9 @@ def _binary(op: str, a: Any, b: Any, b_value: float | None, dtype: str) -> Any:
             return a * a * a
         if b_value == 0.5:
             return te.sqrt(a)
+        if b_value == 0.75:     # LRN's beta (AlexNet, GoogLeNet): vector square roots,
+            r = te.sqrt(a)      # where exp(log) is a scalar logf per lane
+            return r * te.sqrt(r)
         if b_value == 1.0:
             return a
         return te.exp(b * te.log(a))
@@ -336,8 +339,9 @@ def _lrn(node: Node, args: Sequence[Operand], out_shape: tuple[int, ...], name: 
                       axis=r)
     acc = te.compute(out_shape, named(axis_names(4), sq), name=f"{name}_sq")
     a = _cst(node.attr("alpha") / size, x.dtype)
-    b, beta = _cst(node.attr("bias"), x.dtype), _cst(node.attr("beta"), x.dtype)
-    return pointwise(out_shape, name, lambda i: x[i] / te.exp(beta * te.log(b + a * acc[i])))
+    b, beta = _cst(node.attr("bias"), x.dtype), float(node.attr("beta"))
+    return pointwise(out_shape, name, lambda i: x[i] / _binary(
+        "pow", b + a * acc[i], _cst(beta, x.dtype), beta, x.dtype))
 
 
 _ANCHOR_COMPUTE: dict[str, Callable[..., te.Tensor]] = {

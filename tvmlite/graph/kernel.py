@@ -172,6 +172,7 @@ def default_schedule(kc: KernelCompute, target: Target,
         return _schedule(kc, target, vectorize=False)
 
 
+COMPUTED_IN_32_BITS = ("uint8", "int8", "int32", "bfloat16", "float16")
 LOOSE_ROWS_BLOCKS = 4   # a remainder block only where the rows axis holds 4 full blocks
 
 
@@ -186,7 +187,7 @@ def blocked_schedule(kc: KernelCompute, target: Target) -> Schedule | None:
     4 dividing rows (k10, 56 x 56: 2.3 -> 1.5 ms), w = 14 and 7 slower than 7 rows of
     one vector (14 x 14 x 512 3x3: 1.6 -> 3.4 ms)."""
     wl = Workload.from_tensors(list(kc.tensors), name="graph_kernel")
-    lanes = target.vector_lanes(kc.output.dtype) if kc.output.dtype in BUFFER_DTYPES else 1
+    lanes = target.compute_lanes(kc.output.dtype) if kc.output.dtype in BUFFER_DTYPES else 1
     for sk in generate_sketches(wl):
         rows = block_rows_axis(wl, sk)
         found = []
@@ -214,9 +215,9 @@ def _schedule(kc: KernelCompute, target: Target, vectorize: bool) -> Schedule:
     out = kc.output
     s = te.create_schedule(out.op)
     # a quantized kernel's bytes and int32 sums are computed in float32 and int32 (the
-    # (de)quantize arithmetic): vectors of those
+    # (de)quantize arithmetic), a bf16 / fp16 one in float32 (storage types): vectors of those
     lanes = target.vector_lanes(out.dtype) if out.dtype in ("float32", "float64") else \
-        target.vector_lanes("float32") if out.dtype in ("uint8", "int8", "int32") else 1
+        target.vector_lanes("float32") if out.dtype in COMPUTED_IN_32_BITS else 1
     reductions = []
     for st in s.stages:
         if st.name == out.op.name:

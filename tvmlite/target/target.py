@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tvmlite.checks import check_int
-from tvmlite.ir.dtypes import BUFFER_DTYPES, ITEMSIZE
+from tvmlite.ir.dtypes import BUFFER_DTYPES, ITEMSIZE, STORAGE_FLOATS
 from tvmlite.target.detect import (
     ARCHES,
     DEFAULT_CACHE_LINE_BYTES,
@@ -165,6 +165,14 @@ class Target:
             raise ValueError(f"vector_lanes(dtype={dtype!r}): dtype must be one of "
                              f"{sorted(BUFFER_DTYPES)}")
         return max(1, self.vector_bits // (8 * ITEMSIZE[dtype]))
+
+    def compute_lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` in one vector of what it is computed in: float32's lanes
+        for a storage float (bfloat16, float16: computed in float32, rounded on store),
+        else ``vector_lanes``. A stage over 32 bf16 lanes on AVX-512 computes on 32
+        float32 lanes, two registers, which GCC lowers in part to scalars (a NaN test
+        was 32 ``vucomiss``)."""
+        return self.vector_lanes("float32" if dtype in STORAGE_FLOATS else dtype)
 
     @property
     def vector_bytes(self) -> int:

@@ -78,19 +78,20 @@ def test_default_schedule_runs_on_aarch64(name: str) -> None:
 
 
 def test_vectorized_exp_and_sigmoid_on_neon() -> None:
-    """The vector exp (tvmlite_vexp) path, 4 lanes and a 16-lane vector split into four
-    NEON registers, with no compiler warning (run_on_target builds with -Werror)."""
+    """The vector exp (tvmlite_vexp) and square root (vsqrtq_f32) paths, 4 lanes and a
+    16-lane vector split into four NEON registers, with no compiler warning
+    (run_on_target builds with -Werror)."""
     for lanes in (4, 16):
         A = te.placeholder((6, 32), name="A")
-        B = te.compute((6, 32), lambda i, j: te.exp(A[i, j]) + te.sigmoid(A[i, j] * 3.0),
-                       name="B")
+        B = te.compute((6, 32), lambda i, j: te.exp(A[i, j]) + te.sigmoid(A[i, j] * 3.0)
+                       + te.sqrt(A[i, j] * A[i, j] + 1.0), name="B")
         s = te.create_schedule(B.op)
         _, j = s[B].op.axis
         _, ji = s[B].split(j, factor=lanes)
         s[B].vectorize(ji)
         x = (np.random.default_rng(lanes).uniform(-20, 20, (6, 32))).astype("float32")
         (got,) = run_on_target(s, [A, B], TARGET, [x])
-        want = np.exp(x) + 1 / (1 + np.exp(-3 * x))
+        want = np.exp(x) + 1 / (1 + np.exp(-3 * x)) + np.sqrt(x * x + 1)
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
 
 

@@ -143,3 +143,30 @@ def test_the_exported_bf16_library_loads_and_runs(tmp_path):
     got = ModelLibrary(tmp_path / "lib").run(feeds)
     np.testing.assert_allclose(got[0], mod.run(feeds)[0], rtol=1e-5, atol=1e-5)
     assert output_error(got, _reference(m, feeds)).relative < BF16_TOLERANCE
+
+
+def test_a_bf16_conv_no_intrinsic_tiles_gets_the_float_blocking(tmp_path):
+    """1000 output channels (a classifier conv) are no whole vdpbf16ps vectors, and the
+    plain block's rows and vectors must divide 13 x 1000: one accumulator. dot_schedule
+    declines it and the float blocking (rows with a remainder) takes it, still correct."""
+    from tvmlite.graph.dot_kernel import dot_schedule
+    from tvmlite.graph.kernel import blocked_schedule, kernel_compute
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((1000, 64, 1, 1)) * 0.1).astype(np.float32)
+    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"])], "head",
+                      [oh.make_tensor_value_info("x", TP.FLOAT, [1, 64, 13, 13])],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, [1, 1000, 13, 13])],
+                      [nh.from_array(w, "w")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = tmp_path / "head.onnx"
+    onnx.save(m, str(path))
+    target = Target.host()
+    fused = optimize(from_onnx(path).replace(precision="bf16"))
+    (conv,) = [k for k in fused.kernels if "conv" in k.name]
+    kc = kernel_compute(fused, conv)
+    assert dot_schedule(kc, target) is None and blocked_schedule(kc, target) is not None
+    feeds = {"x": rng.standard_normal((1, 64, 13, 13)).astype(np.float32)}
+    mod = tvmlite.build(fused)
+    err = output_error(mod.run(feeds), _reference(m, feeds))
+    assert err.relative < BF16_TOLERANCE
