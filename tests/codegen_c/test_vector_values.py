@@ -59,12 +59,13 @@ def test_narrowing_vector_casts_go_through_halves_and_keep_the_low_bits():
         np.testing.assert_array_equal(got_s, w)
 
 
-def test_widening_casts_of_64_bit_vectors_are_held_in_a_register_and_floats_come_from_int32():
+def test_widening_casts_of_narrow_vectors_are_held_in_a_register_and_floats_come_from_int32():
     assert vector_cast_steps("uint8", "float32") == ["int32", "float32"]
     assert vector_cast_steps("int16", "float64") == ["int32", "float64"]
     assert vector_cast_steps("int32", "float32") == ["float32"]
     assert held_in_register("uint8", "int32", 8) and held_in_register("int16", "int32", 4)
-    assert not held_in_register("uint8", "int32", 16)           # a 128-bit vector
+    assert held_in_register("uint8", "int32", 16)               # a 128-bit vector too
+    assert not held_in_register("uint8", "int32", 32)           # a 256-bit one
     assert not held_in_register("int32", "uint8", 2)            # narrowing
     n = 64
     u = np.arange(256 - n, 256).astype("uint8")
@@ -79,6 +80,10 @@ def test_widening_casts_of_64_bit_vectors_are_held_in_a_register_and_floats_come
     for got_v, got_s, w in zip(vec, scalar, want):
         np.testing.assert_array_equal(got_v, w)
         np.testing.assert_array_equal(got_s, w)
+    vec, _, src = _vector_and_scalar(lambda a: [
+        te.compute((n,), lambda i: te.cast(a[i], "int32"), name="ui")], [u], n, lanes=16)
+    assert "tvmlite_inreg_u8x16(" in src
+    np.testing.assert_array_equal(vec[0], u.astype("int32"))
 
 
 def test_min_and_max_against_a_number_keep_nan_and_the_sign_of_zero_of_the_general_form():
