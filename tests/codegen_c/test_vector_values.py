@@ -3,6 +3,7 @@ preamble's min/max against a number): each kernel built vectorized and unvectori
 both equal to numpy bit for bit, as these conversions and comparisons are exact."""
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -117,3 +118,20 @@ def test_a_vector_square_root_is_the_isas_and_rounds_as_numpy():
         np.testing.assert_array_equal(vec, want)
         np.testing.assert_array_equal(vec, sca)
         assert "tvmlite_vsqrt_f32x" in src and "__builtin_sqrtf(tvmlite_x" not in src
+
+
+def test_a_vector_erf_is_within_3_ulps_of_math_erf():
+    """GELU's erf on vectors (preamble's VERF: a Taylor series near 0, erfc's Chebyshev
+    fit on the vector exp elsewhere) instead of libm's erff once per lane; its sign,
+    zeros, infinities and NaN as erf's."""
+    x = np.random.default_rng(0).uniform(-6, 6, 4096).astype(np.float32)
+    x[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, 0.8, -0.79999995]
+    (vec,), _, src = _vector_and_scalar(lambda a: [te.compute(
+        a.shape, lambda i: te.erf(a[i]), name="e")], [x], 4096, 16)
+    assert "tvmlite_verf_f32x16" in src and "erff" not in src
+    want = np.array([math.erf(v) for v in x.astype(np.float64)])
+    fin = ~np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(vec), ~fin)
+    assert np.signbit(vec[1]) and vec[2] == 1 and vec[3] == -1
+    rel = np.abs(vec[fin] - want[fin]) / np.maximum(np.abs(want[fin]), 1e-38)
+    assert rel.max() < 3 * 2.0 ** -23
