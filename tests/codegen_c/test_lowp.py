@@ -257,3 +257,16 @@ def test_a_bfloat16_max_pool_is_exact_with_one_rounding_per_output():
     src = mod.get_source()
     assert src.count("tvmlite_cvt_f32_bf16(") == 2   # its definition and the one store
     assert "static inline tvmlite" not in src and "always_inline" in src
+
+
+def test_a_bfloat16_vector_is_cut_to_the_float32_registers_it_computes_in():
+    """A 32-lane bf16 loop on AVX-512 stores 64 bytes but computes on 32 float32 lanes,
+    two registers GCC lowers in part to scalars: lowering cuts it into float32's 16."""
+    from tvmlite.target.target import Target
+    A = te.placeholder((64,), "bfloat16", name="A")
+    B = te.compute((64,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    _, bi = s[B].split(B.op.axis[0], factor=32)
+    s[B].vectorize(bi)
+    src = tvmlite.runtime.module.generate_c(s, [A, B], Target.from_name("x86_64-avx512"))[1]
+    assert "tvmlite_f32x16" in src and "x32" not in src

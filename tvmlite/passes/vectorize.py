@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tvmlite.errors import TvmliteError
-from tvmlite.ir.dtypes import BUFFER_DTYPES
+from tvmlite.ir.dtypes import BUFFER_DTYPES, compute_dtype
 from tvmlite.ir.expr import (
     ITEMSIZE,
     BinOp,
@@ -106,7 +106,10 @@ def _vectorize_loop(loop: For, native_bytes: int, memo: dict) -> tuple[Stmt, Vec
     if not isinstance(loop.extent, int):
         return stays_scalar("its trip count is a symbolic size: split it by a constant "
                             "factor and vectorize the inner loop")
-    native = native_bytes // max(ITEMSIZE[d] for d in dtypes)
+    # lanes of the widest dtype stored, a storage float counted as the float32 it is
+    # computed in: 32 bf16 lanes on AVX-512 are two float32 registers, which GCC lowers
+    # in part to scalars (a NaN test of the rounding: 32 vucomiss)
+    native = native_bytes // max(ITEMSIZE[compute_dtype(d)] for d in dtypes)
     L = native if native <= E else 1 << (E.bit_length() - 1)
     if L < 2:
         return stays_scalar(f"extent {E} is less than two lanes")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tvmlite.checks import check_int
-from tvmlite.ir.dtypes import BUFFER_DTYPES, ITEMSIZE, STORAGE_FLOATS
+from tvmlite.ir.dtypes import BUFFER_DTYPES, ITEMSIZE, compute_dtype
 from tvmlite.target.detect import (
     ARCHES,
     DEFAULT_CACHE_LINE_BYTES,
@@ -172,7 +172,7 @@ class Target:
         else ``vector_lanes``. A stage over 32 bf16 lanes on AVX-512 computes on 32
         float32 lanes, two registers, which GCC lowers in part to scalars (a NaN test
         was 32 ``vucomiss``)."""
-        return self.vector_lanes("float32" if dtype in STORAGE_FLOATS else dtype)
+        return self.vector_lanes(compute_dtype(dtype))
 
     @property
     def vector_bytes(self) -> int:
