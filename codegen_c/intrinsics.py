@@ -80,6 +80,13 @@ def _body(name: str, a: str, b: str) -> list:
     if name == "vpdpbusd_avxvnni":
         return [_LOAD4, "return (tvmlite_i32x8)_mm256_dpbusd_avx_epi32((__m256i)acc, "
                 "_mm256_set1_epi32(a4), _mm256_loadu_si256((const __m256i*)b));"]
+    if name == "vpdpbusd_avx512vl":
+        return [_LOAD4, "return (tvmlite_i32x8)_mm256_dpbusd_epi32((__m256i)acc, "
+                "_mm256_set1_epi32(a4), _mm256_loadu_si256((const __m256i*)b));"]
+    if name == "vdpbf16ps_avx512vl":
+        return [_LOAD4, "return (tvmlite_f32x8)_mm256_dpbf16_ps((__m256)acc, "
+                "(__m256bh)_mm256_set1_epi32(a4), (__m256bh)_mm256_loadu_si256("
+                "(const __m256i*)b));"]
     if name == "vdpbf16ps_avx512":
         return [_LOAD4, "return (tvmlite_f32x16)_mm512_dpbf16_ps((__m512)acc, "
                 "(__m512bh)_mm512_set1_epi32(a4), (__m512bh)_mm512_loadu_si512((const void*)b));"]

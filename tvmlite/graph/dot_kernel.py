@@ -109,14 +109,10 @@ def dot_intrinsic(anchor: DotAnchor, target: Target, tiles: bool = True) -> Intr
         anchor.op.reduce_axis[-1].extent
     shape = (rows, co, k) if tiles and all(isinstance(x, int) for x in (rows, co, k)) \
         else None
-    intr = best_intrinsic(target.arch, target.features, anchor.a.dtype, anchor.b.dtype,
-                          anchor.op.dtype, shape)
-    if intr is None or not anchor.a_contiguous:
+    if not isinstance(co, int) or not isinstance(k, int) or not anchor.a_contiguous:
         return None
-    co, k = anchor.op.axis[-1].extent, anchor.op.reduce_axis[-1].extent
-    if not isinstance(co, int) or not isinstance(k, int) or co % intr.lanes or k % intr.group:
-        return None
-    return intr
+    return best_intrinsic(target.arch, target.features, anchor.a.dtype, anchor.b.dtype,
+                          anchor.op.dtype, shape, divides=(co, k))
 
 
 def _plain_lanes(target: Target, dtype: str, channels: Any) -> int | None:
@@ -166,11 +162,13 @@ def _block(s: Schedule, kc: Any, anchor: DotAnchor, target: Target,
     if lanes is None:
         return None
     group = intr.group if intr is not None else 1
-    rows, vectors = block_sizes(op.shape[-2], op.shape[-1], lanes, target.vector_registers,
-                                rows_first=not (intr is not None
-                                                and intr.broadcast_in_registers))
-    if intr is None and op.dtype.startswith("float") and \
-            rows * vectors < fma_block_floor(target, target.vector_registers):
+    registers, floor = target.vector_registers, fma_block_floor(target, target.vector_registers)
+    rows_first = not (intr is not None and intr.broadcast_in_registers)
+    rows, vectors = block_sizes(op.shape[-2], op.shape[-1], lanes, registers, rows_first)
+    if rows * vectors < floor:      # 13 rows x 125 vectors: more rows, as registers allow
+        rows, vectors = block_sizes(op.shape[-2], op.shape[-1], lanes, registers, rows_first,
+                                    max_rows=registers // 2)
+    if intr is None and op.dtype.startswith("float") and rows * vectors < floor:
         return None     # too few accumulators: the float blocking does better (module doc)
     out = kc.output
     local, _ = _operands(s, kc, anchor, lanes, group, intr, target)

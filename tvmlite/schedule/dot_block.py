@@ -96,9 +96,10 @@ def _input_read_as(state: State, stage: str, operand: str) -> str:
 
 
 def block_sizes(M: int, N: int, lanes: int, registers: int,
-                rows_first: bool = True) -> tuple[int, int]:
+                rows_first: bool = True, max_rows: int = 8) -> tuple[int, int]:
     """(rows, vectors) of the register block: the most accumulators, at most 3/4 of the
-    vector registers (the rest hold B's vectors and A's broadcasts), rows (at most 8)
+    vector registers (the rest hold B's vectors and A's broadcasts), rows (at most
+    ``max_rows``)
     and columns (at most 4 vectors, so one block's panel of B stays near L1) dividing M
     and N. Among blocks of as many accumulators, more rows first (``rows_first``: a row
     costs one broadcast load and a vector one load), or fewer rows first for an
@@ -106,7 +107,7 @@ def block_sizes(M: int, N: int, lanes: int, registers: int,
     (``Intrinsic.broadcast_in_registers``: a row costs several instructions, a vector
     none, its load folded into the multiply). (1, 1) when nothing larger divides."""
     best = (1, 1)
-    for rows in range(1, 9):
+    for rows in range(1, max_rows + 1):
         for vecs in range(1, 5):
             if M % rows or N % (vecs * lanes) or rows * vecs > registers * 3 // 4:
                 continue

@@ -136,6 +136,8 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
               "vpdpbusd zmm (AVX512-VNNI, _mm512_dpbusd_epi32)"),
     Intrinsic("vpdpbusd_avxvnni", "x86_64", ("avx2", "avxvnni"), 8, 4, _U8S8,
               "vpdpbusd ymm (AVX-VNNI, _mm256_dpbusd_avx_epi32)"),
+    Intrinsic("vpdpbusd_avx512vl", "x86_64", ("avx512vl", "avx512vnni"), 8, 4, _U8S8,
+              "vpdpbusd ymm (AVX512-VNNI + VL, _mm256_dpbusd_epi32)"),
     Intrinsic("pmaddwd_s16_avx512", "x86_64", ("avx512f", "avx512bw"), 16, 2, _ANY_INT8,
               "vpbroadcastd + vpmaddwd zmm + vpaddd on A and B widened to int16 (AVX-512BW, "
               "exact)", b_storage="int16", a_storage="int16"),
@@ -148,6 +150,9 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
     Intrinsic("vdpbf16ps_avx512", "x86_64", ("avx512f", "avx512bf16"), 16, 2,
               (("bfloat16", "bfloat16", "float32"),),
               "vdpbf16ps zmm (AVX512-BF16, _mm512_dpbf16_ps)"),
+    Intrinsic("vdpbf16ps_avx512vl", "x86_64", ("avx512vl", "avx512bf16"), 8, 2,
+              (("bfloat16", "bfloat16", "float32"),),
+              "vdpbf16ps ymm (AVX512-BF16 + VL, _mm256_dpbf16_ps)"),
     Intrinsic("sdot_neon", "aarch64", ("neon", "dotprod"), 4, 4, (("int8", "int8", "int32"),),
               "sdot (ARMv8.2 dotprod, vdotq_s32)"),
     Intrinsic("udot_neon", "aarch64", ("neon", "dotprod"), 4, 4,
@@ -178,13 +183,19 @@ def available(arch: str, features: tuple) -> tuple[str, ...]:
 
 
 def best_intrinsic(arch: str, features: tuple, a: str, b: str, acc: str,
-                   shape: tuple[int, int, int] | None = None) -> Intrinsic | None:
+                   shape: tuple[int, int, int] | None = None,
+                   divides: tuple[int, int] | None = None) -> Intrinsic | None:
     """The fastest intrinsic a CPU of ``arch`` and ``features`` has for ``a`` x ``b`` ->
     ``acc`` (a fallback where the CPU lacks the dot-product instruction), or None. A tile
     intrinsic only for a GEMM ``shape`` (M, N, K) it fits (``Intrinsic.fits``): callers
-    that schedule vectors of one row give no shape and never get one."""
+    that schedule vectors of one row give no shape and never get one. ``divides`` =
+    (output columns, reduction depth) skips an intrinsic whose lanes or group do not
+    divide them, so 1000 columns take the 8-lane ymm form of an instruction whose zmm
+    form needs 16 (SqueezeNet's classifier conv in bf16)."""
     for name in available(arch, features):
         intr = INTRINSICS[name]
+        if divides is not None and (divides[0] % intr.lanes or divides[1] % intr.group):
+            continue
         if intr.takes(a, b, acc) and (not intr.is_tile
                                       or (shape is not None and intr.fits(*shape))):
             return intr

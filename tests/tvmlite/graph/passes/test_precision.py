@@ -3,6 +3,9 @@ onnxruntime's float32, within bf16's rounding; what stays float32; the AVX2 targ
 (bf16 storage, float32 arithmetic); the exported library."""
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 
@@ -145,12 +148,15 @@ def test_the_exported_bf16_library_loads_and_runs(tmp_path):
     assert output_error(got, _reference(m, feeds)).relative < BF16_TOLERANCE
 
 
-def test_a_bf16_conv_no_intrinsic_tiles_gets_the_float_blocking(tmp_path):
-    """1000 output channels (a classifier conv) are no whole vdpbf16ps vectors, and the
-    plain block's rows and vectors must divide 13 x 1000: one accumulator. dot_schedule
-    declines it and the float blocking (rows with a remainder) takes it, still correct."""
+def test_a_bf16_conv_of_1000_channels_gets_enough_accumulators(tmp_path):
+    """1000 output channels (a classifier conv over 13 x 13) are no whole vectors of the
+    16-lane vdpbf16ps, and the dot block's rows and vectors must divide 13 x 1000. Where
+    the CPU has the 8-lane ymm form (AVX512-VL) it takes that with 13 rows; where it has
+    none (AVX2) dot_schedule declines the one-accumulator plain block and the float
+    blocking takes it. Either way the build is correct."""
     from tvmlite.graph.dot_kernel import dot_schedule
     from tvmlite.graph.kernel import blocked_schedule, kernel_compute
+    from tvmlite.runtime.module import generate_c
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((1000, 64, 1, 1)) * 0.1).astype(np.float32)
     g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"])], "head",
@@ -161,11 +167,16 @@ def test_a_bf16_conv_no_intrinsic_tiles_gets_the_float_blocking(tmp_path):
     m.ir_version = 8
     path = tmp_path / "head.onnx"
     onnx.save(m, str(path))
-    target = Target.host()
     fused = optimize(from_onnx(path).replace(precision="bf16"))
     (conv,) = [k for k in fused.kernels if "conv" in k.name]
     kc = kernel_compute(fused, conv)
-    assert dot_schedule(kc, target) is None and blocked_schedule(kc, target) is not None
+    avx2 = Target.from_name("x86_64-avx2")
+    assert dot_schedule(kc, avx2) is None and blocked_schedule(kc, avx2) is not None
+    vl = Target.from_name("x86_64-avx512")
+    vl = dataclasses.replace(vl, features=tuple(sorted(vl.features + ("avx512bf16",))))
+    s = dot_schedule(kc, vl)
+    src = generate_c(s, list(kc.tensors), vl)[1]
+    assert "_mm256_dpbf16_ps" in src and len(set(re.findall(r"local_r\d+\b", src))) >= 8
     feeds = {"x": rng.standard_normal((1, 64, 13, 13)).astype(np.float32)}
     mod = tvmlite.build(fused)
     err = output_error(mod.run(feeds), _reference(m, feeds))
