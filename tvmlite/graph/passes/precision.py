@@ -40,6 +40,7 @@ import numpy as np
 from tvmlite.errors import TvmliteError
 from tvmlite.graph.ir import Graph, Node, TensorType, attrs_of
 from tvmlite.graph.passes.edit import GraphEdit
+from tvmlite.graph.passes.zero_points import channel_padding
 from tvmlite.ir.dtypes import bfloat16_numpy
 
 __all__ = ["PRECISIONS", "PrecisionError", "check_precision", "lower_precision"]
@@ -73,6 +74,16 @@ def _takes_bf16(g: Graph, n: Node) -> bool:
             and g.constants[w].dtype == np.float32)
 
 
+def _pair_padding(g: Graph, n: Node) -> int:
+    """Zero input channels that make an NHWC conv's (weight HWIO) a whole number of
+    ``vdpbf16ps`` pairs: a first conv's 3 RGB channels take the pair instruction as 4,
+    where 3 left it plain vectors (ResNet-50's 7x7 conv on Zen 4: 1.5 ms, fp32's 1.0)."""
+    w = g.constants[n.inputs[1]]
+    if n.op != "conv" or n.attr("layout", "NCHW") != "NHWC" or w.ndim != 4:
+        return 0
+    return channel_padding(g.types[n.inputs[0]].shape[-1], w.shape[2], group=2)
+
+
 class _Lower(GraphEdit):
     """The bf16 value of each float32 value an anchor reads (``bf16_of``) and where the
     nodes computing them go (``after``: a cast after the producer; ``instead``: an
@@ -85,6 +96,7 @@ class _Lower(GraphEdit):
         self.memo: dict[str, str] = {}
         self.after: dict[str, Node] = {}
         self.instead: dict[int, Node] = {}
+        self.before: dict[int, Node] = {}    # an anchor's channel padding
 
     def bf16_of(self, v: str) -> str:
         """The name of ``v`` in bf16: ``v``'s producer itself computing in bf16 when it
@@ -121,12 +133,27 @@ def lower_precision(g: Graph) -> Graph:
     weights: dict[str, str] = {}     # float32 weight -> its bf16 copy
     for n in anchors:
         x, w = n.inputs[:2]
-        if w not in weights:
-            weights[w] = edit.constant(f"{w}_bf16", g.constants[w].astype(bf16))
-        edit.instead[id(n)] = Node(n.op, (edit.bf16_of(x), weights[w]) + n.inputs[2:],
+        xb, extra = edit.bf16_of(x), _pair_padding(g, n)
+        if extra:   # 3 input channels padded to 4 with zeros (their weights are 0 too)
+            t = edit.types[xb]
+            xb_padded = edit.fresh(f"{xb}_c{t.shape[-1] + extra}")
+            edit.types[xb_padded] = TensorType((*t.shape[:-1], t.shape[-1] + extra), t.dtype)
+            edit.before[id(n)] = Node("pad", (xb,), (xb_padded,), attrs_of(
+                {"pads": (0, 0, 0, 0, 0, 0, 0, extra), "value": 0.0}), f"{n.name}_pad")
+            xb = xb_padded
+        key = (w, extra)
+        if key not in weights:
+            wb = g.constants[w].astype(bf16)
+            if extra:
+                wb = np.pad(wb, ((0, 0), (0, 0), (0, extra), (0, 0)))
+            weights[key] = edit.constant(f"{w}_bf16" + (f"_c{wb.shape[2]}" if extra else ""),
+                                         wb)
+        edit.instead[id(n)] = Node(n.op, (xb, weights[key]) + n.inputs[2:],
                                    n.outputs, n.attrs, n.name)
     nodes = [edit.after[v] for v in g.inputs if v in edit.after]
     for n in g.nodes:
+        if id(n) in edit.before:
+            nodes.append(edit.before[id(n)])
         nodes.append(edit.instead.get(id(n), n))
         nodes.extend(edit.after[o] for o in n.outputs if o in edit.after)
     used = {i for m in nodes for i in m.inputs}

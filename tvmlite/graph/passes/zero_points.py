@@ -38,14 +38,15 @@ from tvmlite.graph.passes.edit import GraphEdit
 __all__ = ["fold_zero_points", "channel_padding"]
 
 
-def channel_padding(channels: int, weight_channels: int) -> int:
-    """Zero input channels to add to a conv of ``channels`` (its weight's second
+def channel_padding(channels: int, weight_channels: int, group: int = 4) -> int:
+    """Zero input channels to add to a conv of ``channels`` (its weight's input-channel
     dimension ``weight_channels``: equal unless grouped) so that they are a multiple of
-    4, every dot-product instruction's group of k (module doc); 0 for a grouped conv,
-    a multiple already, or fewer than 3 channels (4 would be twice the work or more)."""
-    if channels != weight_channels or channels % 4 == 0 or channels < 3:
+    ``group``, the dot-product instructions' group of k (4 for the integer ones, module
+    doc; 2 for bf16's ``vdpbf16ps``); 0 for a grouped conv, a multiple already, or fewer
+    than 3 channels (the padded conv would do twice the work or more)."""
+    if channels != weight_channels or channels % group == 0 or channels < 3:
         return 0
-    return -channels % 4
+    return -channels % group
 
 
 def _scalar(consts: dict, v: str) -> int | None:

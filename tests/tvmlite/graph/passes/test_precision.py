@@ -181,3 +181,28 @@ def test_a_bf16_conv_of_1000_channels_gets_enough_accumulators(tmp_path):
     mod = tvmlite.build(fused)
     err = output_error(mod.run(feeds), _reference(m, feeds))
     assert err.relative < BF16_TOLERANCE
+
+
+def test_a_3_channel_bf16_conv_is_padded_to_whole_pairs(tmp_path):
+    """An RGB first conv: its bf16 input gets a zero 4th channel (a pad node) and its
+    bf16 weight a zero 4th input channel, so vdpbf16ps takes it in pairs; the outputs
+    are those of the 3-channel conv, within bf16's rounding."""
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((16, 3, 3, 3)) * 0.2).astype(np.float32)
+    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "rgb",
+                      [oh.make_tensor_value_info("x", TP.FLOAT, [1, 3, 10, 10])],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, [1, 16, 10, 10])],
+                      [nh.from_array(w, "w")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = tmp_path / "rgb.onnx"
+    onnx.save(m, str(path))
+    mod = tvmlite.build(from_onnx(path), precision="bf16")
+    fused = mod.graph
+    (conv,) = [n for n in fused.nodes if n.op == "conv"]
+    x, wb = conv.inputs[:2]
+    assert fused.types[x].shape[-1] == 4 and fused.constants[wb].shape[2] == 4
+    assert not np.any(fused.constants[wb][:, :, 3, :].astype(np.float32))
+    feeds = {"x": rng.standard_normal((1, 3, 10, 10)).astype(np.float32)}
+    err = output_error(mod.run(feeds), _reference(m, feeds))
+    assert err.relative < BF16_TOLERANCE
