@@ -52,6 +52,23 @@ def tiny_model(tmp_path):
     return path, m
 
 
+def one_conv_model(tmp_path, weight_shape, size):
+    """(path, model) of one Conv of a seeded random float32 weight (OIHW) over a
+    size x size input, padded to keep its size."""
+    co, ci, kh, kw = weight_shape
+    w = (np.random.default_rng(0).standard_normal(weight_shape) * 0.1).astype(np.float32)
+    pads = [kh // 2, kw // 2, kh // 2, kw // 2]
+    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"], pads=pads)], "conv",
+                      [oh.make_tensor_value_info("x", TP.FLOAT, [1, ci, size, size])],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, [1, co, size, size])],
+                      [nh.from_array(w, "w")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = tmp_path / "conv.onnx"
+    onnx.save(m, str(path))
+    return path, m
+
+
 def _feeds():
     return {"x": np.random.default_rng(1).standard_normal((1, 8, 6, 6)).astype(np.float32)}
 
@@ -158,15 +175,7 @@ def test_a_bf16_conv_of_1000_channels_gets_enough_accumulators(tmp_path):
     from tvmlite.graph.kernel import blocked_schedule, kernel_compute
     from tvmlite.runtime.module import generate_c
     rng = np.random.default_rng(0)
-    w = (rng.standard_normal((1000, 64, 1, 1)) * 0.1).astype(np.float32)
-    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"])], "head",
-                      [oh.make_tensor_value_info("x", TP.FLOAT, [1, 64, 13, 13])],
-                      [oh.make_tensor_value_info("y", TP.FLOAT, [1, 1000, 13, 13])],
-                      [nh.from_array(w, "w")])
-    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
-    m.ir_version = 8
-    path = tmp_path / "head.onnx"
-    onnx.save(m, str(path))
+    path, m = one_conv_model(tmp_path, (1000, 64, 1, 1), 13)
     fused = optimize(from_onnx(path).replace(precision="bf16"))
     (conv,) = [k for k in fused.kernels if "conv" in k.name]
     kc = kernel_compute(fused, conv)
@@ -188,15 +197,7 @@ def test_a_3_channel_bf16_conv_is_padded_to_whole_pairs(tmp_path):
     bf16 weight a zero 4th input channel, so vdpbf16ps takes it in pairs; the outputs
     are those of the 3-channel conv, within bf16's rounding."""
     rng = np.random.default_rng(0)
-    w = (rng.standard_normal((16, 3, 3, 3)) * 0.2).astype(np.float32)
-    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "rgb",
-                      [oh.make_tensor_value_info("x", TP.FLOAT, [1, 3, 10, 10])],
-                      [oh.make_tensor_value_info("y", TP.FLOAT, [1, 16, 10, 10])],
-                      [nh.from_array(w, "w")])
-    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
-    m.ir_version = 8
-    path = tmp_path / "rgb.onnx"
-    onnx.save(m, str(path))
+    path, m = one_conv_model(tmp_path, (16, 3, 3, 3), 10)
     mod = tvmlite.build(from_onnx(path), precision="bf16")
     fused = mod.graph
     (conv,) = [n for n in fused.nodes if n.op == "conv"]
