@@ -130,7 +130,7 @@ def lower_precision(g: Graph) -> Graph:
         return g
     edit = _Lower(g)
     bf16 = bfloat16_numpy()
-    weights: dict[str, str] = {}     # float32 weight -> its bf16 copy
+    weights: dict[tuple[str, int], str] = {}   # (float32 weight, padding) -> bf16 copy
     for n in anchors:
         x, w = n.inputs[:2]
         xb, extra = edit.bf16_of(x), _pair_padding(g, n)
