@@ -203,11 +203,13 @@ def test_tune_interrupt_resume_and_a_summary_that_agrees_with_the_log(capsys, mo
 
 def test_sigterm_stops_a_model_tuning_with_its_table(tmp_path):
     """One subprocess: a real signal while trials run; the log keeps every record the
-    run reported, and the table is printed."""
+    run reported, and the table is printed. The budget is far more than the run reaches
+    before its second record: under CI's load a 40-trial run once finished before the
+    signal came."""
     path, log = _model_file(tmp_path, batch=1), tmp_path / "t.jsonl"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "tvmlite", "tune", str(path), "--trials",
-                             "40", "--log", str(log), *QUICK], stdout=subprocess.PIPE,
+                             "400", "--log", str(log), *QUICK], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None and \
@@ -217,5 +219,5 @@ def test_sigterm_stops_a_model_tuning_with_its_table(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
     n = len(load_records(log))
-    assert n >= 2 and "terminated after" in err and f"holds {n} of --trials 40" in err
+    assert 2 <= n < 400 and "terminated after" in err and f"holds {n} of --trials 400" in err
     assert "resume:   tvmlite tune" in err and err.rstrip().endswith("--resume")
