@@ -37,7 +37,7 @@ from tvmlite.graph.compute import Scalar, node_compute
 from tvmlite.graph.dot_kernel import dot_schedule
 from tvmlite.graph.ir import Graph, Kernel
 from tvmlite.graph.ops import KIND
-from tvmlite.ir.dtypes import BUFFER_DTYPES
+from tvmlite.ir.dtypes import BUFFER_DTYPES, STORAGE_FLOATS
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.records.workload import Workload
@@ -172,7 +172,7 @@ def default_schedule(kc: KernelCompute, target: Target,
         return _schedule(kc, target, vectorize=False)
 
 
-COMPUTED_IN_32_BITS = ("uint8", "int8", "int32", "bfloat16", "float16")
+COMPUTED_IN_32_BITS = ("uint8", "int8", "int32", *STORAGE_FLOATS)
 LOOSE_ROWS_BLOCKS = 4   # a remainder block only where the rows axis holds 4 full blocks
 
 
