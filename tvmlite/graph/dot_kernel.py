@@ -34,9 +34,9 @@ and the kernel gets the generic default. A plain float block (bf16 storage witho
 ``vdpbf16ps``: 1000 output channels, say) with fewer accumulators than the FMA floor
 (``priors.fma_block_floor``: its rows and vectors must divide the output's, so 13 x 1000
 has one) is declined too: the float kernels' blocking, whose rows may leave a remainder,
-blocks it (SqueezeNet's classifier conv in bf16 on Zen 4: 4.8 -> 1.9 ms, measured; where
-the CPU has ``vdpbf16ps`` on ymm, its 8 lanes divide 1000 and a block of 13 rows takes
-it: 0.93 ms).
+blocks it. Where the CPU has ``vdpbf16ps`` on ymm (AVX512-VL), its 8 lanes divide 1000
+and a block of 13 rows takes that instead (SqueezeNet's classifier conv in bf16; the
+figures are in docs/benchmarks.md).
 """
 from __future__ import annotations
 
