@@ -6,6 +6,7 @@ zero_points.py fold_zero_points (integer kernels as plain dot products) ·
 precision.py lower_precision (a "bf16" graph's convs and matmuls on bf16) ·
 constants.py fold_constants · identity.py remove_identity
 (Dropout/Identity) · batch_norm.py fold_batch_norm · dead_nodes.py remove_dead ·
+concat.py dissolve_concats (channel concats taken apart by their readers) ·
 layout.py choose_layout · fusion.py fuse; split.py split_kernels (not in the pipeline:
 measured decisions use it) and edit.py GraphEdit (the working copy a rewriting pass
 adds values to). The modules are not named after their
@@ -17,6 +18,7 @@ from typing import Callable
 
 from tvmlite.graph.ir import Graph
 from tvmlite.graph.passes.batch_norm import fold_batch_norm
+from tvmlite.graph.passes.concat import dissolve_concats
 from tvmlite.graph.passes.constants import fold_constants
 from tvmlite.graph.passes.dead_nodes import remove_dead
 from tvmlite.graph.passes.fusion import fuse
@@ -28,7 +30,7 @@ from tvmlite.graph.passes.zero_points import fold_zero_points
 
 PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
     fold_qdq, fold_constants, remove_identity, fold_batch_norm, fold_constants,
-    fold_zero_points, remove_dead, choose_layout, lower_precision, fuse,
+    fold_zero_points, dissolve_concats, remove_dead, choose_layout, lower_precision, fuse,
 )
 
 
@@ -42,5 +44,5 @@ def optimize(g: Graph, debug: bool = False) -> Graph:
 
 
 __all__ = ["PIPELINE", "optimize", "fold_qdq", "fold_constants", "remove_identity",
-           "fold_batch_norm", "fold_zero_points", "remove_dead", "choose_layout",
-           "lower_precision", "fuse"]
+           "fold_batch_norm", "fold_zero_points", "dissolve_concats", "remove_dead",
+           "choose_layout", "lower_precision", "fuse"]

@@ -1,0 +1,89 @@
+"""The concat pass: a Fire module's channel concat taken apart by the conv and the pool
+that read it (no concat left, outputs unchanged against onnxruntime), and the concats it
+keeps: a graph output, a reader that mixes channels, a conv whose partial sums would
+cost more than the copy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto as TP  # noqa: E402
+from onnx import helper as oh  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+from tvmlite.frontend import from_onnx  # noqa: E402
+from tvmlite.graph import optimize  # noqa: E402
+from tvmlite.graph.build import build_graph  # noqa: E402
+from tvmlite.graph.passes import dissolve_concats  # noqa: E402
+
+
+def fire(reader: str = "conv", out_channels: int = 3, concat_out: bool = False):
+    """(model, feeds): x (1, 4, 6, 6) -> squeeze 1x1 -> expand 1x1 and 3x3 (5 channels
+    each) -> concat, read by ``reader`` ("conv": a biased 1x1 conv and a max pool
+    followed by a 3x3 conv; "softmax": a softmax over the channels; "group": a grouped
+    conv) into ``out_channels``; ``concat_out`` makes the concat a graph output too."""
+    rng = np.random.default_rng(3)
+    inits: dict[str, np.ndarray] = {}
+
+    def conv(x: str, w: str, ci: int, co: int, k: int, out: str, group: int = 1) -> list:
+        inits[w] = rng.standard_normal((co, ci // group, k, k))
+        inits[w + "_b"] = rng.standard_normal(co)
+        return [oh.make_node("Conv", [x, w, w + "_b"], [out + "_c"], pads=[k // 2] * 4,
+                             group=group),
+                oh.make_node("Relu", [out + "_c"], [out])]
+    nodes = conv("x", "ws", 4, 3, 1, "s") + conv("s", "we1", 3, 5, 1, "e1") + \
+        conv("s", "we3", 3, 5, 3, "e3") + [oh.make_node("Concat", ["e1", "e3"], ["cat"], axis=1)]
+    outs = []
+    if reader == "conv":
+        nodes += conv("cat", "wy", 10, out_channels, 1, "y")
+        nodes += [oh.make_node("MaxPool", ["cat"], ["p"], kernel_shape=[2, 2], strides=[2, 2])]
+        nodes += conv("p", "wz", 10, out_channels, 3, "z")
+        outs = ["y", "z"]
+    elif reader == "softmax":
+        nodes += [oh.make_node("Softmax", ["cat"], ["y"], axis=1)]
+        outs = ["y"]
+    else:
+        nodes += conv("cat", "wy", 10, out_channels, 1, "y", group=2)
+        outs = ["y"]
+    if concat_out:
+        outs.append("cat")
+    g = oh.make_graph(nodes, "fire", [oh.make_tensor_value_info("x", TP.FLOAT, (1, 4, 6, 6))],
+                      [oh.make_tensor_value_info(o, TP.FLOAT, None) for o in outs],
+                      [nh.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m, {"x": rng.standard_normal((1, 4, 6, 6)).astype(np.float32)}
+
+
+def reference(m, feeds):
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]
+                                ).run(None, feeds)
+
+
+def ops(g) -> list[str]:
+    return [n.op for n in g.nodes]
+
+
+def test_conv_and_pool_readers_take_the_concat_apart(outputs_close):
+    m, feeds = fire()
+    g = optimize(from_onnx(m))
+    assert "concat" not in ops(g) and not any("concat" in k.name for k in g.kernels)
+    # the 1x1 conv as two convs over the expand outputs, summed in the second's epilogue;
+    # the pool once per part, its concat taken apart by the 3x3 conv after it
+    assert ops(g).count("conv") == 3 + 2 + 2 and ops(g).count("max_pool") == 2
+    assert outputs_close(build_graph(g, quiet=True).run(feeds), reference(m, feeds))
+
+
+@pytest.mark.parametrize("case", [dict(concat_out=True), dict(reader="softmax"),
+                                  dict(reader="group", out_channels=4), dict(out_channels=10)],
+                         ids=["graph output", "channels mixed", "grouped conv",
+                              "partial sums dearer than the copy"])
+def test_concats_it_keeps(case, outputs_close):
+    m, feeds = fire(**case)
+    imported = from_onnx(m)
+    assert dissolve_concats(imported) is imported
+    g = optimize(imported)
+    assert "concat" in ops(g)
+    assert outputs_close(build_graph(g, quiet=True).run(feeds), reference(m, feeds))
