@@ -16,6 +16,7 @@ are not contiguous (gathers, scatters), so ``tvmlite explain`` reports our own r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from tvmlite.errors import TvmliteError
 from tvmlite.ir.dtypes import BUFFER_DTYPES, compute_dtype
@@ -35,6 +36,8 @@ from tvmlite.ir.expr import (
     Var,
     free_vars,
     lanes_of,
+    rebuild,
+    same,
     substitute,
     walk,
 )
@@ -42,6 +45,7 @@ from tvmlite.ir.simplify import linear, simplify
 from tvmlite.ir.stmt import For, IfThenElse, Seq, Stmt, Store, map_exprs, map_stmt, seq, walk_stmts
 
 MAX_UNROLLED_CHUNKS = 8
+MAX_LANE_SELECTS = 4    # a chunk is versioned on at most this many selects (``_Chunk``)
 
 
 class NotVectorizable(TvmliteError):
@@ -155,21 +159,132 @@ def _vector_accesses(body: Stmt, v: str) -> tuple:
 
 
 def _chunk(body: Stmt, v: Var, base: Expr, L: int, memo: dict) -> Stmt:
-    """One chunk of L lanes starting at ``base``; guards on ``v`` checked at both ends."""
+    """One chunk of L lanes starting at ``base``; guards on ``v`` checked at both ends
+    (``_versions``)."""
     ramp = Ramp(simplify(base), 1, L)
     lane_memo = memo.setdefault((v.name, ramp), {})
+    inner, guard = body, None
     if isinstance(body, IfThenElse) and body.other is None and v.name in free_vars(body.cond):
-        if not _monotone(body.cond, v.name):
-            raise NotVectorizable(f"the guard `{body.cond}` is not an affine comparison in "
-                                  f"the lane {v.name}")
-        first = substitute(body.cond, {v.name: base})
-        last = substitute(body.cond, {v.name: BinOp("+", base, Const(L - 1))})
-        lanes = Var(f"{v.name}_l")
-        scalar = For(lanes, L, "serial", map_exprs(body, lambda e: substitute(
-            e, {v.name: BinOp("+", base, lanes)})))
-        vec = _vec_stmt(body.then, v.name, ramp, lane_memo)
-        return IfThenElse(simplify(BinOp("and", first, last)), vec, scalar)
-    return _vec_stmt(body, v.name, ramp, lane_memo)
+        inner, guard = body.then, body.cond
+    if guard is None and not _lane_selects(inner, v.name):
+        return _vec_stmt(body, v.name, ramp, lane_memo)
+    lanes = Var(f"{v.name}_l")
+    scalar = For(lanes, L, "serial", map_exprs(body, lambda e: substitute(
+        e, {v.name: BinOp("+", base, lanes)})))
+    chunk = _Chunk(v.name, base, L, ramp, lane_memo, scalar)
+    return chunk.versions(inner, guard)
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """One chunk's versions. The guards on the lane are an ``if`` around the body (an
+    imperfect split) and the conditions of selects whose branches load (a window
+    clamped at a border, as LRN's over the channels; a concat's parts): where every lane
+    meets one the same way, the chunk is a vector with that select's branch taken and
+    the clamps the condition makes redundant dropped (``assuming``); a chunk whose lanes
+    differ runs lane by lane (``scalar``). Without this, one guarded tap kept the whole
+    loop scalar."""
+    v: str
+    base: Expr
+    L: int
+    ramp: Ramp
+    memo: dict
+    scalar: Stmt
+
+    def at_both_ends(self, cond: Expr) -> Expr:
+        first = substitute(cond, {self.v: self.base})
+        last = substitute(cond, {self.v: BinOp("+", self.base, Const(self.L - 1))})
+        return simplify(BinOp("and", first, last))
+
+    def versions(self, body: Stmt, guard: Expr | None, facts: tuple = ()) -> Stmt:
+        """``if (guard and c at both ends) {body, c taken} else if (guard and not c at
+        both ends) {body, c not taken} else {lane by lane}`` for the first select
+        condition ``c``, each version versioned again on the next; ``facts``: what the
+        versions around this one hold (``_facts``)."""
+        selects = _lane_selects(body, self.v)
+        if guard is not None and not _monotone(guard, self.v):
+            raise NotVectorizable(f"the guard `{guard}` is not an affine comparison in "
+                                  f"the lane {self.v}")
+        if len(selects) > MAX_LANE_SELECTS:
+            raise NotVectorizable(f"{len(selects)} selects that load depend on the lane "
+                                  f"(versions for at most {MAX_LANE_SELECTS})")
+        if not selects:
+            vec = _vec_stmt(body, self.v, self.ramp, self.memo)
+            return vec if guard is None else self.either(guard, lambda: vec, self.scalar)
+        c = selects[0]
+        out = self.scalar
+        for holds, branch in ((_negation(c), False), (c, True)):
+            if holds is None:
+                continue
+            known = facts + tuple(_facts(holds))
+            taken = map_exprs(body, lambda e: assuming(e, c, branch, list(known)))
+            cond = holds if guard is None else BinOp("and", guard, holds)
+            out = self.either(cond, lambda: self.versions(taken, None, known), out)
+        return out
+
+    def either(self, cond: Expr, then: Callable[[], Stmt], other: Stmt) -> Stmt:
+        """``if (cond at both ends) then() else other``; just one of them where that is
+        known here (an unrolled chunk's constant base)."""
+        test = self.at_both_ends(cond)
+        if isinstance(test, Const):
+            return then() if test.value else other
+        return IfThenElse(test, then(), other)
+
+
+def _lane_selects(s: Stmt, v: str) -> list[Expr]:
+    """The affine conditions on the lane ``v`` of the selects in ``s``'s stores whose
+    branches load memory (a select choosing between values vectorizes as a blend; one
+    on loaded data keeps the loop scalar, ``_vec_new`` says why)."""
+    out: list[Expr] = []
+    for st in walk_stmts(s):
+        if not isinstance(st, Store):
+            continue
+        for x in walk(st.value):
+            if isinstance(x, Select) and v in free_vars(x.cond) and x.cond not in out and \
+                    _monotone(x.cond, v) and \
+                    any(isinstance(y, Load) for b in (x.then, x.other) for y in walk(b)):
+                out.append(x.cond)
+    return out
+
+
+NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _negation(cond: Expr) -> Expr | None:
+    """``not cond`` as one comparison, or None (a conjunction's is a disjunction)."""
+    return Cmp(NEGATED[cond.op], cond.a, cond.b) if isinstance(cond, Cmp) else None
+
+
+def _facts(cond: Expr) -> list[tuple[dict, int]]:
+    """The conjuncts of ``cond`` as linear forms ``(terms, c)`` meaning ``terms + c <= 0``."""
+    if isinstance(cond, BinOp) and cond.op == "and":
+        return _facts(cond.a) + _facts(cond.b)
+    assert isinstance(cond, Cmp)
+    a, b = (cond.a, cond.b) if cond.op in ("<", "<=") else (cond.b, cond.a)
+    terms, c = linear(BinOp("-", a, b))
+    return [(terms, c + (1 if cond.op in ("<", ">") else 0))]
+
+
+def _implied(e: Expr, facts: list[tuple[dict, int]]) -> bool:
+    """``e <= 0`` follows from one of ``facts``: ``e`` is a fact's form plus c <= 0."""
+    terms, c = linear(e)
+    return any(terms == ft and c <= fc for ft, fc in facts)
+
+
+def assuming(e: Expr, cond: Expr, value: bool, facts: list[tuple[dict, int]]) -> Expr:
+    """``e`` where ``cond`` is ``value`` (``facts``: what that means, ``_facts``): selects
+    on it take that branch, and a ``min``/``max`` whose order the facts decide is the
+    operand it picks (the clamp ``max(min(c + r - 2, C - 1), 0)`` under
+    ``0 <= c + r - 2 < C`` is ``c + r - 2``)."""
+    if isinstance(e, Select) and same(e.cond, cond):
+        return assuming(e.then if value else e.other, cond, value, facts)
+    e = rebuild(e, lambda x: assuming(x, cond, value, facts))
+    if isinstance(e, BinOp) and e.op in ("min", "max"):
+        if _implied(BinOp("-", e.a, e.b), facts):       # a <= b
+            return e.a if e.op == "min" else e.b
+        if _implied(BinOp("-", e.b, e.a), facts):       # b <= a
+            return e.b if e.op == "min" else e.a
+    return e
 
 
 def _monotone(cond: Expr, v: str) -> bool:

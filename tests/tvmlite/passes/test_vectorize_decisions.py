@@ -60,3 +60,55 @@ def test_codegen_records_gathers_and_scalar_calls_at_their_c_lines():
     for f in found:
         line = src[f.line - 1]
         assert ("A[tvmlite_b" in line) if f.kind == "gather" else ("tanh" in line)
+
+
+def test_a_window_clamped_at_the_border_is_a_vector_inside_it():
+    """LRN's square sum over a channel window: a select whose branch loads at an index
+    clamped to the tensor. The chunks every lane of which is inside the border are
+    vectors without the select or the clamp; the rest run lane by lane."""
+    L, size = lanes(), 5
+    C = 4 * L
+    A = te.placeholder((3, C), name="A")
+    r = te.reduce_axis((0, size), name="r")
+
+    def window(n, c):
+        cc = c + r - size // 2
+        v = A[n, te.max(te.min(cc, C - 1), 0)]
+        return te.sum(te.if_then_else(te.all(cc >= 0, cc < C), v * v, 0.0), axis=r)
+    B = te.compute((3, C), window, name="B")
+    s = te.create_schedule(B.op)
+    co, ci = s[B].split(s[B].op.axis[1], factor=L)
+    s[B].reorder(s[B].op.axis[0], co, r, ci)
+    s[B].vectorize(ci)
+
+    def ref(a):
+        p = np.pad(a * a, ((0, 0), (size // 2, size // 2)))
+        return sum(p[:, k:k + C] for k in range(size))
+    check_module(tvmlite.build(s, [A, B]), [A, B], ref, rtol=1e-5)
+    func = tvmlite.lower(s, [A, B])
+    init, update = func.vector_decisions      # the sum's zeroing, its window
+    assert init.lanes == L and not init.fell_back
+    assert update.lanes == L and update.guarded and not update.reason and not update.gathers
+    vector_window = [line for line in generate(func, ["B"]).splitlines()
+                     if "tvmlite_f32x" in line and "(A + " in line]
+    assert vector_window and not any("tvmlite_min_i32" in line for line in vector_window)
+
+
+def test_a_concat_s_parts_are_vectors_where_a_chunk_lies_in_one():
+    """A concat along the vector axis selects between loads of its parts; a chunk wholly
+    in one part loads that part as a vector (the select's condition held, or failed, at
+    both ends of the chunk), one that straddles a border runs lane by lane."""
+    L = lanes()
+    n1, n2, n3 = 2 * L, L + 3, L
+    X, Y, Z = (te.placeholder((2, n), name=name) for n, name in ((n1, "X"), (n2, "Y"), (n3, "Z")))
+    total = n1 + n2 + n3
+    B = te.compute((2, total), lambda i, j: te.if_then_else(
+        j < n1, X[i, te.min(j, n1 - 1)], te.if_then_else(
+            j < n1 + n2, Y[i, te.max(te.min(j - n1, n2 - 1), 0)],
+            Z[i, te.max(j - n1 - n2, 0)])), name="B")
+    s = te.create_schedule(B.op)
+    s[B].vectorize(s[B].op.axis[1])
+    check_module(tvmlite.build(s, [X, Y, Z, B]), [X, Y, Z, B],
+                 lambda x, y, z: np.concatenate([x, y, z], axis=1))
+    (d,) = tvmlite.lower(s, [X, Y, Z, B]).vector_decisions
+    assert d.lanes == L and d.guarded and not d.reason
