@@ -160,7 +160,7 @@ def _vector_accesses(body: Stmt, v: str) -> tuple:
 
 def _chunk(body: Stmt, v: Var, base: Expr, L: int, memo: dict) -> Stmt:
     """One chunk of L lanes starting at ``base``; guards on ``v`` checked at both ends
-    (``_versions``)."""
+    (``_Chunk.versions``)."""
     ramp = Ramp(simplify(base), 1, L)
     lane_memo = memo.setdefault((v.name, ramp), {})
     inner, guard = body, None
