@@ -152,7 +152,10 @@ VEXP = C_HELPER + """ {vt} {name}({vt} x) {{
 # (truncated at 3e-9 there), elsewhere 1 - erfc(|x|) from the Chebyshev fit of erfc as
 # t * exp(-x**2 + P(t)), t = 1 / (1 + |x| / 2) (Numerical Recipes' erfcc, fractional
 # error below 1.2e-7), on the vector exp: within 3 ulps of math.erf (measured over
-# [-6, 6]); the sign is put back last (erf(-0) = -0, a NaN stays NaN)
+# [-6, 6]); the sign is put back last (erf(-0) = -0, a NaN stays NaN). The erfc branch
+# takes min(|x|, 4): erf(4) is 1.0f already, and beyond it t * exp(-x**2 ...) falls into
+# the subnormals, whose arithmetic is microcode-slow (a BERT FFN's GELU ran twice as long
+# on one layer's activations as on the other's, the same kernel)
 VERF = C_HELPER + """ {vt} {name}({vt} x) {{
   const {vt} z = {{0}};
   {vt} a = ({vt})(({mt})x & 0x7FFFFFFF), s = a * a;
@@ -162,12 +165,13 @@ VERF = C_HELPER + """ {vt} {name}({vt} x) {{
   p = p * s - 0.02686617064513125f; p = p * s + 0.11283791670955126f;
   p = p * s - 0.3761263890318375f; p = p * s + 1.1283791670955126f;
   {vt} small = a * p;
-  {vt} t = 1.0f / (1.0f + 0.5f * a);
+  {vt} c = ({vt})((({mt})a & ~(a >= 4.0f)) | (({mt})(z + 4.0f) & (a >= 4.0f)));
+  {vt} t = 1.0f / (1.0f + 0.5f * c);
   {vt} q = z + 0.17087277f;
   q = q * t - 0.82215223f; q = q * t + 1.48851587f; q = q * t - 1.13520398f;
   q = q * t + 0.27886807f; q = q * t - 0.18628806f; q = q * t + 0.09678418f;
   q = q * t + 0.37409196f; q = q * t + 1.00002368f; q = q * t - 1.26551223f;
-  {vt} large = 1.0f - t * {exp}(q - s);
+  {vt} large = 1.0f - t * {exp}(q - c * c);
   {mt} lo = a < 0.8f;
   {vt} r = ({vt})((({mt})small & lo) | (({mt})large & ~lo));
   return ({vt})(({mt})r | (({mt})x & (int32_t)0x80000000u));

@@ -160,6 +160,25 @@ def test_math_functions(func, dtype):
           atol=tol, low=lo, high=hi)
 
 
+def test_vector_erf_in_its_tails_and_at_special_values():
+    """The float32 vector erf's erfc branch takes min(|x|, 4): past 4 it is exactly 1
+    (no subnormal arithmetic on the way), and a NaN stays NaN, -0 stays -0."""
+    from scipy.special import erf as np_erf
+    x = np.array([0.5, 0.8, 2.5, 3.9, 4.0, 4.5, 9.0, 10.0, 100.0, 1e30, np.inf, 0.0] * 2,
+                 np.float32) * np.repeat(np.float32([1, -1]), 12)
+    x = np.concatenate([x, np.float32([np.nan] * 8)])
+    A = te.placeholder((x.size,), name="A")
+    C = te.compute((x.size,), lambda i: te.erf(A[i]), name="C")
+    s = te.create_schedule(C.op)
+    s[C].vectorize(s[C].op.axis[0])
+    out = tvmlite.nd.empty((x.size,), "float32")
+    tvmlite.build(s, [A, C])(tvmlite.nd.array(x), out)
+    got, want = out.numpy(), np_erf(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+    assert np.all(got[np.abs(x) >= 4] == np.sign(x[np.abs(x) >= 4]))
+    assert np.signbit(got[x.size - 9]) and got[x.size - 9] == 0     # erf(-0) = -0
+
+
 def test_vectorize_non_affine_condition_stays_correct():
     A = te.placeholder((M, N), name="A")
     C = te.compute((M, N), lambda i, j: te.if_then_else(j % 2 + 0 < 1, A[i, j], 1.0), name="C")
