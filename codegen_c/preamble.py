@@ -154,8 +154,8 @@ VEXP = C_HELPER + """ {vt} {name}({vt} x) {{
 # error below 1.2e-7), on the vector exp: within 3 ulps of math.erf (measured over
 # [-6, 6]); the sign is put back last (erf(-0) = -0, a NaN stays NaN). The erfc branch
 # takes min(|x|, 4): erf(4) is 1.0f already, and beyond it t * exp(-x**2 ...) falls into
-# the subnormals, whose arithmetic is microcode-slow (a BERT FFN's GELU ran twice as long
-# on one layer's activations as on the other's, the same kernel)
+# the subnormals, whose arithmetic is slow (lanes far in the tails, as a GELU's large
+# negative inputs, made the whole vector erf over half again as slow)
 VERF = C_HELPER + """ {vt} {name}({vt} x) {{
   const {vt} z = {{0}};
   {vt} a = ({vt})(({mt})x & 0x7FFFFFFF), s = a * a;
