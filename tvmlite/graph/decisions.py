@@ -22,7 +22,8 @@ The decisions come back as a frozen ``GraphDecisions`` beside the optimized grap
 ``lines()`` is what ``tvmlite compile`` and ``tvmlite tune MODEL.onnx`` print.
 
 Map: GraphDecisions and SplitMeasure · timers (interleaved_model_timer,
-interleaved_kernel_timer) · decide_layout · decide_splits · prepacked_weights.
+interleaved_kernel_timer) · decide_layout (and concat_counts: the concats still copied)
+· decide_splits · prepacked_weights.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ import numpy as np
 from tvmlite.graph.build import GraphModule, build_graph
 from tvmlite.graph.ir import Graph, GraphError, Kernel
 from tvmlite.graph.kernel import kernel_key
-from tvmlite.graph.passes import PIPELINE, choose_layout
+from tvmlite.graph.passes import PIPELINE, choose_layout, fold_constants
 from tvmlite.graph.passes.layout import DEFAULT_LAYOUT, LAYOUTS, WINDOWED
 from tvmlite.graph.passes.split import parts_of, split_kernels
 from tvmlite.target.target import Target
@@ -45,7 +46,8 @@ if TYPE_CHECKING:   # graph core does not import the search at run time
     from tvmlite.search.measure.protocol import MeasureConfig
 
 __all__ = ["GraphDecisions", "SplitMeasure", "ModelTimer", "KernelTimer", "optimize_in",
-           "decide_layout", "decide_splits", "split_candidates", "prepacked_weights",
+           "decide_layout", "concat_counts", "decide_splits", "split_candidates",
+           "prepacked_weights",
            "interleaved_model_timer", "interleaved_kernel_timer", "feeds_for",
            "LAYOUT_NOISE", "SPLIT_NOISE", "HEAVY_NODES", "HEAVY_OPS"]
 
@@ -85,7 +87,8 @@ class GraphDecisions:
     "default" (not measured: the layout pass's rule) or "nothing to choose" (no conv,
     pool or LRN). ``split`` names the kernels split back, ``split_measures`` the
     measurements behind it (empty: not measured). ``prepacked`` is, per kernel of a
-    built module, the inputs whose packing runs once at load time."""
+    built module, the inputs whose packing runs once at load time; ``concats``
+    ``concat_counts``' (copy kernels, the model's concats of run-time values)."""
     layout: str
     layout_how: str
     layout_seconds: tuple[tuple[str, float], ...] = ()
@@ -93,6 +96,7 @@ class GraphDecisions:
     split_measures: tuple[SplitMeasure, ...] = ()
     split_noise: float = SPLIT_NOISE
     prepacked: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    concats: tuple[int, int] | None = None
 
     def layout_line(self) -> str:
         """``layout: NHWC (measured 1.31x faster than NCHW: ...)`` or how it was set."""
@@ -133,11 +137,20 @@ class GraphDecisions:
         return (f"weights:  pre-packed at load time in {len(packed)} of {len(self.prepacked)} "
                 f"kernel(s)" + (f" ({_few(packed)})" if packed else ""))
 
+    def concat_line(self) -> str | None:
+        """How many of the model's run-time concats are still copies (``concat_counts``)."""
+        if not self.concats or not self.concats[1]:
+            return None
+        copies, model = self.concats
+        return (f"concats:  {copies} copy kernel(s) for the model's {model} concat(s) of "
+                f"run-time values (the others taken apart by the convs and pools that "
+                f"read them)")
+
     def lines(self) -> list[str]:
         """The lines the CLI prints."""
         out = [self.layout_line(), self.split_line()]
-        pre = self.prepack_line()
-        return out + ([pre] if pre else [])
+        extra = [self.concat_line(), self.prepack_line()]
+        return out + [x for x in extra if x]
 
 
 def _ms(seconds: float) -> str:
@@ -245,6 +258,21 @@ def decide_layout(graph: Graph, target: Any = None, layout: str = "auto",
     if graph.kernels is not None:
         raise GraphError(f"decide_layout: graph {graph.name!r} is optimized already; pass "
                          f"the graph as imported (frontend.from_onnx)")
+    g, decisions = _chosen_layout(graph, target, layout, measure, timer, config, noise, feeds)
+    return g, replace(decisions, concats=concat_counts(graph, g))
+
+
+def concat_counts(imported: Graph, optimized: Graph) -> tuple[int, int]:
+    """(concat kernels of ``optimized``, concats of run-time values in ``imported``): a
+    concat the graph passes took apart (``passes.dissolve_concats``) is no copy; shape
+    arithmetic's concats fold to constants and count in neither."""
+    model = sum(n.op == "concat" for n in fold_constants(imported).nodes)
+    return sum(k.nodes[-1].op == "concat" for k in optimized.kernels or ()), model
+
+
+def _chosen_layout(graph: Graph, target: Any, layout: str, measure: bool,
+                   timer: ModelTimer | None, config: "MeasureConfig | None", noise: float,
+                   feeds: Feeds | None) -> tuple[Graph, GraphDecisions]:
     choice = _layout_arg(layout)
     if choice != "AUTO":
         return optimize_in(graph, choice), GraphDecisions(choice, "given")

@@ -16,6 +16,7 @@ from onnx import numpy_helper as nh  # noqa: E402
 from tvmlite.frontend import from_onnx  # noqa: E402
 from tvmlite.graph import optimize  # noqa: E402
 from tvmlite.graph.build import build_graph  # noqa: E402
+from tvmlite.graph.decisions import concat_counts, decide_layout  # noqa: E402
 from tvmlite.graph.passes import dissolve_concats  # noqa: E402
 
 
@@ -87,3 +88,13 @@ def test_concats_it_keeps(case, outputs_close):
     g = optimize(imported)
     assert "concat" in ops(g)
     assert outputs_close(build_graph(g, quiet=True).run(feeds), reference(m, feeds))
+
+
+def test_the_decisions_say_how_many_concats_are_still_copies():
+    taken, _ = fire()
+    kept, _ = fire(out_channels=10)
+    for m, copies in ((taken, 0), (kept, 1)):
+        g, decisions = decide_layout(from_onnx(m), layout="NHWC")
+        assert decisions.concats == concat_counts(from_onnx(m), g) == (copies, 1)
+        assert f"concats:  {copies} copy kernel(s) for the model's 1 concat(s)" in \
+            "\n".join(decisions.lines())
