@@ -87,8 +87,8 @@ class GraphDecisions:
     "default" (not measured: the layout pass's rule) or "nothing to choose" (no conv,
     pool or LRN). ``split`` names the kernels split back, ``split_measures`` the
     measurements behind it (empty: not measured). ``prepacked`` is, per kernel of a
-    built module, the inputs whose packing runs once at load time; ``concats``
-    ``concat_counts``' (copy kernels, the model's concats of run-time values)."""
+    built module, the inputs whose packing runs once at load time; ``concats`` is
+    ``concat_counts``: (copy kernels, the model's concats of run-time values)."""
     layout: str
     layout_how: str
     layout_seconds: tuple[tuple[str, float], ...] = ()
@@ -142,9 +142,10 @@ class GraphDecisions:
         if not self.concats or not self.concats[1]:
             return None
         copies, model = self.concats
+        why = "the others taken apart by the convs and pools that read them" \
+            if copies < model else "their readers cannot take them apart for less"
         return (f"concats:  {copies} copy kernel(s) for the model's {model} concat(s) of "
-                f"run-time values (the others taken apart by the convs and pools that "
-                f"read them)")
+                f"run-time values ({why})")
 
     def lines(self) -> list[str]:
         """The lines the CLI prints."""
