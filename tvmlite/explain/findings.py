@@ -97,6 +97,13 @@ def vector_findings(decisions: tuple, lane_fallbacks: list) -> list[Finding]:
                                "it fails at the first or last lane run lane by lane",
                                f"choose a split factor of {d.loop}'s axis that divides its "
                                "extent"))
+        for cond in d.selects:
+            out.append(Finding("vector", where, f"a select on the lane (`{cond}`) loads in "
+                               f"its branches: each vector takes one branch where all its "
+                               f"lanes agree, the vectors across its border run lane by lane",
+                               f"pad the tensor the select guards (a window then needs no "
+                               f"border), or split {d.loop}'s axis so the border falls "
+                               f"between vectors"))
         for kind, items in (("gather", d.gathers), ("scatter", d.scatters)):
             for buf, stride in items:
                 lanes = gathers_by_codegen.get((buf, stride), 0)

@@ -57,7 +57,9 @@ class VectorDecision:
     """What the pass did with one ``vectorize`` loop. ``lanes`` is 0 when the whole loop
     stayed scalar (``reason`` says why); ``scalar_tail`` elements after the last chunk run
     as scalars; ``guarded`` chunks fall back to scalar lanes where an imperfect split's
-    guard fails; ``gathers``/``scatters`` are (buffer, stride) vector accesses that are not
+    guard fails; ``selects`` are the conditions on the lane of selects that load, on
+    which chunks are versioned (the chunks across a border run lane by lane);
+    ``gathers``/``scatters`` are (buffer, stride) vector accesses that are not
     contiguous; ``calls`` the functions applied to vectors (codegen decides their lanes)."""
     loop: str
     stages: tuple
@@ -70,12 +72,13 @@ class VectorDecision:
     gathers: tuple = ()
     scatters: tuple = ()
     calls: tuple = ()
+    selects: tuple = ()
 
     @property
     def fell_back(self) -> bool:
         """Some lane of this loop runs as scalar code (or as a lane-by-lane access)."""
-        return bool(self.reason or self.scalar_tail or self.guarded or self.gathers
-                    or self.scatters)
+        return bool(self.reason or self.scalar_tail or self.guarded or self.selects
+                    or self.gathers or self.scatters)
 
 
 def vectorize(s: Stmt, native_bytes: int, decisions: list | None = None,
@@ -128,8 +131,14 @@ def _vectorize_loop(loop: For, native_bytes: int, memo: dict) -> tuple[Stmt, Vec
                        _chunk(loop.body, v, BinOp("*", vo, Const(L)), L, memo))
     except NotVectorizable as why:
         return stays_scalar(str(why))
-    decision = VectorDecision(v.name, stages, E, L, chunks, tail, "",
-                              *_vector_accesses(body, v.name))
+    guarded, gathers, scatters, calls = _vector_accesses(body, v.name)
+    inner, split_guard = loop.body, False
+    if isinstance(inner, IfThenElse) and inner.other is None and \
+            v.name in free_vars(inner.cond):
+        inner, split_guard = inner.then, True
+    selects = tuple(str(c) for c in _lane_selects(inner, v.name)) if guarded else ()
+    decision = VectorDecision(v.name, stages, E, L, chunks, tail, "", guarded and split_guard,
+                              gathers, scatters, calls, selects)
     if tail:
         vt = Var(f"{v.name}_t")
         shifted = map_exprs(loop.body, lambda e: substitute(

@@ -134,6 +134,22 @@ def test_forced_scalar_select_says_its_branches_load():
     assert "compute_root" in f.try_
 
 
+def test_a_select_versioned_per_vector_names_its_condition_and_the_border():
+    """A concat along the vector axis (two loads chosen per lane): the vectors on either
+    side of the border are vectors, the one across it lane by lane, and explain says so."""
+    n = 4 * Target.host().vector_lanes("float32")
+    A = te.placeholder((n // 2 + 3,), name="A")
+    B = te.placeholder((n // 2 - 3,), name="B")
+    C = te.compute((n,), lambda i: te.if_then_else(
+        i < n // 2 + 3, A[te.min(i, n // 2 + 2)], B[te.max(i - n // 2 - 3, 0)]), name="C")
+    s = te.create_schedule(C.op)
+    s[C].vectorize(s[C].op.axis[0])
+    check_module(tvmlite.build(s, [A, B, C]), [A, B, C], lambda a, b: np.concatenate([a, b]))
+    (f,) = kinds(explain(s, [A, B, C]), "vector")
+    assert "a select on the lane" in f.what and "across its border run lane by lane" in f.what
+    assert "pad the tensor" in f.try_
+
+
 def test_40_register_block_on_a_16_register_target_spills():
     host = Target.host()
     if host.arch != "x86_64" or "avx2" not in host.features:
