@@ -9,13 +9,15 @@ folded into the second conv's epilogue; a pool works per channel, so ``pool(conc
 ``concat(pool(a), pool(b))``, a concat that the pool's readers dissolve in turn.
 
 A concat goes only when every reader can take it apart (else its copy stays anyway), it
-is not a graph output, its parts are run-time values with whole channel counts, and the
+is not a graph output, its parts are run-time values of static shapes, and the
 partial sums cost less than the copy: a conv over k parts writes and reads k - 1 partial
 outputs, a copy writes and reads the concat once. SqueezeNet's classifier (1000 channels
 out of a 512-channel concat) keeps its copy: split, it ran slower than the copy took.
 Runs before the layout pass, on the imported NCHW graph: the channels are axis 1.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -68,13 +70,15 @@ def _dissolvable(n: Node, nodes: list[Node], g: Graph, edit: GraphEdit) -> bool:
     readers = [m for m in nodes if n.output in m.inputs]
     if not readers or not all(_takes_apart(m, n.output, edit) for m in readers):
         return False
+    if not all(isinstance(d, int) for m in (n, *readers) for d in edit.types[m.output].shape):
+        return False    # a symbolic size: no one traffic to weigh (the copy stays)
     partial_sums = sum((len(n.inputs) - 1) * _elements(m.output, edit)
                        for m in readers if m.op == "conv")
     return partial_sums < _elements(n.output, edit)
 
 
 def _elements(value: str, edit: GraphEdit) -> int:
-    return int(np.prod(edit.types[value].shape))
+    return math.prod(edit.types[value].shape)
 
 
 def _takes_apart(m: Node, value: str, edit: GraphEdit) -> bool:

@@ -13,10 +13,12 @@ from onnx import TensorProto as TP  # noqa: E402
 from onnx import helper as oh  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
+from tvmlite import te  # noqa: E402
 from tvmlite.frontend import from_onnx  # noqa: E402
-from tvmlite.graph import optimize  # noqa: E402
+from tvmlite.graph import Graph, Node, TensorType, optimize  # noqa: E402
 from tvmlite.graph.build import build_graph  # noqa: E402
 from tvmlite.graph.decisions import concat_counts, decide_layout  # noqa: E402
+from tvmlite.graph.ir import attrs_of  # noqa: E402
 from tvmlite.graph.passes import dissolve_concats  # noqa: E402
 
 
@@ -98,3 +100,20 @@ def test_the_decisions_say_how_many_concats_are_still_copies():
         assert decisions.concats == concat_counts(from_onnx(m), g) == (copies, 1)
         assert f"concats:  {copies} copy kernel(s) for the model's 1 concat(s)" in \
             "\n".join(decisions.lines())
+
+
+def test_a_concat_over_a_symbolic_size_is_kept():
+    """No one size to weigh the partial sums at: the copy stays (an imported model over
+    a range is optimized at concrete sizes, so this is a graph built by hand)."""
+    h = te.var("h")
+    types = {"a": TensorType((1, 2, h, 4), "float32"), "b": TensorType((1, 3, h, 4), "float32"),
+             "c": TensorType((1, 5, h, 4), "float32"), "w": TensorType((1, 5, 1, 1), "float32"),
+             "y": TensorType((1, 1, h, 4), "float32")}
+    conv = attrs_of({"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1), "group": 1})
+    g = Graph((Node("concat", ("a", "b"), ("c",), attrs_of({"axis": 1})),
+               Node("conv", ("c", "w"), ("y",), conv)), ("a", "b"), ("y",), types,
+              {"w": np.ones((1, 5, 1, 1), np.float32)})
+    assert dissolve_concats(g) is g
+    fixed = g.replace(types={k: TensorType(tuple(6 if d is h else d for d in t.shape), t.dtype)
+                             for k, t in types.items()})
+    assert "concat" not in ops(dissolve_concats(fixed))
