@@ -25,8 +25,9 @@ from tvmlite.graph.passes import dissolve_concats  # noqa: E402
 def fire(reader: str = "conv", out_channels: int = 3, concat_out: bool = False):
     """(model, feeds): x (1, 4, 6, 6) -> squeeze 1x1 -> expand 1x1 and 3x3 (5 channels
     each) -> concat, read by ``reader`` ("conv": a biased 1x1 conv and a max pool
-    followed by a 3x3 conv; "softmax": a softmax over the channels; "group": a grouped
-    conv) into ``out_channels``; ``concat_out`` makes the concat a graph output too."""
+    followed by a 3x3 conv; "1x1": the 1x1 conv alone; "softmax": a softmax over
+    the channels; "group": a grouped conv) into ``out_channels``; ``concat_out``
+    makes the concat a graph output too."""
     rng = np.random.default_rng(3)
     inits: dict[str, np.ndarray] = {}
 
@@ -39,15 +40,17 @@ def fire(reader: str = "conv", out_channels: int = 3, concat_out: bool = False):
     nodes = conv("x", "ws", 4, 3, 1, "s") + conv("s", "we1", 3, 5, 1, "e1") + \
         conv("s", "we3", 3, 5, 3, "e3") + [oh.make_node("Concat", ["e1", "e3"], ["cat"], axis=1)]
     outs = []
-    if reader == "conv":
+    if reader in ("conv", "1x1"):
         nodes += conv("cat", "wy", 10, out_channels, 1, "y")
+        outs = ["y"]
+    if reader == "conv":
         nodes += [oh.make_node("MaxPool", ["cat"], ["p"], kernel_shape=[2, 2], strides=[2, 2])]
         nodes += conv("p", "wz", 10, out_channels, 3, "z")
         outs = ["y", "z"]
     elif reader == "softmax":
         nodes += [oh.make_node("Softmax", ["cat"], ["y"], axis=1)]
         outs = ["y"]
-    else:
+    elif reader == "group":
         nodes += conv("cat", "wy", 10, out_channels, 1, "y", group=2)
         outs = ["y"]
     if concat_out:
@@ -117,3 +120,16 @@ def test_a_concat_over_a_symbolic_size_is_kept():
     fixed = g.replace(types={k: TensorType(tuple(6 if d is h else d for d in t.shape), t.dtype)
                              for k, t in types.items()})
     assert "concat" not in ops(dissolve_concats(fixed))
+
+
+def test_optimize_leaves_a_fused_graph_as_it_is():
+    """``from_onnx`` over a symbolic size returns the graph optimized (at concrete sizes,
+    carried over the range); through the passes again, its NHWC convs were taken for
+    the model's own and built a conv reading outside its input."""
+    g, _ = fire(reader="1x1")
+    fused = optimize(from_onnx(g))
+    assert optimize(fused) is fused
+    m = onnx.load_from_string(g.SerializeToString())
+    m.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "h"
+    symbolic = from_onnx(m, shapes={"x": (1, 4, (2, 8), 6)})
+    assert symbolic.sizes and optimize(symbolic) is symbolic
