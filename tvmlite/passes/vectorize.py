@@ -122,23 +122,21 @@ def _vectorize_loop(loop: For, native_bytes: int, memo: dict) -> tuple[Stmt, Vec
         return stays_scalar(f"extent {E} is less than two lanes")
     chunks, tail = divmod(E, L)
     v = loop.var
+    guards = _LaneGuards.of(loop.body, v.name)
     try:
         if chunks <= MAX_UNROLLED_CHUNKS:
-            body = seq(*(_chunk(loop.body, v, Const(c * L), L, memo) for c in range(chunks)))
+            body = seq(*(_chunk(guards, v, Const(c * L), L, memo) for c in range(chunks)))
         else:
             vo = Var(f"{v.name}_v")
             body = For(vo, chunks, "serial",
-                       _chunk(loop.body, v, BinOp("*", vo, Const(L)), L, memo))
+                       _chunk(guards, v, BinOp("*", vo, Const(L)), L, memo))
     except NotVectorizable as why:
         return stays_scalar(str(why))
     guarded, gathers, scatters, calls = _vector_accesses(body, v.name)
-    inner, split_guard = loop.body, False
-    if isinstance(inner, IfThenElse) and inner.other is None and \
-            v.name in free_vars(inner.cond):
-        inner, split_guard = inner.then, True
-    selects = tuple(str(c) for c in _lane_selects(inner, v.name)) if guarded else ()
-    decision = VectorDecision(v.name, stages, E, L, chunks, tail, "", guarded and split_guard,
-                              gathers, scatters, calls, selects)
+    selects = tuple(str(c) for c in guards.selects) if guarded else ()
+    decision = VectorDecision(v.name, stages, E, L, chunks, tail, "",
+                              guarded and guards.split is not None, gathers, scatters, calls,
+                              selects)
     if tail:
         vt = Var(f"{v.name}_t")
         shifted = map_exprs(loop.body, lambda e: substitute(
@@ -167,21 +165,37 @@ def _vector_accesses(body: Stmt, v: str) -> tuple:
     return guarded, tuple(sorted(gathers)), tuple(sorted(scatters)), tuple(sorted(calls))
 
 
-def _chunk(body: Stmt, v: Var, base: Expr, L: int, memo: dict) -> Stmt:
+@dataclass(frozen=True)
+class _LaneGuards:
+    """A vectorize loop's body and its guards on the lane, found once per loop (every
+    chunk of it has the same): ``split``, the condition of an ``if`` around the body (an
+    imperfect split), ``inner`` the body inside it, ``selects`` the conditions of its
+    selects that load (``_lane_selects``)."""
+    body: Stmt
+    inner: Stmt
+    split: Expr | None
+    selects: tuple
+
+    @staticmethod
+    def of(body: Stmt, v: str) -> "_LaneGuards":
+        inner, split = body, None
+        if isinstance(body, IfThenElse) and body.other is None and v in free_vars(body.cond):
+            inner, split = body.then, body.cond
+        return _LaneGuards(body, inner, split, tuple(_lane_selects(inner, v)))
+
+
+def _chunk(guards: _LaneGuards, v: Var, base: Expr, L: int, memo: dict) -> Stmt:
     """One chunk of L lanes starting at ``base``; guards on ``v`` checked at both ends
     (``_Chunk.versions``)."""
     ramp = Ramp(simplify(base), 1, L)
     lane_memo = memo.setdefault((v.name, ramp), {})
-    inner, guard = body, None
-    if isinstance(body, IfThenElse) and body.other is None and v.name in free_vars(body.cond):
-        inner, guard = body.then, body.cond
-    if guard is None and not _lane_selects(inner, v.name):
-        return _vec_stmt(body, v.name, ramp, lane_memo)
+    if guards.split is None and not guards.selects:
+        return _vec_stmt(guards.body, v.name, ramp, lane_memo)
     lanes = Var(f"{v.name}_l")
-    scalar = For(lanes, L, "serial", map_exprs(body, lambda e: substitute(
+    scalar = For(lanes, L, "serial", map_exprs(guards.body, lambda e: substitute(
         e, {v.name: BinOp("+", base, lanes)})))
     chunk = _Chunk(v.name, base, L, ramp, lane_memo, scalar)
-    return chunk.versions(inner, guard)
+    return chunk.versions(guards.inner, guards.split)
 
 
 @dataclass(frozen=True)

@@ -34,16 +34,14 @@ PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
 )
 
 
-def optimize(g: Graph, debug: bool = False,
-             passes: tuple[Callable[[Graph], Graph], ...] | None = None) -> Graph:
-    """``g`` through every pass of ``passes`` (default ``PIPELINE``); ``debug`` prints the
-    graph after each. A graph optimized already (fused: ``from_onnx`` of a model over a
-    symbolic size returns one) comes back as it is: through the passes again, its NHWC
-    convs were taken for the model's own and it built kernels that read outside their
-    inputs."""
+def optimize(g: Graph, debug: bool = False) -> Graph:
+    """``g`` through every pass of ``PIPELINE``; ``debug`` prints the graph after each.
+    A graph optimized already (fused: ``from_onnx`` of a model over a symbolic size
+    returns one) comes back as it is: through the passes again, its NHWC convs were
+    taken for the model's own and it built kernels that read outside their inputs."""
     if g.kernels is not None:
         return g
-    for p in PIPELINE if passes is None else passes:
+    for p in PIPELINE:
         g = p(g)
         if debug:
             print(f"-- after {p.__name__}\n{g}")
