@@ -9,6 +9,7 @@ import pytest
 
 import tvmlite
 from tvmlite import te
+from tvmlite.ops.common import pad
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.testing import reference
 
@@ -250,6 +251,36 @@ def test_user_compute_symbolic_index_and_reduction():
         o = np.full((8,), np.nan, "float32")
         mod(a, o)
         np.testing.assert_allclose(o, (a[::-1] * 2).sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_axes_named_like_a_size_are_told_apart_from_it():
+    """A size ``h`` and an axis ``h`` (an NHWC pad's loop; a reduction named ``k`` over a
+    size ``k``): variables go by name, so the pad's guard ``h < h + 1`` once read as true
+    and the last padded row came from past the input's end. The input is the head of a
+    larger array filled with a value no pad would produce, so such a read shows."""
+    h, k = te.var("h"), te.var("k")
+    A = te.placeholder((h, 3), name="A")
+    P = te.compute((h + 2, 3), lambda h_, c: te.if_then_else(
+        te.all(h_ >= 1, h_ < h + 1), A[h_ - 1, c], 0.0), name="P")
+    assert [iv.name for iv in P.op.axis] == ["h_", "c"]
+    P = pad(A, (1, 0), "HC", name="P")
+    assert [iv.name for iv in P.op.axis] == ["h_1", "c"]
+    B = te.placeholder((4, k), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    S = te.compute((4,), lambda i: te.sum(B[i, r], axis=r), name="S")
+    assert [iv.name for iv in S.op.body.axes] == ["k_1"]
+    pad_mod = tvmlite.build(te.create_schedule(P.op), [A, P])
+    sum_mod = tvmlite.build(te.create_schedule(S.op), [B, S])
+    for m in (1, 2, 5):
+        poisoned = np.full(m * 3 + 64, 1e30, "float32")
+        poisoned[:m * 3] = rand((m * 3,))
+        a = poisoned[:m * 3].reshape(m, 3)
+        p = np.full((m + 2, 3), np.nan, "float32")
+        pad_mod(a, p)
+        np.testing.assert_array_equal(p, np.pad(a, ((1, 1), (0, 0))))
+        b, s = rand((4, m)), np.full((4,), np.nan, "float32")
+        sum_mod(b, s)
+        np.testing.assert_allclose(s, b.sum(axis=1), rtol=1e-5)
 
 
 def test_size_only_inside_expressions_is_refused():

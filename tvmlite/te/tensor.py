@@ -31,10 +31,11 @@ from tvmlite.ir.expr import (
     check_dtype,
     const,
     is_float,
+    rebuild,
     walk,
 )
 from tvmlite.ir.names import IDENT, RESERVED, RESERVED_PREFIXES  # noqa: F401 (IDENT re-exported)
-from tvmlite.ir.symbolic import SizeVar, fold, is_size_expr, is_static
+from tvmlite.ir.symbolic import SizeVar, fold, is_size_expr, is_static, size_vars
 from tvmlite.te.casts import cast  # noqa: F401 (te.cast, re-exported here as before)
 
 __all__ = ["placeholder", "compute", "reduce_axis", "sum", "max", "min", "if_then_else",
@@ -258,8 +259,43 @@ def compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str = "com
     body = as_expr(fcompute(*axis))
     if body.dtype == "bool":
         body = Cast("int32", body)
+    axis, body = apart_from_sizes(axis, body)
     check_body(name, axis, body)
     return ComputeOp(name, axis, body, tag, attrs).output(0)
+
+
+def apart_from_sizes(axis: tuple[IterVar, ...], body: Expr
+                     ) -> tuple[tuple[IterVar, ...], Expr]:
+    """The axes (and the body's reduce axes) renamed where one has the name of a size the
+    compute uses: variables are told apart by name, so a pad over ``(N, h + 2, W, C)``
+    whose loop is named ``h`` (an NHWC layout's axis) would read its guard ``h < h + 1``
+    as always true, and the lowering's renaming of the loop would rename the size too."""
+    reduces = body.axes if isinstance(body, Reduce) else ()
+    sizes = {v.name for e in [body, *(iv.extent for iv in (*axis, *reduces))]
+             for v in size_vars(e)}
+    names = {iv.name for iv in (*axis, *reduces)}
+    renamed: dict[str, str] = {}
+    for n in sorted(names & sizes):
+        k = 1
+        while f"{n}_{k}" in names | sizes:
+            k += 1
+        renamed[n] = f"{n}_{k}"
+        names.add(renamed[n])
+    if not renamed:
+        return axis, body
+
+    def rename(iv: IterVar) -> IterVar:
+        new = renamed.get(iv.name)
+        return iv if new is None else IterVar(Var(new, iv.var.dtype), iv.extent, iv.kind, iv.min)
+
+    def go(e: Expr) -> Expr:
+        if type(e) is Var and e.name in renamed:   # an axis, not a SizeVar of that name
+            return Var(renamed[e.name], e.dtype)
+        if isinstance(e, Reduce):
+            return Reduce(e.combiner, go(e.source), tuple(rename(iv) for iv in e.axes),
+                          None if e.where is None else go(e.where))
+        return rebuild(e, go)
+    return tuple(rename(iv) for iv in axis), go(body)
 
 
 class ZeroDivisorError(TvmliteError, ZeroDivisionError, ValueError):
