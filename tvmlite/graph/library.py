@@ -4,8 +4,8 @@
 declarations are the exported headers' own), and calls ``<name>_init`` on the weights
 file. ``run(feeds)`` checks every feed against the manifest (name, shape, dtype: each
 error names the input) and calls ``<name>_run``; ``time_run`` gives the latency of
-whole runs, and ``profile`` the time of each fused kernel through the kernels' own C
-timers, on buffers laid out as the manifest says. A model with a symbolic size
+whole runs, and ``profile`` the time of each fused kernel inside runs (``<name>_profile``),
+as the run reaches it or hot in cache. A model with a symbolic size
 (manifest ``sizes``) reads it from the feeds' shapes, checks its range (a FeedError) and
 passes it first to ``<name>_run`` and to the kernels that take it.
 """
@@ -137,35 +137,28 @@ class ModelLibrary:
             times.append(time.perf_counter() - t0)
         return times
 
-    def profile(self, feeds: Mapping[str, Any], repeat: int = 5) -> list[tuple[str, float]]:
-        """(kernel name, median seconds per call) of each kernel, in run order, timed
-        by its C timer on buffers of the manifest's shapes (weights from the file)."""
-        m = self.manifest
-        blob = np.fromfile(self.dir / m["weights"]["file"], np.uint8)
-        values: dict[str, np.ndarray] = {}
-        for name, off in m["weight_offsets"].items():
-            spec = m["values"].get(name)
-            if spec is None:
-                continue
-            dt = np.dtype(spec["dtype"])
-            n = int(np.prod(spec["shape"]))
-            arr = empty(tuple(spec["shape"]), spec["dtype"])
-            arr[...] = blob[off:off + n * dt.itemsize].view(dt).reshape(spec["shape"])
-            values[name] = arr
-        ins, sizes = self._check(feeds)
-        for spec, a in zip(m["inputs"], ins):
-            values[spec["name"]] = a
-        out = []
-        for k in m["kernels"]:
-            arrays = []
-            for v in k["args"]:
-                if v not in values:
-                    spec = m["values"][v]
-                    values[v] = empty(self._shape(spec, sizes), spec["dtype"])
-                arrays.append(values[v])
-            ptrs = [sizes[n] for n in k.get("sizes", [])] + [
-                self.ffi.cast("void *", a.ctypes.data) for a in arrays]
-            timer = getattr(self.lib, f"{k['function']}_time")
-            times = [timer(*ptrs, 1) for _ in range(repeat)]
-            out.append((k["name"], statistics.median(times)))
-        return out
+    def profile(self, feeds: Mapping[str, Any], repeat: int = 5,
+                hot: bool = False) -> list[tuple[str, float]]:
+        """(kernel name, median seconds) of each kernel, in run order, timed inside
+        ``<name>_profile`` runs: on the run's own buffers (arena, pre-packed weights), each
+        kernel as the run reaches it -- its inputs just written by the kernels before,
+        its weights wherever the last run left them -- so the times add up to a run. With
+        ``hot``, each is timed after two more calls of it on the same buffers, its inputs
+        in cache: as a tuner times it, which is what the gap between the two shows."""
+        try:
+            fn = getattr(self.lib, f"{self.name}_profile")
+        except AttributeError:
+            raise LibraryError(f"{self.dir} has no {self.name}_profile (exported by an "
+                               f"older tvmlite): export the model again") from None
+        _, arrays, ptrs = self._call(feeds)   # arrays: alive while C uses the pointers
+        n = len(self.manifest["kernels"])
+        seconds = self.ffi.new("double[]", n)
+        runs: list[list[float]] = [[] for _ in range(n)]
+        for r in range(repeat + 1):   # the first run warms up
+            if fn(*ptrs, 3 if hot else 1, seconds) != 0:
+                raise LibraryError(f"{self.name}_profile: {self.last_error()}")
+            if r:
+                for i in range(n):
+                    runs[i].append(seconds[i])
+        return [(k["name"], statistics.median(t))
+                for k, t in zip(self.manifest["kernels"], runs)]

@@ -170,10 +170,21 @@ def test_prepacked_weights_are_packed_once_in_init(tmp_path):
     out = tmp_path / "lib"
     mod.export_library(out, name="net")
     assert "net_init" in (out / "net.c").read_text() and "_pack_" in (out / "net.c").read_text()
-    from tvmlite.graph.library import ModelLibrary
-    got = ModelLibrary(out).run({"x": x})
-    for a, b in zip(got, ref):
+    from tvmlite.graph.library import LibraryError, ModelLibrary
+    lib = ModelLibrary(out)
+    # profiled inside runs, on the packed weights: each kernel as the run reaches it and
+    # hot (called again first), and the run's outputs unchanged by it
+    for hot in (False, True):
+        prof = lib.profile({"x": x}, repeat=2, hot=hot)
+        assert [n for n, _ in prof] == [k["name"] for k in lib.manifest["kernels"]]
+        assert all(t > 0 for _, t in prof)
+    for a, b in zip(lib.run({"x": x}), ref):
         assert np.abs(a - b).max() <= 1e-3 * np.abs(b).max() + 1e-4
+    header = out / "net.h"   # a library exported before _profile existed
+    header.write_text("\n".join(ln for ln in header.read_text().splitlines()
+                                if "net_profile" not in ln))
+    with pytest.raises(LibraryError, match="export the model again"):
+        ModelLibrary(out).profile({"x": x})
 
 
 def test_identical_kernels_share_one_function_and_each_packs_its_own_weights(tmp_path):

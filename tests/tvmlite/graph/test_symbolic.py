@@ -244,6 +244,11 @@ def test_the_c_library_takes_and_checks_the_size(library):
     ptr = [lib.ffi.cast("void *", a.ctypes.data) for a in (x, y)]
     assert run(MAX_LEN + 1, *ptr) == 6 and run(0, *ptr) == 6
     assert "L = 0 is outside [1, 24]" in lib.last_error()
+    profile, seconds = getattr(lib.lib, "attn_profile"), lib.ffi.new("double[]", 64)
+    assert profile(MAX_LEN + 1, *ptr, 1, seconds) == 6 and profile(3, *ptr, 0, seconds) == 7
+    assert "calls must be at least 1" in lib.last_error()
+    prof = lib.profile({"x": feed(5)}, repeat=2, hot=True)
+    assert len(prof) == len(manifest["kernels"]) and all(t > 0 for _, t in prof)
     with pytest.raises(FeedError, match=r"\(L\); the model runs at L in \[1, 24\]"):
         lib.run({"x": x})
     assert not isinstance(FeedError("x"), LibraryError)
