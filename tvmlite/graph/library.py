@@ -145,6 +145,8 @@ class ModelLibrary:
         its weights wherever the last run left them -- so the times add up to a run. With
         ``hot``, each is timed after two more calls of it on the same buffers, its inputs
         in cache: as a tuner times it, which is what the gap between the two shows."""
+        if not isinstance(repeat, int) or repeat < 1:
+            raise ValueError(f"profile(repeat=...) takes a count of at least 1, got {repeat!r}")
         try:
             fn = getattr(self.lib, f"{self.name}_profile")
         except AttributeError:

@@ -180,6 +180,8 @@ def test_prepacked_weights_are_packed_once_in_init(tmp_path):
         assert all(t > 0 for _, t in prof)
     for a, b in zip(lib.run({"x": x}), ref):
         assert np.abs(a - b).max() <= 1e-3 * np.abs(b).max() + 1e-4
+    with pytest.raises(ValueError, match="at least 1"):
+        lib.profile({"x": x}, repeat=0)
     header = out / "net.h"   # a library exported before _profile existed
     header.write_text("\n".join(ln for ln in header.read_text().splitlines()
                                 if "net_profile" not in ln))
