@@ -66,6 +66,20 @@ def summary_line(row: dict) -> str:
     return f"{row['model']}: " + "; ".join(parts)
 
 
+def _processes(a: argparse.Namespace) -> str:
+    n = getattr(a, "processes", 1)
+    return "a fresh process" if n == 1 else f"{n} fresh processes"
+
+
+def _spreads(rows: list[dict], present: list[str]):
+    """Per model, each contender's fastest and slowest process, where it had several."""
+    for r in rows:
+        parts = [f"{CONTENDERS[w]} {min(ps) * 1e3:.3g}-{max(ps) * 1e3:.3g}"
+                 for w in present if len(ps := (r.get(w) or {}).get("process_seconds", [])) > 1]
+        if parts:
+            yield f"{r['model']}, fastest-slowest process, ms -- " + "; ".join(parts)
+
+
 def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
@@ -78,7 +92,8 @@ def tables(rows: list[dict], a: argparse.Namespace) -> list[results.Table]:
         tuple((r["model"], r.get("source"), *(_ms(r, w) for w in present),
                (r.get("openvino-default") or {}).get("precision")) for r in rows),
         f"latency, ms (batch 1, {a.threads} threads, median of {a.repeat} samples, "
-        "each contender in a fresh process)", tuple(_skipped(rows, present)))
+        f"each contender in {_processes(a)}: the median process)",
+        tuple(_skipped(rows, present)) + tuple(_spreads(rows, present)))
     peers = [p for p in SPEEDUP_PEERS if p in present and p != "tuned"]
     ratio_rows = [(r["model"], ours(r), *(speedup(r, p) for p in peers)) for r in rows]
     gm = ("geometric mean", "", *(geomean([s for r in rows if (s := speedup(r, p))])

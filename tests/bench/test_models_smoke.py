@@ -32,6 +32,7 @@ def _bench_module(name: str):
 report = _bench_module("models_report")
 onnx_models = _bench_module("onnx_models")
 peers = _bench_module("peers")
+models = _bench_module("models")
 
 ARGS = argparse.Namespace(threads=2, repeat=25, trials_per_task=64, quick=False,
                           openvino_python="ov", torch_python="pt", tvm_python="tvm",
@@ -149,3 +150,16 @@ def test_answers_are_kept_and_fresh_retimes_but_keeps_tunings(tmp_path):
     assert len(calls) == 3
     assert run(False).cached(tmp_path / "e.json", {}, lambda: {"error": "x"}) == {"error": "x"}
     assert not (tmp_path / "e.json").exists()           # errors are not kept
+
+
+def test_a_figure_is_the_median_process_and_the_report_gives_the_spread():
+    answers = [{"seconds": t, "version": "x"} for t in (0.007, 0.0032, 0.0044)]
+    answer = models.across_processes(answers)
+    assert answer == {"seconds": 0.0044, "version": "x",
+                      "process_seconds": [0.007, 0.0032, 0.0044]}
+    failed = models.across_processes([answers[0], {"error": "crashed"}])
+    assert failed == {"error": "crashed"}
+    rows = [dict(ROWS[1], tvm={**ROWS[1]["tvm"], "process_seconds": [0.0032, 0.009]})]
+    latency = report.tables(rows, argparse.Namespace(**vars(ARGS), processes=3))[0]
+    assert "each contender in 3 fresh processes" in latency.title
+    assert "b, fastest-slowest process, ms -- TVM MetaSchedule 3.2-9" in latency.notes
