@@ -70,7 +70,6 @@ def peer_python(name: str) -> str:
     return os.environ.get(f"TVMLITE_{name.upper()}_PYTHON", sys.executable)
 
 
-
 def across_processes(answers: list[dict]) -> dict:
     """One contender's answer from its fresh processes: the first's, with ``seconds`` the
     median of the processes' medians and ``process_seconds`` each of them. On a VM whose
@@ -82,6 +81,7 @@ def across_processes(answers: list[dict]) -> dict:
         return failed[0]
     each = [float(a["seconds"]) for a in answers]
     return {**answers[0], "seconds": statistics.median(each), "process_seconds": each}
+
 
 class Run:
     """One benchmark run: the options, and each (model, contender) answer, read from the

@@ -242,7 +242,9 @@ def compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str = "com
             tag: str = "", attrs: dict | None = None) -> Tensor:
     """A new tensor whose element at the output coordinates is ``fcompute(*coords)``.
 
-    Axis names come from the lambda's argument names, so loops print as ``i``, ``j``.
+    Axis names come from the lambda's argument names, so loops print as ``i``, ``j``;
+    one that is the name of a size the compute uses is renamed (``h`` -> ``h_1``), so
+    take a compute's axes from ``op.axis`` and ``op.reduce_axis`` to schedule them.
     """
     check_name(name, "compute name")
     shape = check_shape(shape, f"compute {name}")
