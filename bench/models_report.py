@@ -14,7 +14,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from bench import results
 
@@ -71,7 +71,7 @@ def _processes(a: argparse.Namespace) -> str:
     return "a fresh process" if n == 1 else f"{n} fresh processes"
 
 
-def _spreads(rows: list[dict], present: list[str]):
+def _spreads(rows: list[dict], present: list[str]) -> Iterator[str]:
     """Per model, each contender's fastest and slowest process, where it had several."""
     for r in rows:
         parts = [f"{CONTENDERS[w]} {min(ps) * 1e3:.3g}-{max(ps) * 1e3:.3g}"

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from tvmlite.ir.dtypes import INT_DTYPES, value_range
 from tvmlite.ir.expr import BinOp, Cast, Cmp, Const, Reduce, TensorRead, Var, rebuild, substitute
+from tvmlite.ir.names import unique_name
 from tvmlite.ir.symbolic import as_extent_expr, ext_mul, same_extent
 from tvmlite.schedule.state import (
     ScheduleError,
@@ -22,7 +23,7 @@ from tvmlite.schedule.state import (
     State,
     fresh_stage,
 )
-from tvmlite.schedule.steps import Step, check_step_int, unique_name
+from tvmlite.schedule.steps import Step, check_step_int
 from tvmlite.te.tensor import ComputeOp, IterVar, Tensor
 
 # -- stage-creating steps ------------------------------------------------------------

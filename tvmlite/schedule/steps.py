@@ -13,12 +13,12 @@ are ``schedule.stage_steps``; the JSON registry is ``schedule.step_json``.
 """
 from __future__ import annotations
 
-import hashlib
 from abc import abstractmethod
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from tvmlite.checks import check_int
+from tvmlite.ir.names import unique_name
 from tvmlite.ir.symbolic import ceil_div, ext_prod, is_static
 from tvmlite.schedule.state import (
     ANNOTATIONS,
@@ -47,22 +47,6 @@ def check_step_int(value: Any, what: str, lo: int = 1, hi: int = MAX_FACTOR) -> 
     """``value`` if it is an int in ``[lo, hi]`` (a Step's factors and indices), else a
     ScheduleError naming ``what``."""
     return check_int(value, what, lo, hi, error=ScheduleError)
-
-
-MAX_LOOP_NAME = 48  # generated loop names stay well inside IDENT's 64 characters
-
-
-def unique_name(name: str, taken: set) -> str:
-    """``name``, made unique among ``taken``; a generated name that grew too long (deep
-    splits, many fused loops) keeps its head and a digest of the rest, deterministically."""
-    if len(name) > MAX_LOOP_NAME:
-        digest = hashlib.sha1(name.encode()).hexdigest()[:8]
-        name = f"{name[:MAX_LOOP_NAME - 9]}_{digest}"
-    out, n = name, 0
-    while out in taken:
-        n += 1
-        out = f"{name}_{n}"
-    return out
 
 
 class Step:

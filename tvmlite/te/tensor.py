@@ -34,7 +34,7 @@ from tvmlite.ir.expr import (
     rebuild,
     walk,
 )
-from tvmlite.ir.names import IDENT, RESERVED, RESERVED_PREFIXES  # noqa: F401 (IDENT re-exported)
+from tvmlite.ir.names import IDENT, RESERVED, RESERVED_PREFIXES, unique_name  # noqa: F401 (IDENT re-exported)
 from tvmlite.ir.symbolic import SizeVar, fold, is_size_expr, is_static, size_vars
 from tvmlite.te.casts import cast  # noqa: F401 (te.cast, re-exported here as before)
 
@@ -278,10 +278,7 @@ def apart_from_sizes(axis: tuple[IterVar, ...], body: Expr
     names = {iv.name for iv in (*axis, *reduces)}
     renamed: dict[str, str] = {}
     for n in sorted(names & sizes):
-        k = 1
-        while f"{n}_{k}" in names | sizes:
-            k += 1
-        renamed[n] = f"{n}_{k}"
+        renamed[n] = unique_name(n, names | sizes)
         names.add(renamed[n])
     if not renamed:
         return axis, body
