@@ -177,7 +177,8 @@ def test_prepacked_weights_are_packed_once_in_init(tmp_path):
     for hot in (False, True):
         prof = lib.profile({"x": x}, repeat=2, hot=hot)
         assert [n for n, _ in prof] == [k["name"] for k in lib.manifest["kernels"]]
-        assert all(t > 0 for _, t in prof)
+        # a tiny kernel can take less than a coarse clock's tick: none negative, the run not 0
+        assert all(t >= 0 for _, t in prof) and sum(t for _, t in prof) > 0
     for a, b in zip(lib.run({"x": x}), ref):
         assert np.abs(a - b).max() <= 1e-3 * np.abs(b).max() + 1e-4
     with pytest.raises(ValueError, match="at least 1"):

@@ -248,7 +248,8 @@ def test_the_c_library_takes_and_checks_the_size(library):
     assert profile(MAX_LEN + 1, *ptr, 1, seconds) == 6 and profile(3, *ptr, 0, seconds) == 7
     assert "calls must be at least 1" in lib.last_error()
     prof = lib.profile({"x": feed(5)}, repeat=2, hot=True)
-    assert len(prof) == len(manifest["kernels"]) and all(t > 0 for _, t in prof)
+    assert len(prof) == len(manifest["kernels"]) and all(t >= 0 for _, t in prof)
+    assert sum(t for _, t in prof) > 0
     with pytest.raises(FeedError, match=r"\(L\); the model runs at L in \[1, 24\]"):
         lib.run({"x": x})
     assert not isinstance(FeedError("x"), LibraryError)
