@@ -113,7 +113,7 @@ def mutate(decisions: dict, extents: dict, rng: random.Random, limit: int = MAX_
         kind = k.split(":", 1)[0]
         if kind in ("tile", "rfactor", "rfvec", "rfser"):
             kinds["tile"].append(k)
-        elif kind in ("at", "fuse", "prepack"):
+        elif kind in ("at", "fuse", "panels", "prepack"):
             kinds["at"].append(k)
         elif kind in kinds:
             kinds[kind].append(k)
@@ -133,6 +133,8 @@ def mutate(decisions: dict, extents: dict, rng: random.Random, limit: int = MAX_
         new[key] = rng.choice([u for u in steps if u != decisions[key]] or list(steps))
     elif key.startswith("fuse:"):
         new[key] = 3 - decisions[key]
+    elif key.startswith("panels:"):
+        new[key] = 1 - decisions[key]
     else:
         del new[key]          # at / parallel / rfactor: realize samples a fresh value
     return new

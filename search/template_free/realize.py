@@ -9,16 +9,18 @@ sampling is ``realize(sketch, {}, rng)`` and a mutation is "change one decision,
 again": the search never edits Steps directly, and every candidate it builds is a Step
 list that the core checked.
 
-Decision keys: ``tile:<stage>.<axis>`` (inner factors, outermost first), ``fuse:<stage>``
-(tile level 1 or 2 where it joins its consumer), ``rfactor:<stage>``, ``rfvec:<stage>``
-and ``rfser:<stage>`` (factor, vector split and vector chunks per thread inside the
-reduction of an rfactor), ``at:<stage>`` (index into the stage's candidate compute
-locations; 0 = root, then inline where allowed), ``parallel:<stage>`` (outer loops fused
-into the parallel loop), ``unroll:<stage>`` (auto_unroll_max_step), ``prepack:<input>``
-(for an input the task declares constant: 0 = pack inside the kernel, as cache_read does,
-else the panel width of the layout it is pre-packed in, ``tvmlite.schedule.prepack``),
-``tensorize:<stage>`` (1: the dot block uses the target's intrinsic) and ``dot:<stage>``
-(its [rows, vectors]).
+Decision keys: ``tile:<stage>.<axis>`` (inner factors, outermost first),
+``fuse:<stage>`` (tile level 1 or 2 where it joins its consumer), ``panels:<stage>`` (1:
+the consumer's outermost loop is the vectorized axis's, so a task keeps one panel of the
+operand read along the vector in cache while it walks the rows; 0: the axes' own order),
+``rfactor:<stage>``, ``rfvec:<stage>`` and ``rfser:<stage>`` (factor, vector split and
+vector chunks per thread inside the reduction of an rfactor), ``at:<stage>`` (index into
+the stage's candidate compute locations; 0 = root, then inline where allowed),
+``parallel:<stage>`` (outer loops fused into the parallel loop), ``unroll:<stage>``
+(auto_unroll_max_step), ``prepack:<input>`` (for an input the task declares constant: 0
+= pack inside the kernel, as cache_read does, else the panel width of the layout it is
+pre-packed in, ``tvmlite.schedule.prepack``), ``tensorize:<stage>`` (1: the dot block
+uses the target's intrinsic) and ``dot:<stage>`` (its [rows, vectors]).
 """
 from __future__ import annotations
 
@@ -199,6 +201,10 @@ def _apply_fuse(s: Schedule, stage: str, consumer: str, decisions: dict,
         for lv in range(level):
             outer[lv].append(names[lv])
         inner.append(names[level])
+    first = decide(decisions, f"panels:{stage}", lambda v: v in (0, 1),
+                   lambda: rng.choice((0, 1)))
+    if first and len(outer[0]) > 1:   # the vectorized axis's panel loop outside the rows
+        outer[0].insert(0, outer[0].pop())
     order = [n for lv in outer for n in lv] + inner
     s[consumer].reorder(*order)
     s[stage].compute_at(s[consumer], outer[-1][-1])

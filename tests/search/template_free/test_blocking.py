@@ -19,6 +19,7 @@ from tvmlite.search.template_free.blocking import (
     ROWS_SHARE,
     block_rows_axis,
     blocked_decisions,
+    panels_outweigh_rows,
     register_block,
 )
 from tvmlite.search.template_free.evolution import Candidate
@@ -273,3 +274,33 @@ def test_register_block_reads_rows_vectors_and_the_rows_extent():
     assert register_block(wl, sk, loose, 8) == (6, 2, 56)       # 6 rows and a remainder
     gemv = Workload.from_op("matmul", 1, 256, 256)
     assert register_block(gemv, generate_sketches(gemv)[0], {}, 8)[0] in (0, 1)
+
+
+@pytest.mark.parametrize("size,panels", [(7, 1), (28, 0)])
+def test_panels_go_outside_the_rows_where_the_weights_outweigh_the_input(size, panels):
+    """Packed once at load time, a deep layer's weights (7 x 7 x 64 -> 64, 3x3: 36864
+    against an input of 3136) are walked panel by panel, each panel over every row, so
+    a task keeps one panel in L2 instead of sweeping all of them again per row tile; a
+    shallow layer (28 x 28) keeps the rows outside; a panel packed inside the kernel
+    stays at its own loop. The kernel is right either way."""
+    wl = Workload.from_op("conv2d_nhwc", 1, size, size, 64, 64, 3, padding=1)
+    sk = next(sk for sk in generate_sketches(wl) if "cache-read" in str(sk)
+              and "cache-write" in str(sk))
+    assert panels_outweigh_rows(wl.schedule().state.stage("conv2d_nhwc"), "f") == bool(panels)
+    assert blocked_decisions(wl, sk, HOST, ["weight"])["panels:conv2d_nhwc_local"] == 0
+    d = blocked_decisions(wl, sk, HOST, ["weight"], prepack=True)
+    assert d["panels:conv2d_nhwc_local"] == panels
+    s, _ = realize(wl, sk, d, random.Random(0), HOST, ["weight"])
+    parallel = s.state.stage("conv2d_nhwc").leaves[0].name     # every outer loop, fused
+    assert parallel == ("f_outer_n_h_outer_w_outer_fused" if panels else
+                        "n_h_outer_w_outer_f_outer_fused")
+    mod = build(s, list(wl.tensors))
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, (1, size, size, 64)).astype("float32")
+    w = rng.uniform(-1, 1, (3, 3, 64, 64)).astype("float32")
+    out = np.full((1, size, size, 64), np.nan, "float32")
+    mod(x, w, out)
+    xp = np.pad(x.astype("float64"), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = sum(np.einsum("nhwc,cf->nhwf", xp[:, i:i + size, j:j + size], w[i, j])
+               for i in range(3) for j in range(3))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
