@@ -13,6 +13,8 @@ from onnx import helper as oh  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
 from tvmlite.cli.commands import main  # noqa: E402
+from tvmlite.target.intrinsics import best_intrinsic  # noqa: E402
+from tvmlite.target.target import Target  # noqa: E402
 
 
 def tiny_model(tmp_path):
@@ -44,6 +46,22 @@ def test_compile_bf16_reports_its_error_against_fp32(tmp_path, capsys):
     assert (tmp_path / "lib" / "libmodel.so").exists()
     assert main(["compile", str(path), "--layout", "nhwc", "--out", str(tmp_path / "f")]) == 0
     assert "error:" not in capsys.readouterr().out      # fp32: nothing to compare
+
+
+def test_bf16_on_a_target_without_bf16_dot_products_says_what_it_costs(tmp_path, capsys):
+    """Zen 3 (AVX2) has no bf16 arithmetic: a bf16 build there only stores bf16, and the
+    summary says so; a host with AVX512-BF16 is not told."""
+    path, _ = tiny_model(tmp_path)
+    host = Target.host()
+    cases = [("host", best_intrinsic(host.arch, host.features, "bfloat16", "bfloat16",
+                                     "float32") is None)]
+    if host.arch == "x86_64" and "avx2" in host.features:
+        cases.append(("x86_64-avx2", True))
+    for target, told in cases:
+        assert main(["compile", str(path), "--precision", "bf16", "--layout", "nhwc",
+                     "--target", target, "--out", str(tmp_path / target)]) == 0
+        out = capsys.readouterr().out
+        assert ("has no bf16 dot product" in out) == told, out
 
 
 def test_a_bad_precision_is_a_usage_error(tmp_path, capsys):
