@@ -192,6 +192,7 @@ def _apply_fuse(s: Schedule, stage: str, consumer: str, decisions: dict,
     outer: list[list[str]] = [[] for _ in range(level)]
     inner: list[str] = []
     spatial = [it for it in producer.roots if it.kind == "spatial"]
+    panel = None                           # the outermost loop of the vectorized axis
     for p_it, c_it in zip(spatial, cons.roots):
         f = decisions.get(f"tile:{stage}.{p_it.name}")
         if f is None:                      # extent 1: nothing to tile
@@ -201,10 +202,11 @@ def _apply_fuse(s: Schedule, stage: str, consumer: str, decisions: dict,
         for lv in range(level):
             outer[lv].append(names[lv])
         inner.append(names[level])
-    first = decide(decisions, f"panels:{stage}", lambda v: v in (0, 1),
-                   lambda: rng.choice((0, 1)))
-    if first and len(outer[0]) > 1:   # the vectorized axis's panel loop outside the rows
-        outer[0].insert(0, outer[0].pop())
+        panel = names[0]
+    if panel is not None and len(outer[0]) > 1 and decide(
+            decisions, f"panels:{stage}", lambda v: v in (0, 1), lambda: rng.choice((0, 1))):
+        outer[0].remove(panel)             # the panel loop outside the rows
+        outer[0].insert(0, panel)
     order = [n for lv in outer for n in lv] + inner
     s[consumer].reorder(*order)
     s[stage].compute_at(s[consumer], outer[-1][-1])
