@@ -184,10 +184,14 @@ def tune_dynamic(task: Any, trials: int, log_file: Any, options: TuningOptions,
             # least one candidate while a measurement is left (a resumed run whose log
             # holds the blocked candidates has no other source: none proposed would end
             # the search with its budget unspent, as if the space were exhausted)
+            left = trials - probes - spent
             want = max(1, min(per_round if not turn else options.measures_per_round,
-                              int((trials - probes - spent) / max(1.0, each))))
+                              int(left / max(1.0, each))))
             if turn and want < max(2, per_round // 2):
-                break          # a handful of candidates is not worth a round's search
+                # a handful of candidates is not worth a round's search of its own: the
+                # last round takes one per measurement left, so the budget is spent even
+                # where its waves stop early (a slow or failed candidate)
+                want = left
             t0 = time.perf_counter()
             batch = _propose(policies, sizes, want, turn, seen)
             if not turn:    # the blocked candidates, at the largest size (module doc)

@@ -255,6 +255,23 @@ def test_candidates_are_measured_outward_from_their_size(tmp_path):
     _matmul_check(task.apply_best(log), k=32, n=32, sizes=(1, 2, 3, 19, 20, 39, 40, 41, 129))
 
 
+def test_the_budget_is_spent_where_the_waves_stop_early(tmp_path, monkeypatch):
+    """Every candidate stops at its own size (as one slower than SPREAD times the best
+    there, or failed, does): the rounds still spend the whole budget -- the last takes a
+    candidate per measurement left, where it used to end a measurement or two short."""
+    from tvmlite.search.template_free import dynamic
+    monkeypatch.setattr(dynamic, "SPREAD", 0.0)
+    task = search.SearchTask(func=tvmlite.ops.matmul, args=(te.var("M"), 32, 32),
+                             shapes={"M": [3, 20, 40]})
+    quick = search.TuningOptions(seed=0, measures_per_round=4, population=16, generations=1,
+                                 number=1, repeat=1, min_repeat_ms=0, pretrained=False)
+    log = tmp_path / "dyn.jsonl"
+    res = task.tune(trials=7, log_file=log, options=quick)
+    sized = [r for r in load_records(log) if r.workload.sizes]
+    assert res.measured == len(sized) == 7
+    assert len({json.dumps([s.to_json() for s in r.steps]) for r in sized}) == 7
+
+
 def test_builder_lowers_a_dynamic_kernel_once_for_all_its_sizes():
     from tvmlite.search.measure.builder import LocalBuilder
     from tvmlite.search.measure.inputs import MeasureInput

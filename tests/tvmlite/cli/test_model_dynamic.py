@@ -102,7 +102,7 @@ def test_symbolic_tune_interrupt_resume_and_summary(capsys, monkeypatch, tmp_pat
     monkeypatch.setattr(model_times, "REPEAT", 5)
     code, out, err = _run(capsys, *again[1:])
     assert code == 0, err
-    assert f"holds 6 of --trials 6, {6 - n} new: " in out
+    assert f"holds 6 of --trials 6, {6 - n} new: " in out, out + err
     records = load_records(log)
     trials = [r for r in records if not is_retiming(r) and r.workload.sizes is not None
               or r.workload.key == first[0].workload.key]
