@@ -26,7 +26,9 @@ population per size does not find by itself (that module's doc); measured outwar
 the others, it also seeds the evolution of the sizes it runs well at. The later rounds
 propose what is left, at most ``measures_per_round`` each (so no more rounds than a
 static task tuning the same number per size), the measured cost of a candidate so far
-telling how many that is. The shared model retrains once a round, on all of it. The
+telling how many that is; when that leaves fewer than half a round, the last round
+takes one candidate per measurement left (its waves may stop at its own size), so the
+budget is always spent. The shared model retrains once a round, on all of it. The
 search work of a round is one static search's: each size's policy evolves
 ``population // sizes`` (at least ``MIN_POPULATION``) from as many fewer random samples,
 so tuning for eight sizes does not cost eight searches (that, and one compile per
