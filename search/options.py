@@ -47,6 +47,8 @@ class TuningOptions:
     min_repeat_ms: float = 50.0
     run_timeout: float = 10.0
     flush_cache: bool = False
+    # time each candidate as a model's run calls it, its weights cold (MeasureConfig)
+    cold_weights: bool = False
     check_correctness: bool = True
     n_threads: int | None = None       # OpenMP threads of measured kernels (default: all)
     # where candidates run, chosen apart from the target: "local" (this machine), "qemu"
@@ -114,7 +116,7 @@ class TuningOptions:
         local runner (the emulated one times one call once)."""
         return MeasureConfig(number=self.number, repeat=self.repeat,
                              min_repeat_ms=self.min_repeat_ms, timeout=self.run_timeout,
-                             flush_cache=self.flush_cache,
+                             flush_cache=self.flush_cache, cold_weights=self.cold_weights,
                              check_correctness=self.check_correctness,
                              n_threads=self.n_threads, seed=self.seed,
                              cutoff_ratio=self.cutoff_ratio)

@@ -66,6 +66,7 @@ class Runner(abc.ABC):
     min_repeat_ms = property(lambda self: self.config.min_repeat_ms)
     timeout = property(lambda self: self.config.timeout)
     flush_cache = property(lambda self: self.config.flush_cache)
+    cold_weights = property(lambda self: self.config.cold_weights)
     check_correctness = property(lambda self: self.config.check_correctness)
     n_threads = property(lambda self: self.config.n_threads)
     seed = property(lambda self: self.config.seed)

@@ -120,10 +120,11 @@ class DaskRunner(Runner):
                  min_repeat_ms: float | None = None, timeout: float | None = None,
                  flush_cache: bool | None = None, check_correctness: bool | None = None,
                  n_threads: int | None = None, seed: int | None = None, pin: bool = True,
+                 cold_weights: bool | None = None,
                  connect_timeout: float = 10.0, worker_timeout: float = WORKER_TIMEOUT, *,
                  config: MeasureConfig | None = None, compile_on: str = "client"):
         given = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
-                 "timeout": timeout, "flush_cache": flush_cache,
+                 "timeout": timeout, "flush_cache": flush_cache, "cold_weights": cold_weights,
                  "check_correctness": check_correctness, "n_threads": n_threads, "seed": seed}
         self.configure(config, {k: v for k, v in given.items() if v is not None})
         if not isinstance(pin, bool):

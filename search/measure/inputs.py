@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 if TYPE_CHECKING:  # the records package imports this one
     from tvmlite.search.records.workload import Workload
 
-__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "state_key"]
+__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "state_key",
+           "declared_constants"]
 
 
 class MeasureErrorNo(enum.IntEnum):
@@ -44,6 +45,22 @@ def state_key(workload_key: str, steps: Sequence[Any]) -> str:
     canon = json.dumps([workload_key, [s if isinstance(s, dict) else s.to_json()
                                        for s in steps]], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def declared_constants(decisions: Any, workload: "Workload") -> tuple:
+    """The inputs of ``workload`` that the search behind ``decisions`` declared constant
+    (``--const B``, a model's weights): their ``constants`` list (both searches write
+    it) and the ``prepack:<input>`` decisions of template-free logs older than that list;
+    names that are not inputs of the workload are ignored (a log is data)."""
+    d = decisions if isinstance(decisions, dict) else {}
+    names = list(d.get("constants") or ()) if isinstance(d.get("constants"), list) else []
+    inner = d.get("decisions")
+    if isinstance(inner, dict):
+        names += [k.split(":", 1)[1] for k in inner if isinstance(k, str)
+                  and k.startswith("prepack:")]
+    inputs = [t.name for t in workload.tensors
+              if t.name not in {o.name for o in workload.outputs}]
+    return tuple(n for n in dict.fromkeys(names) if n in inputs)
 
 
 @dataclass(frozen=True, eq=False)

@@ -40,7 +40,7 @@ from tvmlite.errors import TvmliteError
 from tvmlite.search.measure.base_runner import KernelRunner, RunnerError, Stopwatch
 from tvmlite.search.measure.builder import BuildResult
 from tvmlite.search.measure.core_lock import CoreLock, usable_cores
-from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput
+from tvmlite.search.measure.inputs import MeasureErrorNo, MeasureInput, declared_constants
 from tvmlite.search.measure.protocol import (
     REFERENCE_TIMEOUT_FACTOR,
     REFERENCE_TIMEOUT_MIN,
@@ -234,9 +234,9 @@ class LocalRunner(KernelRunner):
                  flush_cache: bool | None = None, check_correctness: bool | None = None,
                  n_threads: int | None = None, seed: int | None = None,
                  cores: Sequence[int] | None = None, *, config: MeasureConfig | None = None,
-                 cutoff_ratio: float | None = None):
+                 cutoff_ratio: float | None = None, cold_weights: bool | None = None):
         given = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
-                 "timeout": timeout, "flush_cache": flush_cache,
+                 "timeout": timeout, "flush_cache": flush_cache, "cold_weights": cold_weights,
                  "check_correctness": check_correctness, "n_threads": n_threads, "seed": seed,
                  "cutoff_ratio": cutoff_ratio}
         super().__init__(config, {k: v for k, v in given.items() if v is not None})
@@ -302,8 +302,9 @@ class LocalRunner(KernelRunner):
                 worker = self._live_worker()
                 clock.restart()
             deadline = time.monotonic() + self.timeout
-            reply = self._ask(worker, self._request(build, prepared, self.cutoff(inp)),
-                              deadline)
+            request = self._request(build, prepared, self.cutoff(inp),
+                                    declared_constants(inp.decisions, inp.workload))
+            reply = self._ask(worker, request, deadline)
         return tuple(reply["costs"])
 
     def _ask(self, worker: _Worker, msg: dict, deadline: float) -> dict:
@@ -331,13 +332,15 @@ class LocalRunner(KernelRunner):
                                f"tvmlite.search.measure.worker) did not start: {e}") from None
         return self._worker
 
-    def _request(self, build: BuildResult, check: dict | None, cutoff: float = 0.0) -> dict:
+    def _request(self, build: BuildResult, check: dict | None, cutoff: float = 0.0,
+                 constants: Sequence[str] = ()) -> dict:
         return {"op": "measure", "lib": build.lib_path, "decl": build.decl,
                 "kernel": build.kernel, "args": [a.to_json() for a in build.args],
                 "sizes": list(build.sizes), "packs": list(build.packs),
                 "check": check, "seed": self.seed, "number": self.number,
                 "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
-                "flush_bytes": self._flush() if self.flush_cache else 0,
+                "flush_bytes": self._flush() if self.flush_cache or self.cold_weights else 0,
+                "cold": list(constants) if self.cold_weights else None,
                 "slow_seconds": self.config.slow_seconds, "cutoff": cutoff,
                 "n_threads": self.n_threads}
 

@@ -42,6 +42,7 @@ from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import LocalBuilder
 from tvmlite.search.measure.inputs import MeasureInput
+from tvmlite.search.measure.inputs import declared_constants as constants_of
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.records.best import best_first
 from tvmlite.search.records.dispatch import (
@@ -197,19 +198,8 @@ def _first_good(recs: list, target: Target, builder: LocalBuilder, runner: Runne
 
 
 def declared_constants(rec: Record) -> tuple:
-    """The inputs ``rec``'s search declared constant (``--const B``, ``constants=``): its
-    decisions' ``constants`` list (both searches write it), the ``prepack:<input>``
-    decisions of template-free logs older than that list; names that are not inputs of
-    the workload are ignored (a log is data)."""
-    d = rec.decisions if isinstance(rec.decisions, dict) else {}
-    names = list(d.get("constants") or ()) if isinstance(d.get("constants"), list) else []
-    inner = d.get("decisions")
-    if isinstance(inner, dict):
-        names += [k.split(":", 1)[1] for k in inner if isinstance(k, str)
-                  and k.startswith("prepack:")]
-    inputs = [t.name for t in rec.workload.tensors
-              if t.name not in {o.name for o in rec.workload.outputs}]
-    return tuple(n for n in dict.fromkeys(names) if n in inputs)
+    """The inputs ``rec``'s search declared constant (``inputs.declared_constants``)."""
+    return constants_of(rec.decisions, rec.workload)
 
 
 def exported_schedule(rec: Record) -> Schedule:

@@ -231,6 +231,7 @@ def tuning_options(args: argparse.Namespace, seed: int = 0) -> Any:
                          compile_on=getattr(args, "compile_on", "auto"), number=options.number,
                          repeat=options.repeat, min_repeat_ms=options.min_repeat_ms,
                          timeout=options.run_timeout, flush_cache=options.flush_cache,
+                         cold_weights=options.cold_weights,
                          check_correctness=options.check_correctness,
                          n_threads=options.n_threads, seed=options.seed)
     return options if runner is None else replace(options, runner=runner)
@@ -248,4 +249,6 @@ def _plain_options(args: argparse.Namespace, seed: int = 0) -> Any:
         opts["build_timeout"] = opts["run_timeout"] = args.timeout
     if getattr(args, "no_pretrained", False):
         opts["pretrained"] = False
+    if getattr(args, "cold_weights", False):
+        opts["cold_weights"] = True
     return TuningOptions(**opts)

@@ -174,6 +174,9 @@ def _tuning_args(c: argparse.ArgumentParser) -> None:
                    "measurements per round (default 64)")
     c.add_argument("--no-pretrained", action="store_true", help="start the cost model cold "
                    "instead of from the shipped pretrained one")
+    c.add_argument("--cold-weights", action="store_true", help="time each candidate as a "
+                   "model's run calls it: caches flushed, activations read back, the "
+                   "constant inputs (weights) from memory; one call per timing")
 
 
 # -- target ------------------------------------------------------------------------------------

@@ -52,6 +52,15 @@ def test_validation_names_the_argument_and_what_to_use(kw: dict, msg: str) -> No
             make(**kw)
 
 
+def test_cold_weights_is_a_flag_of_the_protocol_and_of_the_options() -> None:
+    from tvmlite.search.options import TuningOptions
+    for make in (MeasureConfig, LocalRunner, TuningOptions):
+        with pytest.raises(ValueError, match=r"cold_weights=\.\.\.\) must be True or False"):
+            make(cold_weights="yes")
+    assert TuningOptions(cold_weights=True).measure_config().cold_weights
+    assert LocalRunner(config=MeasureConfig(cold_weights=True)).cold_weights
+
+
 def test_the_config_is_frozen_normalized_and_exported() -> None:
     c = MeasureConfig(timeout=5, min_repeat_ms=2)
     assert c.timeout == 5.0 and isinstance(c.timeout, float) and c.min_repeat_ms == 2.0

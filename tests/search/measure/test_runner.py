@@ -188,6 +188,32 @@ def test_flush_cache_and_min_repeat_ms(good, builder) -> None:
     assert r.run_seconds >= 3 * 0.020        # number grew: each repeat lasted >= 20 ms
 
 
+def test_cold_weights_time_single_calls_with_only_the_constants_out_of_cache(
+        good, builder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model's kernel finds its activations in cache and its weights evicted: each
+    timing is one call after a flush that reads back every array but the constants."""
+    inp, b = good
+    weighted = dataclasses.replace(inp, decisions={"constants": ["B", "not-an-input"]})
+    with LocalRunner(cold_weights=True, repeat=3, min_repeat_ms=1) as runner:
+        [r] = runner.run([weighted], [b], builder.build_reference)
+        request = runner._request(b, None, 0.0, ("B",))
+    assert r.ok and len(r.costs) == 3, r.error_msg
+    assert request["cold"] == ["B"] and request["flush_bytes"] >= 64 << 20
+    with LocalRunner() as runner:
+        assert runner._request(b, None, 0.0, ("B",))["cold"] is None
+    read: list = []
+    monkeypatch.setattr(worker, "read_back", lambda arrays: read.append(
+        [x.shape for x in arrays]))
+    monkeypatch.setattr(worker, "flush_cache", lambda nbytes: None)
+    req = {"lib": b.lib_path, "decl": b.decl, "kernel": b.kernel,
+           "args": [a.to_json() for a in b.args], "check": None, "seed": 0, "number": 5,
+           "repeat": 4, "min_repeat_ms": 0, "flush_bytes": 1 << 20, "cold": ["B"]}
+    reply = worker.measure(req)
+    assert reply["number"] == 1 and len(reply["costs"]) == 4
+    assert read == [[(8, 8), (8, 8)]] * 4          # A and C read back before each call, B not
+    assert worker.measure(dict(req, cold=None))["number"] == 5
+
+
 def test_worker_is_reused_replaced_and_killed_at_close(
         good, fake, builder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     inp, b = good

@@ -384,6 +384,16 @@ def test_progress_lines_quiet_and_bar():
         Progress(0)
 
 
+def test_cold_weights_reach_the_tuning_options():
+    from tvmlite.cli.args import tuning_options
+    from tvmlite.cli.commands import build_parser
+    for flag in ([], ["--cold-weights"]):
+        args = build_parser().parse_args(["tune", "model.onnx", "--trials", "2", "--log",
+                                          "x.jsonl", *flag])
+        options = tuning_options(args)
+        assert options.cold_weights == bool(flag) == options.measure_config().cold_weights
+
+
 def test_tune_const_and_no_pretrained(capsys, tmp_path):
     code, out, err = run(capsys, "tune", *MM, "--trials", "2", "--log", tmp_path / "x.jsonl",
                          *QUICK, "--quiet", "--const", "B,X")
