@@ -10,8 +10,9 @@ a cast to one from another dtype is a round trip (``float32(bfloat16(x))``: the 
 rounded to the type, as numpy's ``astype`` rounds it), and a constant of one is its
 rounded float32 value. So an expression of a storage float is rounded where it is stored
 or converted, not after each operation (a cast to its own dtype is a no-op, which
-lowering drops). Every other node then computes in float32, so the C codegen
-prints a storage float only as ``uint16_t`` bits and the four conversions below.
+lowering drops; a stored value already of the type, a copy's load or a padding's select
+of one, is stored as its bits). Every other node then computes in float32, so the C
+codegen prints a storage float only as ``uint16_t`` bits and the four conversions below.
 
 ``conversion_lines`` writes those conversions (scalar, or on vectors of any lane count with
 GCC's vector extensions and bit masks): to float32 is exact (a shift for bfloat16; for
@@ -26,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from tvmlite.ir.dtypes import C_HELPER, STORAGE_FLOATS, numpy_dtype
-from tvmlite.ir.expr import Cast, Const, Expr, Load, rebuild
+from tvmlite.ir.expr import Cast, Const, Expr, Load, Select, rebuild
 from tvmlite.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
 
 __all__ = ["legalize", "round_to", "conversion_lines", "conversion_name"]
@@ -61,13 +62,21 @@ def _to_f32(v: Expr) -> Expr:
 
 def _store_value(dtype: str, value: Expr) -> Expr:
     """The value written into a buffer of ``dtype``: converted from float32 once, at the
-    store, for a storage float (an outer round trip is the same rounding: dropped)."""
+    store, for a storage float (``_as_bits``)."""
     v = _expr(value)
-    if dtype not in STORAGE_FLOATS:
-        return v
-    if isinstance(v, Cast) and v.dtype == "float32" and isinstance(v.value, Cast) \
-            and v.value.dtype == dtype:
+    return v if dtype not in STORAGE_FLOATS else _as_bits(v, dtype)
+
+
+def _as_bits(v: Expr, dtype: str) -> Expr:
+    """The float32 expression ``v`` rounded to ``dtype`` (a storage float), converting only
+    what needs it: a value that is already ``dtype`` widened (a load of a ``dtype``
+    buffer, an inner rounding to it) is stored as its bits, and a select converts its two
+    arms, so a copy or a padding of bf16 data moves bits (the padding of a bf16 depthwise
+    conv converted each element to float32 and rounded it back)."""
+    if isinstance(v, Cast) and v.dtype == "float32" and v.value.dtype == dtype:
         return v.value
+    if isinstance(v, Select):
+        return Select(v.cond, _as_bits(v.then, dtype), _as_bits(v.other, dtype))
     return Cast(dtype, _to_f32(v))
 
 

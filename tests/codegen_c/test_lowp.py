@@ -270,3 +270,23 @@ def test_a_bfloat16_vector_is_cut_to_the_float32_registers_it_computes_in():
     s[B].vectorize(bi)
     src = tvmlite.runtime.module.generate_c(s, [A, B], Target.from_name("x86_64-avx512"))[1]
     assert "tvmlite_f32x16" in src and "x32" not in src
+
+
+def test_a_bfloat16_copy_and_padding_move_bits_without_a_conversion():
+    """A stored value that is already bf16 -- a copy's load, a padding's select of one
+    and a constant -- is stored as its bits: no round trip through float32 and back (the
+    padding of a bf16 depthwise conv rounded every element it copied)."""
+    x = te.placeholder((6, 32), "bfloat16", name="x")
+    y = te.compute((8, 32), lambda i, c: te.if_then_else(
+        te.all(i >= 1, i < 7), x[i - 1, c], te.const(0.0, "bfloat16")), name="y")
+    s = te.create_schedule(y.op)
+    s[y].vectorize(y.op.axis[1])
+    xs = np.random.default_rng(0).standard_normal((6, 32)).astype(BF16)
+    xs[0, :3] = [np.nan, np.inf, -0.0]
+    mod = tvmlite.build(s, [x, y])
+    out = tvmlite.nd.empty((8, 32), "bfloat16")
+    mod(xs, out)
+    want = np.pad(xs, ((1, 1), (0, 0)))
+    np.testing.assert_array_equal(out.numpy().view(np.uint16), want.view(np.uint16))
+    src = mod.get_source()
+    assert "tvmlite_cvt_bf16_f32" not in src      # the data is never widened
