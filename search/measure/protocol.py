@@ -56,10 +56,9 @@ class MeasureConfig:
       its search declared constant (a model's weights: the decisions' ``constants``)
       come from memory; each timing is one call (``number`` and ``min_repeat_ms`` do not
       apply: a second call would find the weights in cache; an emulated runner ignores
-      it). Timed hot, ResNet-50's
-      14 x 14 3x3 convs, each streaming 2.4 MB of weights, ran 0.97 ms where the model's
-      run gave them 1.15 (Zen 4): hot timings favour schedules for data that a model's
-      kernel never finds in cache.
+      it). Timed hot, ResNet-50's 14 x 14 3x3 convs, each streaming 2.4 MB of weights,
+      ran 0.97 ms where the model's run gave them 1.15 (Zen 4): hot timings favour
+      schedules for data that a model's kernel never finds in cache.
     - **timeout** (seconds) bounds one candidate's whole visit to the kernel: loading,
       the check call and every timing; past it the candidate is RUN_TIMEOUT and whatever
       ran it is killed. A candidate whose check call alone takes longer than

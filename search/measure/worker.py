@@ -200,7 +200,8 @@ def measure(req: dict) -> dict:
     else:
         inputs = kernel.pack(make_inputs(args, req.get("seed", 0)))
         outputs = blank_outputs(args)
-    ptrs = kernel.pointers(call_arrays(args, inputs, outputs))
+    arrays = call_arrays(args, inputs, outputs)
+    ptrs = kernel.pointers(arrays)
     number = req["number"]
     oom = Failure("RUNTIME_CRASH", "out of memory: the kernel could not allocate its buffers")
     if not check and kernel.run_fn(*ptrs) != 0:   # warm-up (the check run was one)
@@ -222,8 +223,7 @@ def measure(req: dict) -> dict:
     cutoff = req.get("cutoff") or 0.0
     if cold is not None:     # one call per timing, only the constants left out of cache
         number = 1
-        warm = [x for a, x in zip(args, call_arrays(args, inputs, outputs))
-                if a["name"] not in cold]
+        warm = [x for a, x in zip(args, arrays) if a["name"] not in cold]
     while len(costs) < req["repeat"]:
         if cutoff and costs and costs[0] > cutoff:
             break          # clearly slower than the best: its first timing decides

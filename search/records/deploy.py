@@ -41,8 +41,7 @@ from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.measure.base_runner import Runner, RunnerError
 from tvmlite.search.measure.builder import LocalBuilder
-from tvmlite.search.measure.inputs import MeasureInput
-from tvmlite.search.measure.inputs import declared_constants as constants_of
+from tvmlite.search.measure.inputs import MeasureInput, declared_constants
 from tvmlite.search.measure.runner import LocalRunner
 from tvmlite.search.records.best import best_first
 from tvmlite.search.records.dispatch import (
@@ -197,17 +196,12 @@ def _first_good(recs: list, target: Target, builder: LocalBuilder, runner: Runne
     return None
 
 
-def declared_constants(rec: Record) -> tuple:
-    """The inputs ``rec``'s search declared constant (``inputs.declared_constants``)."""
-    return constants_of(rec.decisions, rec.workload)
-
-
 def exported_schedule(rec: Record) -> Schedule:
     """The schedule replay exports for ``rec``: its Steps, then every declared constant
     input read through its pack function (``declare_constants``), so the kernel's API is
     the same whichever record of the workload was best. ScheduleError if a Step fails."""
     s = Schedule.from_steps(rec.workload.outputs, rec.steps)
-    return declare_constants(s, declared_constants(rec))
+    return declare_constants(s, declared_constants(rec.decisions, rec.workload))
 
 
 def _export(rec: Record, name: str, target: Target, out: Path, costs: tuple | None,
