@@ -236,7 +236,7 @@ class CodeGen:
                 return f"tvmlite_vexp_f32x{L}({x})"
             return f"(1.0f / (1.0f + tvmlite_vexp_f32x{L}(-({x}))))"
         if e.dtype == "float32" and e.func == "erf":    # in vector registers (preamble)
-            self.helpers.update({("verf", "float32", L), ("vexp", "float32", L)})
+            self.helpers.add(("verf", "float32", L))
             self.vt("int32", L)
             return f"tvmlite_verf_f32x{L}({self.expr(e.arg)})"
         if e.dtype == "float32" and e.func == "sqrt":   # the ISA's vector root (preamble)
