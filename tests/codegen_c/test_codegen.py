@@ -331,13 +331,16 @@ def test_perfect_split_has_no_div_mod_or_if(target):
     assert "/" not in body and "%" not in body and "if (" not in body, body
 
 
-def test_imperfect_split_has_a_guard(target):
+def test_imperfect_split_guards_only_its_last_tile(target):
+    """17 by 4: four whole tiles without a guard, the last peeled after them with one
+    (``passes.version.peel_tiles``)."""
     A = te.placeholder((M,), name="A")
     C = te.compute((M,), lambda i: A[i] + 1, name="C")
     s = te.create_schedule(C.op)
     s[C].split(s[C].op.axis[0], factor=4)
     body = kernel_body(check(s, [A, C], lambda a: a + 1, target).get_source())
-    assert "if ((((i_outer * 4) + i_inner) < 17))" in body
+    assert "i_outer < 4;" in body and body.count("if (") == 1
+    assert "if (((i_inner + 16) < 17))" in body
 
 
 def test_gathers_and_scatters_go_lane_by_lane(target):

@@ -23,7 +23,7 @@ from tvmlite.passes.simplify_stmt import simplify_stmt
 from tvmlite.passes.tensorize import tensorize
 from tvmlite.passes.unroll import mark_auto_unroll, unroll
 from tvmlite.passes.vectorize import vectorize
-from tvmlite.passes.version import version_guards
+from tvmlite.passes.version import peel_tiles, version_guards
 from tvmlite.schedule.prepack import kernel_view, pack_view
 from tvmlite.schedule.schedule import Schedule
 from tvmlite.schedule.state import ScheduleError
@@ -163,6 +163,9 @@ def _lower(s: Schedule, args: Sequence[Any], name: str, vector_bytes: int | None
         ("simplify", simplify_stmt),
         ("auto_unroll", lambda x: mark_auto_unroll(x, 0, vector_bytes)),
         ("version", version_guards),   # after auto_unroll: it versions unrolled blocks
+        # a static kernel's last tiles; after "version", where loop_nest stops: the
+        # cost model's features read the nest as scheduled, not its peeled copies
+        ("peel", lambda x: x if sizes else peel_tiles(x)),
         ("unroll", lambda x: unroll(x, vector_bytes)),
         ("simplify", simplify_stmt),
         ("flatten", flatten),

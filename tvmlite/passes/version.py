@@ -36,12 +36,32 @@ when it has none). Guards outside unrolled blocks (in rolled loops: a cache's
 initialisation and write-back, O(tile) work) stay.
 
 Only guards of the form ``e < E`` with ``E`` depending on a symbolic size and ``e``
-affine in the inner loop variables are hoisted; others stay in both versions. Kernels
-without symbolic sizes are untouched.
+affine in the inner loop variables are hoisted; others stay in both versions.
+
+A kernel without symbolic sizes has its last tiles peeled instead (``peel_tiles``, TVM's
+loop partition): where the guards of a serial loop ``L``'s body, at the inner variables'
+largest values, are ``k*L + c < E`` with constants alone, the first ``ceil((E - c) / k)``
+iterations run the body without them and the rest run after, as a loop of their own
+whose guards the later simplification resolves (unrolled, each row's guard is a
+constant). A loose register block (14 rows of 128: ``graph.kernel.blocked_schedule``)
+otherwise kept a branch per row in its reduction: BERT's FFN matmul with 14 x 32 blocks
+ran at 137 GFLOP/s on Zen 5.
 """
 from __future__ import annotations
 
-from tvmlite.ir.expr import BinOp, Cmp, Expr, Load, Var, binop, cmp, rebuild, substitute, walk
+from tvmlite.ir.expr import (
+    BinOp,
+    Cmp,
+    Const,
+    Expr,
+    Load,
+    Var,
+    binop,
+    cmp,
+    rebuild,
+    substitute,
+    walk,
+)
 from tvmlite.ir.simplify import from_linear, linear, simplify
 from tvmlite.ir.stmt import (
     Allocate,
@@ -57,7 +77,7 @@ from tvmlite.ir.stmt import (
 )
 from tvmlite.ir.symbolic import SizeVar, is_static
 
-__all__ = ["version_guards"]
+__all__ = ["peel_tiles", "version_guards"]
 
 # a guarded unrolled loop up to this long gets one remainder copy per count ... A partial
 # register block runs much faster as an unrolled, unguarded copy than as the rolled,
@@ -353,3 +373,43 @@ def _drop(s: Stmt, true_conds: set) -> Stmt:
         return map_stmt(s, lambda c: _drop(c, true_conds))
     return s
 
+
+def peel_tiles(s: Stmt) -> Stmt:
+    """Serial loops of static extent whose guards hold for their first iterations split
+    into those, unguarded, and the rest (module doc); outermost loops first, then the
+    loops inside both parts."""
+    if isinstance(s, For) and s.kind == "serial" and isinstance(s.extent, int):
+        full, conds = _full_iterations(s)
+        if conds and full == s.extent:
+            return map_stmt(For(s.var, s.extent, s.kind, _drop(s.body, conds), s.unroll_limit),
+                            peel_tiles)
+        if conds and 0 < full < s.extent:
+            head = For(s.var, full, s.kind, _drop(s.body, conds), s.unroll_limit)
+            rest = map_exprs(s.body, lambda e: substitute(e, {s.var.name: binop(
+                "+", s.var, full)}))
+            tail = For(s.var, s.extent - full, s.kind, rest, s.unroll_limit)
+            return Seq((map_stmt(head, peel_tiles), map_stmt(tail, peel_tiles)))
+    return map_stmt(s, peel_tiles)
+
+
+def _full_iterations(loop: For) -> tuple[int, set]:
+    """(how many first iterations of ``loop`` every guard conjunct in ``conds`` holds
+    for, ``conds``: the conjuncts ``e < E`` of its body's guards, ``E`` a constant,
+    ``e`` affine in ``loop``'s variable, with a positive coefficient, and inner loop
+    variables only)."""
+    inner = _inner_ranges(loop.body)
+    full, conds = loop.extent, set()
+    for x in walk_stmts(loop.body):
+        if not isinstance(x, IfThenElse):
+            continue
+        for c in _conjuncts(x.cond):
+            if not (isinstance(c, Cmp) and c.op == "<" and isinstance(c.b, Const)):
+                continue
+            terms, const = linear(c.a)
+            k = terms.pop(loop.var, 0) if loop.var in terms else 0
+            if k <= 0 or not all(isinstance(a, Var) and a.name in inner for a in terms):
+                continue
+            const += sum(kk * inner[a.name] for a, kk in terms.items() if kk > 0)
+            full = min(full, max(0, (int(c.b.value) - const - 1) // k + 1))
+            conds.add(c)
+    return full, conds

@@ -150,16 +150,18 @@ def test_fuse_of_a_subset_divides_only_where_an_axis_is_used_alone():
     check(s, [A, C], lambda a: a * 2 + np.arange(4, dtype=np.float32)[:, None, None])
 
 
-@pytest.mark.parametrize("factor,nparts,guard", [
-    (4, None, "i_outer * 4 + i_inner < 17"),
-    (None, 3, "i_outer * 6 + i_inner < 17"),
+@pytest.mark.parametrize("factor,nparts,whole,guard", [
+    (4, None, 4, "i_inner + 16 < 17"),
+    (None, 3, 2, "i_inner + 12 < 17"),
 ])
-def test_imperfect_split_gets_a_guard(factor, nparts, guard):
+def test_imperfect_split_guards_its_peeled_last_tile(factor, nparts, whole, guard):
+    """The whole tiles run unguarded; the last, peeled after them, has the guard."""
     A = te.placeholder((M, 8), name="A")
     C = te.compute((M, 8), lambda i, j: A[i, j] - 1, name="C")
     s = te.create_schedule(C.op)
     s[C].split(s[C].op.axis[0], factor=factor, nparts=nparts)
     text = lowered(s, [A, C])
+    assert f"for i_outer in range({whole}):" in text, text
     assert f"if {guard}:" in text, text
     assert text.count("if ") == 1
     check(s, [A, C], lambda a: a - 1)
@@ -172,7 +174,7 @@ def test_imperfect_reduce_split_guards_update_not_init():
     s[C].split(k, factor=4)
     text = lowered(s, [A, B, C])
     assert re.search(r"^\s+C\[i \* 4 \+ j\] = 0\.0f$", text, re.M), text
-    assert "if k_outer * 4 + k_inner < 19:" in text
+    assert "for k_outer in range(4):" in text and "if k_inner + 16 < 19:" in text
     assert text.count("if ") == 1
     check(s, [A, B, C], matmul_reference)
 
@@ -232,6 +234,7 @@ def test_vectorized_guard_checks_both_ends_of_the_chunk():
     s = te.create_schedule(C.op)
     jo, ji = s[C].split(s[C].op.axis[1], factor=8)
     s[C].vectorize(ji)
+    s[C].parallel(jo)    # a parallel loop keeps its last tile (a serial one is peeled)
     text = lowered(s, [A, C], vector_bytes=32)
     assert "j_outer * 8 + 7 < 23" in text and "else:" in text
     check(s, [A, C], lambda a: a + 2)
@@ -258,10 +261,11 @@ def test_compute_at_allocates_the_region_inside_the_loop():
     xo, xi = s[C].split(s[C].op.axis[0], factor=8)
     s[B].compute_at(s[C], xo)
     lines = lowered(s, [A, C]).splitlines()
-    assert lines[1] == "  for i_outer in range(5):"
+    assert lines[1] == "  for i_outer in range(4):"     # the whole tiles, then the last
     assert lines[2] == "    allocate B[float32 * 10]"
     assert lines[3] == "    for i in range(10):"        # C has no loop named i any more
-    assert lines[4] == "      if i_outer * 8 + i < 39:"  # the last tile is clipped to B
+    assert "  allocate B[float32 * 10]" in lines[6:]
+    assert "    if i + 32 < 39:" in lines                # the last tile is clipped to B
     check(s, [A, C], lambda a: a[:-2] * 2 + a[1:-1] * 2 + a[2:] * 2)
 
 

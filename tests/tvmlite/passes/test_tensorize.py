@@ -134,6 +134,7 @@ def test_refused_inside_a_vectorized_loop_and_under_a_guard():
         tvmlite.lower(s, tensors)
     tensors = ops.qmatmul(4, 24, 8)     # 24 columns: the second 16-wide block is guarded
     s, CL, (_, _, cj, _) = local_block(tensors, prepack=False)
+    s[tensors[2]].parallel(s[tensors[2]].leaf_iter_vars[0])   # kept whole: not peeled
     s[CL].tensorize(cj, NAME)
     with pytest.raises(ScheduleError, match="no guard"):
         tvmlite.lower(s, tensors)

@@ -1,6 +1,7 @@
 """Loop versioning of unrolled blocks (passes/version.py): one unrolled, unguarded copy
 of each block plus its edge copies or a rolled, guarded one, correct at every size around
-each tile edge; Hypothesis draws blocked matmuls over a symbolic M, N or K."""
+each tile edge; Hypothesis draws blocked matmuls over a symbolic M, N or K, and over static
+sizes whose last tiles are peeled."""
 from __future__ import annotations
 
 import numpy as np
@@ -249,28 +250,23 @@ def check_against_numpy(mod, m_values, seed, k=K):
                                    err_msg=f"M={m}")
 
 
-@settings(max_examples=15, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_random_blocked_matmuls_over_a_symbolic_size_match_numpy(data):
-    """A local accumulator at a drawn loop of C, one of M, N, K symbolic and split by a
-    drawn factor, its inner part unrolled (the block the pass versions: rows of a tile, or
-    steps of a reduction), the reduction inside or outside it, drawn unrolls of the rest:
-    checked against numpy on both sides of each factor."""
-    size = data.draw(st.sampled_from("MNK"), label="symbolic")
-    dims = {"M": 6, "N": 32, "K": 5, size: te.var(size)}
+def draw_blocked_matmul(data, dims: dict, axis_name: str) -> tuple:
+    """A matmul of ``dims`` with a local accumulator at a drawn loop of C, the axis
+    ``axis_name`` split by drawn factors (a tile of C's, where it has one, and a block of
+    the accumulator's, unrolled), the reduction inside or outside the block, drawn unrolls
+    of the rest: (schedule, [A, B, C])."""
     A, B, C = tvmlite.ops.matmul(dims["M"], dims["N"], dims["K"])
     s = te.create_schedule(C.op)
     CL = s.cache_write(C, "local")
     i, j = s[C].op.axis
-    outer = {"M": i, "N": j, "K": None}[size]
+    outer = {"M": i, "N": j, "K": None}[axis_name]
     tile = data.draw(st.integers(2, 12), label="tile")
     at = s[C].split(outer, factor=tile)[0] if outer is not None else \
         data.draw(st.sampled_from([i, j]), label="at")
     s[CL].compute_at(s[C], at)
     ci, cj = s[CL].op.axis
     (ck,) = s[CL].op.reduce_axis
-    axis = {"M": ci, "N": cj, "K": ck}[size]
+    axis = {"M": ci, "N": cj, "K": ck}[axis_name]
     vo, vi = s[CL].split(axis, factor=data.draw(st.integers(2, 17), label="block"))
     others = [x for x in (ci, cj, ck) if x is not axis]
     order = data.draw(st.permutations([vo, vi, *others]), label="order")
@@ -279,13 +275,70 @@ def test_random_blocked_matmuls_over_a_symbolic_size_match_numpy(data):
     for x in others:
         if data.draw(st.booleans(), label=f"unroll {x}"):
             s[CL].unroll(x)
-    mod = tvmlite.build(s, [A, B, C], name="mm")
+    return s, [A, B, C]
+
+
+def matmul_inputs(rng, shape: dict) -> tuple:
+    a = rng.uniform(-1, 1, (shape["M"], shape["K"])).astype("float32")
+    b = rng.uniform(-1, 1, (shape["K"], shape["N"])).astype("float32")
+    return a, b, np.full((shape["M"], shape["N"]), np.nan, "float32")
+
+
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_blocked_matmuls_over_a_symbolic_size_match_numpy(data):
+    """Blocked matmuls (``draw_blocked_matmul``), one of M, N, K symbolic (the block the
+    pass versions: rows of a tile, or steps of a reduction): checked against numpy on
+    both sides of each factor."""
+    size = data.draw(st.sampled_from("MNK"), label="symbolic")
+    dims = {"M": 6, "N": 32, "K": 5, size: te.var(size)}
+    s, args = draw_blocked_matmul(data, dims, size)
+    mod = tvmlite.build(s, args, name="mm")
     rng = np.random.default_rng(0)
     for n in (1, 2, 3, 7, 8, 9, 16, 17, 25):
-        shape = {**dims, size: n}
-        a = rng.uniform(-1, 1, (shape["M"], shape["K"])).astype("float32")
-        b = rng.uniform(-1, 1, (shape["K"], shape["N"])).astype("float32")
-        c = np.full((shape["M"], shape["N"]), np.nan, "float32")
+        a, b, c = matmul_inputs(rng, {**dims, size: n})
         mod(a, b, c)
         np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
                                    err_msg=f"{size}={n}")
+
+
+def test_a_static_loose_block_runs_its_full_tiles_unguarded():
+    """128 rows in tiles of 14 (a loose register block, as ``blocked_schedule`` takes):
+    the tile loop runs 9 tiles without a guard and the last, peeled after them, has its
+    guards resolved when its block is unrolled (2 rows, no branch); as numpy's."""
+    A, B, C = tvmlite.ops.matmul(128, 32, 16)
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=14)
+    s[C].reorder(io, j, ii)
+    s[C].unroll(ii)
+    s[CL].compute_at(s[C], j)
+    ci, cj = s[CL].op.axis
+    (ck,) = s[CL].op.reduce_axis
+    s[CL].reorder(ck, ci, cj)
+    s[CL].unroll(ci)
+    body = tvmlite.lower(s, [A, B, C]).body
+    assert any(isinstance(x, IfThenElse) for x in walk_stmts(loop_nest(s, [A, B, C]).body))
+    assert not any(isinstance(x, IfThenElse) for x in walk_stmts(body))
+    tiles = [x for x in walk_stmts(body) if isinstance(x, For) and x.var.name == io.name]
+    assert [t.extent for t in tiles] == [9]
+    a, b, c = matmul_inputs(np.random.default_rng(0), {"M": 128, "N": 32, "K": 16})
+    tvmlite.build(s, [A, B, C], name="mm")(a, b, c)
+    np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_static_blocked_matmuls_with_peeled_tiles_match_numpy(data):
+    """Blocked matmuls (``draw_blocked_matmul``) of static sizes, the split axis's size
+    drawn so that tiles and blocks rarely divide it: the peeled tails as numpy's."""
+    size = data.draw(st.sampled_from("MNK"), label="split axis")
+    dims = {"M": 6, "N": 32, "K": 5, size: data.draw(st.integers(1, 40), label="size")}
+    s, args = draw_blocked_matmul(data, dims, size)
+    a, b, c = matmul_inputs(np.random.default_rng(0), dims)
+    tvmlite.build(s, args, name="mm")(a, b, c)
+    np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=2e-5, atol=2e-5,
+                               err_msg=str(dims))

@@ -11,22 +11,25 @@ typedef float tvmlite_f32x8_u __attribute__((vector_size(32), aligned(4), may_al
 
 int32_t default_function(const float* restrict A, float* restrict C) {
   int32_t tvmlite_status = 0;
-  for (int64_t i_outer = 0; i_outer < 4; ++i_outer) {
+  for (int64_t i_outer = 0; i_outer < 3; ++i_outer) {
     {
       float B[10] __attribute__((aligned(64)));
       for (int64_t i = 0; i < 10; ++i) {
-        if ((((i_outer * 8) + i) < 32)) {
-          B[i] = __builtin_sqrtf(((A[((i_outer * 8) + i)] * A[((i_outer * 8) + i)]) + 1.0f));
-        }
+        B[i] = __builtin_sqrtf(((A[((i_outer * 8) + i)] * A[((i_outer * 8) + i)]) + 1.0f));
       }
-      if ((((i_outer * 8) < 30) && (((i_outer * 8) + 7) < 30))) {
-        *(tvmlite_f32x8_u*)(C + (i_outer * 8)) = ((((tvmlite_f32x8)*(tvmlite_f32x8_u*)(B + 0)) + (((tvmlite_f32x8)*(tvmlite_f32x8_u*)(B + 1)) * ((float)(2.0f) - (tvmlite_f32x8){}))) + ((tvmlite_f32x8)*(tvmlite_f32x8_u*)(B + 2)));
-      } else {
-        for (int64_t i_inner_l = 0; i_inner_l < 8; ++i_inner_l) {
-          if ((((i_outer * 8) + (0 + i_inner_l)) < 30)) {
-            C[((i_outer * 8) + (0 + i_inner_l))] = ((B[(0 + i_inner_l)] + (B[((0 + i_inner_l) + 1)] * 2.0f)) + B[((0 + i_inner_l) + 2)]);
-          }
-        }
+      *(tvmlite_f32x8_u*)(C + (i_outer * 8)) = ((((tvmlite_f32x8)*(tvmlite_f32x8_u*)(B + 0)) + (((tvmlite_f32x8)*(tvmlite_f32x8_u*)(B + 1)) * ((float)(2.0f) - (tvmlite_f32x8){}))) + ((tvmlite_f32x8)*(tvmlite_f32x8_u*)(B + 2)));
+    }
+  }
+  {
+    float B[10] __attribute__((aligned(64)));
+    for (int64_t i = 0; i < 10; ++i) {
+      if (((i + 24) < 32)) {
+        B[i] = __builtin_sqrtf(((A[(i + 24)] * A[(i + 24)]) + 1.0f));
+      }
+    }
+    for (int64_t i_inner_l = 0; i_inner_l < 8; ++i_inner_l) {
+      if ((((0 + i_inner_l) + 24) < 30)) {
+        C[((0 + i_inner_l) + 24)] = ((B[(0 + i_inner_l)] + (B[((0 + i_inner_l) + 1)] * 2.0f)) + B[((0 + i_inner_l) + 2)]);
       }
     }
   }
