@@ -25,6 +25,11 @@ before fusion, which then fuses the casts):
   add run in float32 on the accumulators, and the kernel stores bf16. A value that
   something else reads in float32 as well (a residual branch, a model output) is stored
   in float32 and cast by a small kernel of its own;
+- a depthwise conv reads its input in bf16 but keeps its float32 weight: it has no pairs
+  to sum (each output channel reads one input channel: plain float32 FMAs either way),
+  its weight is small (taps x channels, read from cache), and a bf16 one cost a widening
+  per tap on top of the input's (MobileNet-V2's depthwise convs ran about twice as long
+  as in float32 on Zen 5);
 - everything else stays float32, since it is cheap and some of it fragile: the model's
   inputs and outputs (the library's C API and ``run`` are unchanged: the first kernel
   reads float32, the last writes it), the biases and the epilogues (added to float32
@@ -72,6 +77,14 @@ def _takes_bf16(g: Graph, n: Node) -> bool:
     x, w = n.inputs[:2]
     return (x not in g.constants and w in g.constants and g.types[x].dtype == "float32"
             and g.constants[w].dtype == np.float32)
+
+
+def _depthwise(g: Graph, n: Node) -> bool:
+    """A conv whose every group is one input channel (MobileNet's 3x3 depthwise convs)."""
+    group = n.attr("group", 1)
+    shape = g.types[n.inputs[0]].shape
+    channels = shape[-1] if n.attr("layout", "NCHW") == "NHWC" else shape[1]
+    return n.op == "conv" and group > 1 and group == channels
 
 
 def _pair_padding(g: Graph, n: Node) -> int:
@@ -142,14 +155,14 @@ def lower_precision(g: Graph) -> Graph:
                 {"pads": (0, 0, 0, 0, 0, 0, 0, extra), "value": 0.0}), f"{n.name}_pad")
             xb = xb_padded
         key = (w, extra)
-        if key not in weights:
+        if key not in weights and not _depthwise(g, n):
             wb = g.constants[w].astype(bf16)
             if extra:
                 wb = np.pad(wb, ((0, 0), (0, 0), (0, extra), (0, 0)))
             weights[key] = edit.constant(f"{w}_bf16" + (f"_c{wb.shape[2]}" if extra else ""),
                                          wb)
-        edit.instead[id(n)] = Node(n.op, (xb, weights[key]) + n.inputs[2:],
-                                   n.outputs, n.attrs, n.name)
+        wn = w if _depthwise(g, n) else weights[key]
+        edit.instead[id(n)] = Node(n.op, (xb, wn) + n.inputs[2:], n.outputs, n.attrs, n.name)
     nodes = [edit.after[v] for v in g.inputs if v in edit.after]
     for n in g.nodes:
         if id(n) in edit.before:

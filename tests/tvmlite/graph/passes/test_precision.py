@@ -52,13 +52,15 @@ def tiny_model(tmp_path):
     return path, m
 
 
-def one_conv_model(tmp_path, weight_shape, size):
+def one_conv_model(tmp_path, weight_shape, size, group=1):
     """(path, model) of one Conv of a seeded random float32 weight (OIHW) over a
     size x size input, padded to keep its size."""
     co, ci, kh, kw = weight_shape
+    ci *= group
     w = (np.random.default_rng(0).standard_normal(weight_shape) * 0.1).astype(np.float32)
     pads = [kh // 2, kw // 2, kh // 2, kw // 2]
-    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"], pads=pads)], "conv",
+    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"], pads=pads, group=group)],
+                      "conv",
                       [oh.make_tensor_value_info("x", TP.FLOAT, [1, ci, size, size])],
                       [oh.make_tensor_value_info("y", TP.FLOAT, [1, co, size, size])],
                       [nh.from_array(w, "w")])
@@ -207,3 +209,18 @@ def test_a_3_channel_bf16_conv_is_padded_to_whole_pairs(tmp_path):
     feeds = {"x": rng.standard_normal((1, 3, 10, 10)).astype(np.float32)}
     err = output_error(mod.run(feeds), _reference(m, feeds))
     assert err.relative < BF16_TOLERANCE
+
+
+def test_a_bf16_depthwise_conv_reads_a_bf16_input_and_its_float32_weight(tmp_path):
+    """A depthwise conv has no pairs to sum: its input is bf16 (stored so by the kernel
+    before it), its small weight stays float32; within bf16's rounding of onnxruntime."""
+    rng = np.random.default_rng(0)
+    path, m = one_conv_model(tmp_path, (32, 1, 3, 3), 12, group=32)
+    mod = tvmlite.build(from_onnx(path), precision="bf16")
+    fused = mod.graph
+    (conv,) = [n for n in fused.nodes if n.op == "conv"]
+    x, w = conv.inputs[:2]
+    assert fused.types[x].dtype == "bfloat16" and fused.constants[w].dtype == np.float32
+    feeds = {"x": rng.standard_normal((1, 32, 12, 12)).astype(np.float32)}
+    err = output_error(mod.run(feeds), _reference(m, feeds))
+    assert 0 < err.relative < BF16_TOLERANCE
