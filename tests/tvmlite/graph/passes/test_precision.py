@@ -195,11 +195,12 @@ def test_a_bf16_conv_of_1000_channels_gets_enough_accumulators(tmp_path):
 
 
 def test_a_3_channel_bf16_conv_is_padded_to_whole_pairs(tmp_path):
-    """An RGB first conv: its bf16 input gets a zero 4th channel (a pad node) and its
-    bf16 weight a zero 4th input channel, so vdpbf16ps takes it in pairs; the outputs
-    are those of the 3-channel conv, within bf16's rounding."""
+    """An RGB first conv of a 7x7 window (ResNet's): its bf16 input gets a zero 4th
+    channel (a pad node) and its bf16 weight a zero 4th input channel, so vdpbf16ps
+    takes it in pairs; the outputs are those of the 3-channel conv, within bf16's
+    rounding."""
     rng = np.random.default_rng(0)
-    path, m = one_conv_model(tmp_path, (16, 3, 3, 3), 10)
+    path, m = one_conv_model(tmp_path, (16, 3, 7, 7), 10)
     mod = tvmlite.build(from_onnx(path), precision="bf16")
     fused = mod.graph
     (conv,) = [n for n in fused.nodes if n.op == "conv"]
@@ -222,5 +223,34 @@ def test_a_bf16_depthwise_conv_reads_a_bf16_input_and_its_float32_weight(tmp_pat
     x, w = conv.inputs[:2]
     assert fused.types[x].dtype == "bfloat16" and fused.constants[w].dtype == np.float32
     feeds = {"x": rng.standard_normal((1, 32, 12, 12)).astype(np.float32)}
+    err = output_error(mod.run(feeds), _reference(m, feeds))
+    assert 0 < err.relative < BF16_TOLERANCE
+
+
+def test_a_3x3_rgb_stem_stays_float32_and_stores_bf16(tmp_path):
+    """A 3x3 conv of 3 channels (MobileNet's, SqueezeNet's stem) stays float32, reading
+    the model's input with its layout transpose fused in; the conv after it reads its
+    output in bf16, cast in the stem's epilogue."""
+    rng = np.random.default_rng(0)
+    co = 16
+    w1 = (rng.standard_normal((co, 3, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (rng.standard_normal((8, co, 3, 3)) * 0.1).astype(np.float32)
+    g = oh.make_graph([oh.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1]),
+                       oh.make_node("Relu", ["c"], ["r"]),
+                       oh.make_node("Conv", ["r", "w2"], ["y"], pads=[1, 1, 1, 1])], "stem",
+                      [oh.make_tensor_value_info("x", TP.FLOAT, [1, 3, 10, 10])],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, [1, 8, 10, 10])],
+                      [nh.from_array(w1, "w1"), nh.from_array(w2, "w2")])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "stem.onnx"))
+    mod = tvmlite.build(from_onnx(tmp_path / "stem.onnx"), precision="bf16")
+    fused = mod.graph
+    stem, second = [n for n in fused.nodes if n.op == "conv"]
+    assert [fused.types[i].dtype for i in stem.inputs[:2]] == ["float32", "float32"]
+    assert [fused.types[i].dtype for i in second.inputs[:2]] == ["bfloat16", "bfloat16"]
+    first = fused.kernels[0]     # the stem's kernel reads the model's input itself
+    assert first.inputs[0] == "x" and fused.types[first.output].dtype == "bfloat16"
+    feeds = {"x": rng.standard_normal((1, 3, 10, 10)).astype(np.float32)}
     err = output_error(mod.run(feeds), _reference(m, feeds))
     assert 0 < err.relative < BF16_TOLERANCE
