@@ -57,6 +57,7 @@ from tvmlite.ir.dtypes import ITEMSIZE
 from tvmlite.ir.expr import TensorRead, free_vars, walk
 from tvmlite.schedule.state import ScheduleError
 from tvmlite.search.records.workload import Workload
+from tvmlite.search.template_free import dag
 from tvmlite.search.template_free.annotate import location_candidates
 from tvmlite.search.template_free.loose import loose_choices
 from tvmlite.search.template_free.priors import (
@@ -197,7 +198,11 @@ def blocked_decisions(workload: Workload, sketch: Sketch, target: Target,
             decisions[f"at:{copy}"] = location_candidates(placed.state, copy).index(
                 (fuse.consumer, loop))
         decisions[f"parallel:{fuse.consumer}"] = panel + 1
-        decisions.update({k: 0 for k in drawn if k.startswith("at:") and k not in decisions})
+        base = workload.schedule().state   # where annotate draws from: 1 is "inline"
+        for k in drawn:   # the rest at the root, a padding few multiply-adds read inlined
+            if k.startswith("at:") and k not in decisions:
+                name = k[len("at:"):]
+                decisions[k] = int(dag.inlinable(base, name) and not dag.copy_pays(base, name))
         _, used = realize(workload, sketch, decisions, random.Random(0), target, constants,
                           loose)
     except (ScheduleError, ValueError):

@@ -172,6 +172,32 @@ def test_a_gemv_gets_none_and_a_conv_with_few_dividing_rows_gets_rows_of_one_vec
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_blocked_depthwise_conv_reads_its_padding_in_place():
+    """A depthwise conv's padding is inlined (``dag.copy_pays``: too few multiply-adds per
+    element for a copy of its own); a dense conv's keeps its copy. The depthwise kernel
+    as numpy's, borders included."""
+    host = Target.host()
+    dense = Workload.from_op("conv2d_nhwc", 1, 14, 14, 32, 64, 3, padding=1)
+    sk = next(sk for sk in generate_sketches(dense) if "fusion" in str(sk))
+    assert blocked_decisions(dense, sk, host)["at:pad"] == 0
+    wl = Workload.from_op("depthwise_conv2d_nhwc", 1, 10, 10, 32, 3, padding=1)
+    found = [(sk, d) for sk in generate_sketches(wl)
+             if (d := blocked_decisions(wl, sk, host)) is not None]
+    assert found and all(d["at:pad"] == 1 for _, d in found)
+    sk, d = found[0]
+    s, _ = realize(wl, sk, d, random.Random(0), host)
+    assert s.state.stage("pad").attach == "inline"
+    mod = build(s, list(wl.tensors))
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, (1, 10, 10, 32)).astype("float32")
+    w = rng.uniform(-1, 1, (3, 3, 32, 1)).astype("float32")
+    out = np.full((1, 10, 10, 32), np.nan, "float32")
+    mod(x, w, out)
+    xp = np.pad(x.astype("float64"), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = sum(xp[:, i:i + 10, j:j + 10] * w[i, j, :, 0] for i in range(3) for j in range(3))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
 def test_blocked_kernels_over_symbolic_sizes_are_right_at_every_size():
     """The blocked matmul and conv2d of the host, built over a symbolic M (N), run at
     sizes below, at, between and beyond their tiles, against numpy."""

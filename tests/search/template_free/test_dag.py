@@ -51,6 +51,14 @@ def test_depthwise_filter_reuse_counts_as_data_reuse():
     assert dag.has_data_reuse(st, "depthwise_conv2d_nhwc")
 
 
+def test_a_padded_copy_pays_for_a_dense_conv_not_a_depthwise_one():
+    """A dense 3x3 conv does 9 x 8 multiply-adds per padded element; a depthwise one 9."""
+    st = _state(ops.conv2d_nhwc(1, 6, 6, 4, 8, 3, padding=1))
+    assert dag.copy_pays(st, "pad")
+    st = _state(ops.depthwise_conv2d_nhwc(1, 6, 6, 4, 3, padding=1))
+    assert not dag.copy_pays(st, "pad")
+
+
 def test_elementwise_and_row_reductions_have_no_reuse():
     st = _state(ops.softmax(2, 8))
     assert not any(dag.has_data_reuse(st, n) for n in ("maxelem", "expv", "expsum", "softmax"))
