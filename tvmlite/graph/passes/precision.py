@@ -29,11 +29,11 @@ before fusion, which then fuses the casts):
   ``STEM_WINDOW``) stays float32 and stores bf16: it reads the model's input with the
   layout's transpose fused in, where in bf16 a kernel of its own first casts and
   transposes the image;
-- a depthwise conv reads its input in bf16 but keeps its float32 weight: it has no pairs
-  to sum (each output channel reads one input channel: plain float32 FMAs either way),
-  its weight is small (taps x channels, read from cache), and a bf16 one cost a widening
-  per tap on top of the input's (MobileNet-V2's depthwise convs ran about twice as long
-  as in float32 on Zen 5);
+- a depthwise conv stays float32, input and weight: it has no pairs to sum (each output
+  channel reads one input channel: plain float32 FMAs either way), and widening a bf16
+  input per tap cost more than the bytes saved (MobileNet-V2 bf16 on Zen 5: 1.8-2.0 ms
+  with bf16 depthwise inputs, 1.5-1.6 ms with float32 ones); the kernel before it
+  stores float32, and its own output is cast for the conv after it;
 - everything else stays float32, since it is cheap and some of it fragile: the model's
   inputs and outputs (the library's C API and ``run`` are unchanged: the first kernel
   reads float32, the last writes it), the biases and the epilogues (added to float32
@@ -84,11 +84,12 @@ def check_precision(precision: object) -> str:
 
 def _takes_bf16(g: Graph, n: Node) -> bool:
     """A conv or matmul of a float32 run-time input and a float32 constant weight, but
-    not a small-window conv of an RGB image (``STEM_CHANNELS``)."""
+    not a depthwise conv nor a small-window conv of an RGB image (``STEM_CHANNELS``)."""
     if n.op not in BF16_ANCHORS or len(n.inputs) < 2:
         return False
     x, w = n.inputs[:2]
-    if n.op == "conv" and _channels(g, n) <= STEM_CHANNELS and _taps(g, n) <= STEM_WINDOW:
+    if n.op == "conv" and (_depthwise(g, n) or (_channels(g, n) <= STEM_CHANNELS
+                                                  and _taps(g, n) <= STEM_WINDOW)):
         return False
     return (x not in g.constants and w in g.constants and g.types[x].dtype == "float32"
             and g.constants[w].dtype == np.float32)
@@ -179,14 +180,14 @@ def lower_precision(g: Graph) -> Graph:
                 {"pads": (0, 0, 0, 0, 0, 0, 0, extra), "value": 0.0}), f"{n.name}_pad")
             xb = xb_padded
         key = (w, extra)
-        if key not in weights and not _depthwise(g, n):
+        if key not in weights:
             wb = g.constants[w].astype(bf16)
             if extra:
                 wb = np.pad(wb, ((0, 0), (0, 0), (0, extra), (0, 0)))
             weights[key] = edit.constant(f"{w}_bf16" + (f"_c{wb.shape[2]}" if extra else ""),
                                          wb)
-        wn = w if _depthwise(g, n) else weights[key]
-        edit.instead[id(n)] = Node(n.op, (xb, wn) + n.inputs[2:], n.outputs, n.attrs, n.name)
+        edit.instead[id(n)] = Node(n.op, (xb, weights[key]) + n.inputs[2:], n.outputs,
+                                   n.attrs, n.name)
     nodes = [edit.after[v] for v in g.inputs if v in edit.after]
     for n in g.nodes:
         if id(n) in edit.before:

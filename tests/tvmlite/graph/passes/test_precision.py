@@ -52,15 +52,13 @@ def tiny_model(tmp_path):
     return path, m
 
 
-def one_conv_model(tmp_path, weight_shape, size, group=1):
+def one_conv_model(tmp_path, weight_shape, size):
     """(path, model) of one Conv of a seeded random float32 weight (OIHW) over a
     size x size input, padded to keep its size."""
     co, ci, kh, kw = weight_shape
-    ci *= group
     w = (np.random.default_rng(0).standard_normal(weight_shape) * 0.1).astype(np.float32)
     pads = [kh // 2, kw // 2, kh // 2, kw // 2]
-    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"], pads=pads, group=group)],
-                      "conv",
+    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["y"], pads=pads)], "conv",
                       [oh.make_tensor_value_info("x", TP.FLOAT, [1, ci, size, size])],
                       [oh.make_tensor_value_info("y", TP.FLOAT, [1, co, size, size])],
                       [nh.from_array(w, "w")])
@@ -212,17 +210,29 @@ def test_a_3_channel_bf16_conv_is_padded_to_whole_pairs(tmp_path):
     assert err.relative < BF16_TOLERANCE
 
 
-def test_a_bf16_depthwise_conv_reads_a_bf16_input_and_its_float32_weight(tmp_path):
-    """A depthwise conv has no pairs to sum: its input is bf16 (stored so by the kernel
-    before it), its small weight stays float32; within bf16's rounding of onnxruntime."""
+def test_a_depthwise_conv_stays_float32_between_bf16_convs(tmp_path):
+    """A depthwise conv has no pairs to sum: it reads a float32 input (the conv before it
+    stores float32) and its float32 weight, and stores bf16 for the conv after it; within
+    bf16's rounding of onnxruntime."""
     rng = np.random.default_rng(0)
-    path, m = one_conv_model(tmp_path, (32, 1, 3, 3), 12, group=32)
-    mod = tvmlite.build(from_onnx(path), precision="bf16")
+    ws = {"w1": rng.standard_normal((32, 16, 1, 1)), "w2": rng.standard_normal((32, 1, 3, 3)),
+          "w3": rng.standard_normal((16, 32, 1, 1))}
+    g = oh.make_graph([oh.make_node("Conv", ["x", "w1"], ["a"]),
+                       oh.make_node("Conv", ["a", "w2"], ["b"], pads=[1, 1, 1, 1], group=32),
+                       oh.make_node("Conv", ["b", "w3"], ["y"])], "dw",
+                      [oh.make_tensor_value_info("x", TP.FLOAT, [1, 16, 12, 12])],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, [1, 16, 12, 12])],
+                      [nh.from_array((v * 0.2).astype(np.float32), k) for k, v in ws.items()])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "dw.onnx"))
+    mod = tvmlite.build(from_onnx(tmp_path / "dw.onnx"), precision="bf16")
     fused = mod.graph
-    (conv,) = [n for n in fused.nodes if n.op == "conv"]
-    x, w = conv.inputs[:2]
-    assert fused.types[x].dtype == "bfloat16" and fused.constants[w].dtype == np.float32
-    feeds = {"x": rng.standard_normal((1, 32, 12, 12)).astype(np.float32)}
+    first, dw, last = [n for n in fused.nodes if n.op == "conv"]
+    dtypes = lambda n: [fused.types[i].dtype for i in n.inputs[:2]]   # noqa: E731
+    assert dtypes(first) == dtypes(last) == ["bfloat16", "bfloat16"]
+    assert dtypes(dw) == ["float32", "float32"]
+    feeds = {"x": rng.standard_normal((1, 16, 12, 12)).astype(np.float32)}
     err = output_error(mod.run(feeds), _reference(m, feeds))
     assert 0 < err.relative < BF16_TOLERANCE
 
