@@ -141,6 +141,18 @@ def test_a_vector_axis_without_whole_vectors_is_blocked_in_shorter_ones():
     assert d["tile:conv2d_nhwc_local.f"][-1] == 8
 
 
+def run_padded_conv(mod, wl, seed):
+    """``mod`` (a conv of ``wl``: NHWC input, HWIO weight, padding 1) on seeded uniform
+    inputs: (its output, the input padded in float64, the weight)."""
+    rng = np.random.default_rng(seed)
+    x_t, w_t, out_t = wl.tensors
+    x = rng.uniform(-1, 1, tuple(x_t.shape)).astype("float32")
+    w = rng.uniform(-1, 1, tuple(w_t.shape)).astype("float32")
+    out = np.full(tuple(out_t.shape), np.nan, "float32")
+    mod(x, w, out)
+    return out, np.pad(x.astype("float64"), ((0, 0), (1, 1), (1, 1), (0, 0))), w
+
+
 def test_a_gemv_gets_none_and_a_conv_with_few_dividing_rows_gets_rows_of_one_vector():
     """A matrix-vector product's single row is not a micro-kernel. w = 14 on AVX2 allows
     2 rows of 2 vectors (4 accumulators); 7 rows of one vector hold 7, one short of the
@@ -160,13 +172,7 @@ def test_a_gemv_gets_none_and_a_conv_with_few_dividing_rows_gets_rows_of_one_vec
     host = Target.host()
     d = blocked_decisions(wl, sk, host)
     s, _ = realize(wl, sk, d, random.Random(0), host)
-    mod = build(s, list(wl.tensors))
-    rng = np.random.default_rng(3)
-    x = rng.uniform(-1, 1, (4, 14, 14, 32)).astype("float32")
-    w = rng.uniform(-1, 1, (3, 3, 32, 64)).astype("float32")
-    out = np.full((4, 14, 14, 64), np.nan, "float32")
-    mod(x, w, out)
-    xp = np.pad(x.astype("float64"), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out, xp, w = run_padded_conv(build(s, list(wl.tensors)), wl, 3)
     want = sum(np.einsum("nhwc,cf->nhwf", xp[:, i:i + 14, j:j + 14], w[i, j])
                for i in range(3) for j in range(3))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
@@ -187,13 +193,7 @@ def test_a_blocked_depthwise_conv_reads_its_padding_in_place():
     sk, d = found[0]
     s, _ = realize(wl, sk, d, random.Random(0), host)
     assert s.state.stage("pad").attach == "inline"
-    mod = build(s, list(wl.tensors))
-    rng = np.random.default_rng(4)
-    x = rng.uniform(-1, 1, (1, 10, 10, 32)).astype("float32")
-    w = rng.uniform(-1, 1, (3, 3, 32, 1)).astype("float32")
-    out = np.full((1, 10, 10, 32), np.nan, "float32")
-    mod(x, w, out)
-    xp = np.pad(x.astype("float64"), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out, xp, w = run_padded_conv(build(s, list(wl.tensors)), wl, 4)
     want = sum(xp[:, i:i + 10, j:j + 10] * w[i, j, :, 0] for i in range(3) for j in range(3))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
