@@ -7,7 +7,8 @@ precision.py lower_precision (a "bf16" graph's convs and matmuls on bf16) ·
 constants.py fold_constants · identity.py remove_identity
 (Dropout/Identity) · batch_norm.py fold_batch_norm · dead_nodes.py remove_dead ·
 concat.py dissolve_concats (channel concats taken apart by their readers) ·
-layout.py choose_layout · fusion.py fuse; split.py split_kernels (not in the pipeline:
+layout.py choose_layout · vector_channels.py whole_vector_channels (a conv's output
+channels padded to whole vectors) · fusion.py fuse; split.py split_kernels (not in the pipeline:
 measured decisions use it) and edit.py GraphEdit (the working copy a rewriting pass
 adds values to). The modules are not named after their
 functions, so importing one never shadows the function this package exports.
@@ -26,11 +27,13 @@ from tvmlite.graph.passes.identity import remove_identity
 from tvmlite.graph.passes.layout import choose_layout
 from tvmlite.graph.passes.precision import lower_precision
 from tvmlite.graph.passes.quantize import fold_qdq
+from tvmlite.graph.passes.vector_channels import whole_vector_channels
 from tvmlite.graph.passes.zero_points import fold_zero_points
 
 PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
     fold_qdq, fold_constants, remove_identity, fold_batch_norm, fold_constants,
-    fold_zero_points, dissolve_concats, remove_dead, choose_layout, lower_precision, fuse,
+    fold_zero_points, dissolve_concats, remove_dead, choose_layout, whole_vector_channels,
+    lower_precision, fuse,
 )
 
 
