@@ -309,12 +309,15 @@ def _inner_ranges(s: Stmt) -> dict:
     return {x.var.name: x.extent - 1 for x in walk_stmts(s) if isinstance(x, For)}
 
 
-def _hoist(cond: Expr, inner: dict, largest: bool = True) -> Expr | None:
+def _hoist(cond: Expr, inner: dict, largest: bool = True,
+           static: bool = False) -> Expr | None:
     """``cond`` at the largest (else the smallest) value of ``e`` over the inner loop
-    variables, if it is ``e < E`` with a symbolic ``E`` free of inner variables and
-    ``e`` affine in them: at the largest it holds for every iteration, at the smallest
-    for at least one if for any."""
-    if not (isinstance(cond, Cmp) and cond.op == "<" and _has_size(cond.b)):
+    variables, if it is ``e < E`` with a symbolic ``E`` (or, ``static``, a constant one:
+    ``peel_tiles``) free of inner variables and ``e`` affine in them: at the largest it
+    holds for every iteration, at the smallest for at least one if for any."""
+    if not (isinstance(cond, Cmp) and cond.op == "<"):
+        return None
+    if not (_has_size(cond.b) or (static and isinstance(cond.b, Const))):
         return None
     if any(isinstance(n, Var) and n.name in inner for n in walk(cond.b)):
         return None
@@ -377,7 +380,10 @@ def _drop(s: Stmt, true_conds: set) -> Stmt:
 def peel_tiles(s: Stmt) -> Stmt:
     """Serial loops of static extent whose guards hold for their first iterations split
     into those, unguarded, and the rest (module doc); outermost loops first, then the
-    loops inside both parts."""
+    loops inside both parts. A nest without a guard is returned as it is (lowering runs
+    for every candidate of a search)."""
+    if not _guards(s):
+        return s
     if isinstance(s, For) and s.kind == "serial" and isinstance(s.extent, int):
         full, conds = _full_iterations(s)
         if conds and full == s.extent:
@@ -393,23 +399,22 @@ def peel_tiles(s: Stmt) -> Stmt:
 
 
 def _full_iterations(loop: For) -> tuple[int, set]:
-    """(how many first iterations of ``loop`` every guard conjunct in ``conds`` holds
-    for, ``conds``: the conjuncts ``e < E`` of its body's guards, ``E`` a constant,
-    ``e`` affine in ``loop``'s variable, with a positive coefficient, and inner loop
-    variables only)."""
+    """(how many first iterations of ``loop`` every conjunct in ``conds`` holds for,
+    ``conds``): the conjuncts of its body's guards that hoist (``_hoist``, static) to
+    ``k * loop + c < E``, ``k`` positive, nothing else left in them."""
     inner = _inner_ranges(loop.body)
     full, conds = loop.extent, set()
     for x in walk_stmts(loop.body):
         if not isinstance(x, IfThenElse):
             continue
         for c in _conjuncts(x.cond):
-            if not (isinstance(c, Cmp) and c.op == "<" and isinstance(c.b, Const)):
+            h = _hoist(c, inner, static=True)
+            if h is None:
                 continue
-            terms, const = linear(c.a)
-            k = terms.pop(loop.var, 0) if loop.var in terms else 0
-            if k <= 0 or not all(isinstance(a, Var) and a.name in inner for a in terms):
+            terms, const = linear(h.a)
+            k = terms.pop(loop.var, 0)
+            if k <= 0 or terms:
                 continue
-            const += sum(kk * inner[a.name] for a, kk in terms.items() if kk > 0)
-            full = min(full, max(0, (int(c.b.value) - const - 1) // k + 1))
+            full = min(full, max(0, (int(h.b.value) - const - 1) // k + 1))
             conds.add(c)
     return full, conds
