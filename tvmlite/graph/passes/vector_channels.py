@@ -9,8 +9,9 @@ copy of the output, fused with the bias and activation after it (``fusion``: onl
 elementwise nodes follow a conv in its kernel, so the slice starts the next one).
 16 is the widest float32 vector of the targets (AVX-512); the narrower ones divide it, so
 the padded conv has whole vectors on every target. Padded only where the extra channels
-are at most ``MAX_WASTE`` of the work, and where the conv has rows to block (not a
-matrix-vector product, which is bound by reading its weight).
+are at most ``MAX_WASTE`` of the work. The choice reads the channels alone, never the
+spatial sizes: a model over a symbolic size is optimized at several sizes and merged
+(``graph/symbolic.py``), and its graphs must agree.
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ __all__ = ["VECTOR_CHANNELS", "whole_vector_channels"]
 
 VECTOR_CHANNELS = 16
 MAX_WASTE = 1 / 32     # padded channels over the conv's own, at most
-MIN_ROWS = 16          # output pixels (N x H x W) of a conv worth padding
 
 
 def _extra(g: Graph, n: Node) -> int:
@@ -35,9 +35,8 @@ def _extra(g: Graph, n: Node) -> int:
     out = g.types[n.output]
     if w.ndim != 4 or w.dtype != np.float32 or out.dtype != "float32":
         return 0
-    channels, extra = w.shape[3], -w.shape[3] % VECTOR_CHANNELS
-    rows = int(np.prod(out.shape[:3]))
-    return extra if extra and extra <= MAX_WASTE * channels and rows >= MIN_ROWS else 0
+    extra = -w.shape[3] % VECTOR_CHANNELS
+    return extra if extra <= MAX_WASTE * w.shape[3] else 0
 
 
 def whole_vector_channels(g: Graph) -> Graph:
