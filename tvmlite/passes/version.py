@@ -310,7 +310,7 @@ def _inner_ranges(s: Stmt) -> dict:
 
 
 def _hoist(cond: Expr, inner: dict, largest: bool = True,
-           static: bool = False) -> Expr | None:
+           static: bool = False) -> Cmp | None:
     """``cond`` at the largest (else the smallest) value of ``e`` over the inner loop
     variables, if it is ``e < E`` with a symbolic ``E`` (or, ``static``, a constant one:
     ``peel_tiles``) free of inner variables and ``e`` affine in them: at the largest it
@@ -409,7 +409,7 @@ def _full_iterations(loop: For) -> tuple[int, set]:
             continue
         for c in _conjuncts(x.cond):
             h = _hoist(c, inner, static=True)
-            if h is None:
+            if h is None or not isinstance(h.b, Const):
                 continue
             terms, const = linear(h.a)
             k = terms.pop(loop.var, 0)
